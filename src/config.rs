@@ -1,0 +1,594 @@
+//! Configuration: the builder, its validation, node URLs, retry policy and environment.
+
+use std::fmt;
+use std::time::{Duration, Instant};
+
+use rand::Rng;
+
+use crate::error::ConfigError;
+use crate::quorum::drift;
+use crate::RedLock;
+
+/// The most nodes one [`RedLock`] accepts. Redlock wants a handful of independent masters;
+/// a longer list is almost certainly a cluster's node list pasted by mistake.
+pub const MAX_NODES: usize = 64;
+
+/// Redis keeps expiries in signed 64-bit milliseconds; we stay far below that.
+const MAX_TTL: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// How many times, and how far apart, a lock is attempted before giving up.
+///
+/// Between attempts the caller waits `delay` plus a random extra of up to `jitter`, drawn
+/// from a fast non-cryptographic RNG, so that clients that collided do not collide again.
+///
+/// ```
+/// use std::time::Duration;
+/// use quorumlock::Retry;
+///
+/// let patient = Retry::within(Duration::from_secs(5)).delay(Duration::from_millis(50));
+/// let once = Retry::none();
+/// # let _ = (patient, once);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Retry {
+    limit: RetryLimit,
+    delay: Duration,
+    jitter: Duration,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RetryLimit {
+    Attempts(u32),
+    Within(Duration),
+}
+
+impl Retry {
+    /// One attempt, no retry.
+    pub const fn none() -> Retry {
+        Retry::attempts(1)
+    }
+
+    /// At most `attempts` attempts in all (the first one included). Zero is rejected.
+    pub const fn attempts(attempts: u32) -> Retry {
+        Retry {
+            limit: RetryLimit::Attempts(attempts),
+            delay: Duration::from_millis(100),
+            jitter: Duration::from_millis(100),
+        }
+    }
+
+    /// Keep attempting until `total` has passed since the call began; no attempt starts
+    /// after that. The first attempt is always made. Zero is rejected (use [`Retry::none`]).
+    pub const fn within(total: Duration) -> Retry {
+        Retry {
+            limit: RetryLimit::Within(total),
+            delay: Duration::from_millis(100),
+            jitter: Duration::from_millis(100),
+        }
+    }
+
+    /// The fixed part of the pause between attempts. Defaults to 100 ms.
+    #[must_use]
+    pub const fn delay(mut self, delay: Duration) -> Retry {
+        self.delay = delay;
+        self
+    }
+
+    /// The random part of the pause between attempts: uniform from zero to this. Defaults
+    /// to 100 ms.
+    #[must_use]
+    pub const fn jitter(mut self, jitter: Duration) -> Retry {
+        self.jitter = jitter;
+        self
+    }
+
+    pub(crate) fn validate(&self) -> Result<(), ConfigError> {
+        match self.limit {
+            RetryLimit::Attempts(0) => Err(ConfigError::InvalidRetry("zero attempts")),
+            RetryLimit::Within(d) if d.is_zero() => Err(ConfigError::InvalidRetry(
+                "a zero deadline (use Retry::none() for a single attempt)",
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// The pause before attempt `made + 1`, or `None` when no further attempt may start.
+    pub(crate) fn next_pause(&self, made: u32, started: Instant) -> Option<Duration> {
+        let pause = self.delay.saturating_add(random_up_to(self.jitter));
+        match self.limit {
+            RetryLimit::Attempts(n) => (made < n).then_some(pause),
+            RetryLimit::Within(total) => {
+                (started.elapsed().saturating_add(pause) < total).then_some(pause)
+            }
+        }
+    }
+}
+
+/// Three attempts, 100 ms + up to 100 ms apart.
+impl Default for Retry {
+    fn default() -> Retry {
+        Retry::attempts(3)
+    }
+}
+
+fn random_up_to(max: Duration) -> Duration {
+    let micros = u64::try_from(max.as_micros()).unwrap_or(u64::MAX);
+    if micros == 0 {
+        return Duration::ZERO;
+    }
+    Duration::from_micros(rand::rng().random_range(0..=micros))
+}
+
+/// One node's address, parsed and checked.
+#[derive(Clone, PartialEq, Eq)]
+pub struct NodeUrl {
+    raw: String,
+    redacted: String,
+    host: String,
+    port: u16,
+    tls: bool,
+}
+
+impl NodeUrl {
+    /// Parses `redis://[user[:password]@]host[:port][/db]` or the same with `rediss://`.
+    ///
+    /// # Errors
+    /// [`ConfigError::InvalidUrl`], [`ConfigError::UnsupportedScheme`], or
+    /// [`ConfigError::TlsUnavailable`] for `rediss://` without the `tls` feature.
+    pub fn parse(raw: &str) -> Result<NodeUrl, ConfigError> {
+        let raw = raw.trim();
+        let invalid = |reason: &str| ConfigError::InvalidUrl {
+            url: redact(raw),
+            reason: reason.to_string(),
+        };
+        let url = url::Url::parse(raw).map_err(|e| invalid(&e.to_string()))?;
+        let tls = match url.scheme() {
+            "redis" => false,
+            "rediss" => true,
+            other => {
+                return Err(ConfigError::UnsupportedScheme {
+                    url: redact(raw),
+                    scheme: other.to_string(),
+                })
+            }
+        };
+        if tls && !cfg!(feature = "tls") {
+            return Err(ConfigError::TlsUnavailable { url: redact(raw) });
+        }
+        let host = match url.host_str() {
+            Some(h) if !h.is_empty() => h.to_ascii_lowercase(),
+            _ => return Err(invalid("no host")),
+        };
+        let port = url.port().unwrap_or(6379);
+        let path = url.path().trim_matches('/');
+        if !path.is_empty() && path.parse::<u8>().is_err() {
+            return Err(invalid("the path must be a database number, e.g. /0"));
+        }
+        if url.query().is_some() || url.fragment().is_some() {
+            return Err(invalid("query strings and fragments are not supported"));
+        }
+        // Validate with the client library too, so build() cannot fail on it later.
+        fred::types::config::Config::from_url_centralized(raw).map_err(|e| invalid(e.details()))?;
+        Ok(NodeUrl {
+            redacted: redact_url(&url),
+            raw: raw.to_string(),
+            host,
+            port,
+            tls,
+        })
+    }
+
+    /// The URL as given (with its password, if any).
+    pub(crate) fn as_str(&self) -> &str {
+        &self.raw
+    }
+
+    /// The URL with any password replaced by `***`: safe for logs and errors.
+    pub fn redacted(&self) -> &str {
+        &self.redacted
+    }
+
+    /// Host name or address, lower-cased.
+    pub fn host(&self) -> &str {
+        &self.host
+    }
+
+    /// TCP port (6379 when the URL has none).
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// Whether the URL asks for TLS (`rediss://`).
+    pub fn tls(&self) -> bool {
+        self.tls
+    }
+}
+
+impl fmt::Debug for NodeUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("NodeUrl").field(&self.redacted).finish()
+    }
+}
+
+impl fmt::Display for NodeUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.redacted)
+    }
+}
+
+fn redact_url(url: &url::Url) -> String {
+    let mut shown = url.clone();
+    if url.password().is_some() {
+        let _ = shown.set_password(Some("***"));
+    }
+    shown.to_string()
+}
+
+/// Hides a password even in a URL that does not parse.
+fn redact(raw: &str) -> String {
+    match url::Url::parse(raw) {
+        Ok(url) => redact_url(&url),
+        Err(_) => match (raw.find("://"), raw.rfind('@')) {
+            (Some(s), Some(at)) if at > s => format!("{}***@{}", &raw[..s + 3], &raw[at + 1..]),
+            _ => raw.to_string(),
+        },
+    }
+}
+
+/// A validated configuration: what [`RedLockBuilder::build`] runs with.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub(crate) nodes: Vec<NodeUrl>,
+    pub(crate) ttl: Duration,
+    pub(crate) drift_factor: f64,
+    pub(crate) node_timeout: Duration,
+    pub(crate) connect_timeout: Duration,
+    pub(crate) retry: Retry,
+    pub(crate) key_prefix: String,
+}
+
+impl Config {
+    /// The nodes, in the order given.
+    pub fn nodes(&self) -> &[NodeUrl] {
+        &self.nodes
+    }
+    /// The default ttl of a lock.
+    pub fn ttl(&self) -> Duration {
+        self.ttl
+    }
+    /// The clock-drift factor.
+    pub fn drift_factor(&self) -> f64 {
+        self.drift_factor
+    }
+    /// How long one node may take to answer one command.
+    pub fn node_timeout(&self) -> Duration {
+        self.node_timeout
+    }
+    /// How long connecting (and TLS, AUTH, SELECT) to one node may take.
+    pub fn connect_timeout(&self) -> Duration {
+        self.connect_timeout
+    }
+    /// The retry policy of [`RedLock::lock`].
+    pub fn retry(&self) -> Retry {
+        self.retry
+    }
+    /// The prefix put in front of every resource name to make its Redis key.
+    pub fn key_prefix(&self) -> &str {
+        &self.key_prefix
+    }
+
+    /// Checks a ttl for use with this configuration and returns its drift allowance.
+    pub(crate) fn check_ttl(&self, ttl: Duration) -> Result<Duration, ConfigError> {
+        check_ttl(ttl, self.drift_factor)
+    }
+}
+
+fn check_ttl(ttl: Duration, drift_factor: f64) -> Result<Duration, ConfigError> {
+    if ttl.is_zero() {
+        return Err(ConfigError::ZeroTtl);
+    }
+    if ttl > MAX_TTL {
+        return Err(ConfigError::TtlTooLarge { ttl });
+    }
+    let drift = drift(ttl, drift_factor).ok_or(ConfigError::InvalidDriftFactor(drift_factor))?;
+    if ttl <= drift {
+        return Err(ConfigError::TtlNotAboveDrift { ttl, drift });
+    }
+    Ok(drift)
+}
+
+/// Builds a [`RedLock`]. Setters only record values; [`build`](Self::build) checks them all.
+///
+/// ```no_run
+/// # async fn f() -> Result<(), quorumlock::Error> {
+/// use std::time::Duration;
+/// use quorumlock::{RedLock, Retry};
+///
+/// let redlock = RedLock::builder()
+///     .nodes(["redis://10.0.0.1:6379", "redis://10.0.0.2:6379", "redis://10.0.0.3:6379"])
+///     .ttl(Duration::from_secs(30))
+///     .retry(Retry::within(Duration::from_secs(2)))
+///     .build()?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+#[must_use = "a builder does nothing by itself; call .build()"]
+pub struct RedLockBuilder {
+    nodes: Vec<String>,
+    ttl: Duration,
+    drift_factor: f64,
+    node_timeout: Duration,
+    connect_timeout: Duration,
+    retry: Retry,
+    key_prefix: String,
+}
+
+impl Default for RedLockBuilder {
+    fn default() -> Self {
+        RedLockBuilder {
+            nodes: Vec::new(),
+            ttl: Duration::from_secs(10),
+            drift_factor: 0.01,
+            node_timeout: Duration::from_millis(100),
+            connect_timeout: Duration::from_secs(1),
+            retry: Retry::default(),
+            key_prefix: String::new(),
+        }
+    }
+}
+
+/// The environment variables read by [`RedLockBuilder::from_env`].
+pub const ENV_VARS: [&str; 10] = [
+    "QUORUMLOCK_NODES",
+    "QUORUMLOCK_TTL",
+    "QUORUMLOCK_DRIFT_FACTOR",
+    "QUORUMLOCK_NODE_TIMEOUT",
+    "QUORUMLOCK_CONNECT_TIMEOUT",
+    "QUORUMLOCK_RETRY_ATTEMPTS",
+    "QUORUMLOCK_RETRY_WITHIN",
+    "QUORUMLOCK_RETRY_DELAY",
+    "QUORUMLOCK_RETRY_JITTER",
+    "QUORUMLOCK_KEY_PREFIX",
+];
+
+impl RedLockBuilder {
+    /// A builder with the defaults and no nodes.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A builder from `QUORUMLOCK_*` environment variables (unset ones keep the defaults):
+    ///
+    /// | variable | meaning | example |
+    /// |---|---|---|
+    /// | `QUORUMLOCK_NODES` | comma-separated node URLs | `redis://a:6379,redis://b:6379,redis://c:6379` |
+    /// | `QUORUMLOCK_TTL` | default ttl | `10s` |
+    /// | `QUORUMLOCK_DRIFT_FACTOR` | clock-drift factor | `0.01` |
+    /// | `QUORUMLOCK_NODE_TIMEOUT` | per-node command timeout | `100ms` |
+    /// | `QUORUMLOCK_CONNECT_TIMEOUT` | per-node connect timeout | `1s` |
+    /// | `QUORUMLOCK_RETRY_ATTEMPTS` | attempts in all | `3` |
+    /// | `QUORUMLOCK_RETRY_WITHIN` | keep trying this long (instead of a count) | `5s` |
+    /// | `QUORUMLOCK_RETRY_DELAY` | fixed pause between attempts | `100ms` |
+    /// | `QUORUMLOCK_RETRY_JITTER` | random extra pause, up to | `100ms` |
+    /// | `QUORUMLOCK_KEY_PREFIX` | prefix for every Redis key | `locks:` |
+    ///
+    /// Durations are [humantime](https://docs.rs/humantime) strings: `250ms`, `10s`, `2m`.
+    ///
+    /// # Errors
+    /// [`ConfigError::Env`] naming the variable that does not parse. The values themselves
+    /// are checked by [`build`](Self::build).
+    pub fn from_env() -> Result<Self, ConfigError> {
+        Self::from_vars(|name| std::env::var(name).ok())
+    }
+
+    /// Like [`from_env`](Self::from_env), reading variables through `lookup` (for tests and
+    /// for configuration held elsewhere).
+    ///
+    /// # Errors
+    /// As [`from_env`](Self::from_env).
+    pub fn from_vars(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let mut b = RedLockBuilder::default();
+        let [nodes, ttl, drift, node_to, conn_to, attempts, within, delay, jitter, prefix] =
+            ENV_VARS;
+        if let Some(v) = lookup(nodes) {
+            b.nodes = split_nodes(&v);
+        }
+        if let Some(d) = env_duration(&lookup, ttl)? {
+            b.ttl = d;
+        }
+        if let Some(v) = lookup(drift) {
+            b.drift_factor = v
+                .trim()
+                .parse()
+                .map_err(|e: std::num::ParseFloatError| env_error(drift, &v, e.to_string()))?;
+        }
+        if let Some(d) = env_duration(&lookup, node_to)? {
+            b.node_timeout = d;
+        }
+        if let Some(d) = env_duration(&lookup, conn_to)? {
+            b.connect_timeout = d;
+        }
+        let mut retry = b.retry;
+        if let Some(v) = lookup(attempts) {
+            let n = v
+                .trim()
+                .parse()
+                .map_err(|e: std::num::ParseIntError| env_error(attempts, &v, e.to_string()))?;
+            retry.limit = RetryLimit::Attempts(n);
+        }
+        if let Some(d) = env_duration(&lookup, within)? {
+            if lookup(attempts).is_some() {
+                return Err(env_error(
+                    within,
+                    &humantime::format_duration(d).to_string(),
+                    format!("set either {attempts} or {within}, not both"),
+                ));
+            }
+            retry.limit = RetryLimit::Within(d);
+        }
+        if let Some(d) = env_duration(&lookup, delay)? {
+            retry.delay = d;
+        }
+        if let Some(d) = env_duration(&lookup, jitter)? {
+            retry.jitter = d;
+        }
+        b.retry = retry;
+        if let Some(v) = lookup(prefix) {
+            b.key_prefix = v;
+        }
+        Ok(b)
+    }
+
+    /// Adds one node URL.
+    pub fn node(mut self, url: impl Into<String>) -> Self {
+        self.nodes.push(url.into());
+        self
+    }
+
+    /// Adds node URLs: `redis://[user[:password]@]host[:port][/db]`, or `rediss://` for TLS.
+    /// Each must be a different, independent Redis master.
+    pub fn nodes<I, S>(mut self, urls: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.nodes.extend(urls.into_iter().map(Into::into));
+        self
+    }
+
+    /// The ttl of [`RedLock::lock`] and [`RedLock::try_lock`]: how long the keys live
+    /// unless extended. Defaults to 10 seconds.
+    pub fn ttl(mut self, ttl: Duration) -> Self {
+        self.ttl = ttl;
+        self
+    }
+
+    /// The clock-drift factor: the drift allowance is `ttl × factor + 2 ms`, subtracted from
+    /// every lock's validity. Defaults to 0.01.
+    pub fn drift_factor(mut self, factor: f64) -> Self {
+        self.drift_factor = factor;
+        self
+    }
+
+    /// How long one node may take to answer one command before it counts as failed.
+    /// Defaults to 100 milliseconds.
+    ///
+    /// The Redis documentation suggests 5-50 ms for a 10 s ttl. Because an attempt is decided
+    /// as soon as a majority has answered, this timeout only costs time when a node whose
+    /// vote is needed is slow; 100 ms is 1% of the default ttl and avoids the spurious
+    /// timeouts that 50 ms produced on busy hosts.
+    pub fn node_timeout(mut self, timeout: Duration) -> Self {
+        self.node_timeout = timeout;
+        self
+    }
+
+    /// How long connecting to one node (TCP, TLS, AUTH, SELECT) may take before it is
+    /// retried. Defaults to 1 second.
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// The retry policy of [`RedLock::lock`]. Defaults to [`Retry::default`].
+    pub fn retry(mut self, retry: Retry) -> Self {
+        self.retry = retry;
+        self
+    }
+
+    /// A prefix for every Redis key (the key is `prefix + resource`). Defaults to none, so
+    /// that other Redlock clients locking the same resource name exclude us and we them.
+    pub fn key_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.key_prefix = prefix.into();
+        self
+    }
+
+    /// Checks every setting without connecting to anything.
+    ///
+    /// # Errors
+    /// The first problem found, as a [`ConfigError`].
+    pub fn validate(&self) -> Result<Config, ConfigError> {
+        if self.nodes.is_empty() {
+            return Err(ConfigError::NoNodes);
+        }
+        if self.nodes.len() > MAX_NODES {
+            return Err(ConfigError::TooManyNodes(self.nodes.len()));
+        }
+        let mut nodes: Vec<NodeUrl> = Vec::with_capacity(self.nodes.len());
+        for (second, raw) in self.nodes.iter().enumerate() {
+            let url = NodeUrl::parse(raw)?;
+            if let Some(first) = nodes
+                .iter()
+                .position(|n| n.host == url.host && n.port == url.port)
+            {
+                return Err(ConfigError::DuplicateNode {
+                    url: url.redacted,
+                    first,
+                    second,
+                });
+            }
+            nodes.push(url);
+        }
+        if !(self.drift_factor.is_finite() && (0.0..1.0).contains(&self.drift_factor)) {
+            return Err(ConfigError::InvalidDriftFactor(self.drift_factor));
+        }
+        check_ttl(self.ttl, self.drift_factor)?;
+        if self.node_timeout.is_zero() {
+            return Err(ConfigError::ZeroTimeout("node timeout"));
+        }
+        if self.connect_timeout.is_zero() {
+            return Err(ConfigError::ZeroTimeout("connect timeout"));
+        }
+        self.retry.validate()?;
+        Ok(Config {
+            nodes,
+            ttl: self.ttl,
+            drift_factor: self.drift_factor,
+            node_timeout: self.node_timeout,
+            connect_timeout: self.connect_timeout,
+            retry: self.retry,
+            key_prefix: self.key_prefix.clone(),
+        })
+    }
+
+    /// Checks the configuration and starts connecting to every node in the background.
+    ///
+    /// It does not wait for connections: a service starts and takes locks while a minority
+    /// of its nodes is down, and nodes that come up later are used as soon as they connect.
+    /// See [`RedLock::wait_for_nodes`] to wait for them.
+    ///
+    /// # Errors
+    /// [`ConfigError`] for invalid settings, or when called outside a Tokio runtime. Nothing
+    /// is sent to any node in that case.
+    pub fn build(&self) -> Result<RedLock, ConfigError> {
+        let config = self.validate()?;
+        if tokio::runtime::Handle::try_current().is_err() {
+            return Err(ConfigError::NoRuntime);
+        }
+        RedLock::connect(config)
+    }
+}
+
+fn split_nodes(v: &str) -> Vec<String> {
+    v.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(String::from)
+        .collect()
+}
+
+fn env_error(var: &'static str, value: &str, reason: String) -> ConfigError {
+    ConfigError::Env {
+        var,
+        value: redact(value),
+        reason,
+    }
+}
+
+fn env_duration(
+    lookup: &impl Fn(&str) -> Option<String>,
+    var: &'static str,
+) -> Result<Option<Duration>, ConfigError> {
+    lookup(var)
+        .map(|v| humantime::parse_duration(v.trim()).map_err(|e| env_error(var, &v, e.to_string())))
+        .transpose()
+}

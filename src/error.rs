@@ -1,0 +1,272 @@
+//! The one error type of the crate, and the per-node failures it carries.
+
+use std::fmt;
+use std::time::Duration;
+
+use humantime::format_duration;
+
+/// Everything that can go wrong when locking, extending or releasing.
+///
+/// The variants tell apart the cases a caller handles differently: someone else holds the
+/// resource ([`Taken`](Error::Taken)), too few nodes could be reached
+/// ([`NoQuorum`](Error::NoQuorum)), the quorum answered too late to leave any validity
+/// ([`ValidityExpired`](Error::ValidityExpired)), the lock was lost before an extend or
+/// release ([`NotHeld`](Error::NotHeld)), and bad input ([`Config`](Error::Config)), which is
+/// always caught before anything is sent to any node.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// Another owner holds the resource: enough nodes answered, but too many of them already
+    /// had a key with someone else's token.
+    #[error("`{resource}` is held by another owner ({held_elsewhere} of {nodes} nodes refused)")]
+    Taken {
+        /// The resource that was asked for.
+        resource: String,
+        /// How many nodes answered that the key was already set.
+        held_elsewhere: usize,
+        /// How many nodes are configured.
+        nodes: usize,
+        /// Nodes that failed during the same attempt (a minority).
+        failures: Vec<NodeError>,
+    },
+
+    /// Too many nodes failed (down, frozen, refusing) for a majority to agree.
+    #[error(
+        "no quorum for `{resource}`: {agreed} of {needed} needed nodes agreed; {}",
+        NodeErrors(failures)
+    )]
+    NoQuorum {
+        /// The resource that was asked for.
+        resource: String,
+        /// The majority that was needed.
+        needed: usize,
+        /// How many nodes did agree.
+        agreed: usize,
+        /// Why each failing node failed.
+        failures: Vec<NodeError>,
+    },
+
+    /// A majority agreed, but only after the whole ttl (less the drift allowance) had been
+    /// used up. The keys were released again.
+    #[error(
+        "validity of `{resource}` used up: the quorum answered after {} (ttl {}, drift {})",
+        format_duration(*elapsed), format_duration(*ttl), format_duration(*drift)
+    )]
+    ValidityExpired {
+        /// The resource that was asked for.
+        resource: String,
+        /// Time from the first request to the deciding answer.
+        elapsed: Duration,
+        /// The ttl that was asked for.
+        ttl: Duration,
+        /// The clock-drift allowance subtracted from the ttl.
+        drift: Duration,
+    },
+
+    /// The lock is no longer held: its validity ended, or a majority of nodes no longer has
+    /// our token (the key expired, or was deleted or taken over).
+    #[error(
+        "the lock on `{resource}` is no longer held ({held} of {nodes} nodes still had our token)"
+    )]
+    NotHeld {
+        /// The locked resource.
+        resource: String,
+        /// How many nodes still had (and acted on) our token.
+        held: usize,
+        /// How many nodes are configured.
+        nodes: usize,
+    },
+
+    /// The lock's validity had already run out when it was to be extended; nothing was
+    /// sent. Acquire the resource again.
+    #[error("the lock on `{resource}` expired {} ago", format_duration(*ago))]
+    Expired {
+        /// The locked resource.
+        resource: String,
+        /// How long ago the validity ended.
+        ago: Duration,
+    },
+
+    /// Invalid configuration or arguments. Nothing was sent to any node.
+    #[error("invalid configuration: {0}")]
+    Config(#[from] ConfigError),
+
+    /// The operating system's random number generator failed, so no token could be made.
+    #[error("no token could be generated: the OS random number generator failed: {0}")]
+    Entropy(String),
+}
+
+impl Error {
+    /// Whether another attempt later could succeed (contention, unreachable nodes, a slow
+    /// quorum), as opposed to bad input or a lost lock.
+    pub fn is_retryable(&self) -> bool {
+        matches!(
+            self,
+            Error::Taken { .. } | Error::NoQuorum { .. } | Error::ValidityExpired { .. }
+        )
+    }
+}
+
+/// Why one node failed during one operation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeError {
+    /// The node's position in the configured list.
+    pub index: usize,
+    /// The node's URL, with any password replaced by `***`.
+    pub node: String,
+    /// What kind of failure it was.
+    pub kind: NodeErrorKind,
+    /// The client's description of the failure.
+    pub message: String,
+}
+
+impl fmt::Display for NodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "node {} ({}): {}: {}",
+            self.index, self.node, self.kind, self.message
+        )
+    }
+}
+
+impl std::error::Error for NodeError {}
+
+/// The kinds of node failure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum NodeErrorKind {
+    /// No answer within the per-node timeout (frozen, partitioned, overloaded, or not
+    /// connected).
+    Timeout,
+    /// The connection failed or was closed.
+    Io,
+    /// Authentication was refused, or the user may not run a command we need.
+    Auth,
+    /// The peer answered something that is not the expected Redis reply (perhaps it is not
+    /// a Redis server).
+    Protocol,
+    /// Redis answered with an error (out of memory, read-only replica, script error, ...).
+    Server,
+}
+
+impl fmt::Display for NodeErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            NodeErrorKind::Timeout => "timeout",
+            NodeErrorKind::Io => "connection error",
+            NodeErrorKind::Auth => "not authorized",
+            NodeErrorKind::Protocol => "protocol error",
+            NodeErrorKind::Server => "server error",
+        })
+    }
+}
+
+/// Formats a list of node errors on one line.
+struct NodeErrors<'a>(&'a [NodeError]);
+
+impl fmt::Display for NodeErrors<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0.is_empty() {
+            return f.write_str("no node failed before the outcome was decided");
+        }
+        for (i, e) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str("; ")?;
+            }
+            write!(f, "{e}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Invalid configuration or arguments, found before anything is sent to a node.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// No node URLs were given.
+    #[error("no nodes: give at least one node URL (three or five independent masters for failover safety)")]
+    NoNodes,
+    /// A node URL could not be parsed.
+    #[error("invalid node URL `{url}`: {reason}")]
+    InvalidUrl {
+        /// The URL as given, password hidden.
+        url: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A URL scheme other than `redis://` or `rediss://`.
+    #[error("unsupported scheme `{scheme}` in `{url}`: use redis:// or rediss://")]
+    UnsupportedScheme {
+        /// The URL as given, password hidden.
+        url: String,
+        /// The scheme found.
+        scheme: String,
+    },
+    /// A `rediss://` URL, but the crate was built without the `tls` feature.
+    #[error("`{url}` needs TLS, but quorumlock was built without the `tls` feature")]
+    TlsUnavailable {
+        /// The URL as given, password hidden.
+        url: String,
+    },
+    /// Two URLs name the same host and port, which would count one server twice.
+    #[error("node {second} (`{url}`) is the same server as node {first}: every node must be a different Redis master")]
+    DuplicateNode {
+        /// The URL of the repeated node, password hidden.
+        url: String,
+        /// Position of the first occurrence.
+        first: usize,
+        /// Position of the repeat.
+        second: usize,
+    },
+    /// More nodes than the crate supports.
+    #[error("{0} nodes configured; at most {max} are supported", max = crate::config::MAX_NODES)]
+    TooManyNodes(usize),
+    /// The ttl is zero.
+    #[error("the ttl must be greater than zero")]
+    ZeroTtl,
+    /// The ttl is not larger than the drift allowance, so no lock could ever be valid.
+    #[error(
+        "the ttl ({}) must be larger than the clock-drift allowance ({})",
+        format_duration(*ttl), format_duration(*drift)
+    )]
+    TtlNotAboveDrift {
+        /// The ttl asked for.
+        ttl: Duration,
+        /// The drift allowance for that ttl.
+        drift: Duration,
+    },
+    /// The ttl does not fit Redis's millisecond expiry.
+    #[error("the ttl ({}) is too large", format_duration(*ttl))]
+    TtlTooLarge {
+        /// The ttl asked for.
+        ttl: Duration,
+    },
+    /// The drift factor is not a finite number in `0.0..1.0`.
+    #[error(
+        "the drift factor must be a finite number from 0.0 up to (not including) 1.0, got {0}"
+    )]
+    InvalidDriftFactor(f64),
+    /// A per-node or connection timeout of zero.
+    #[error("the {0} must be greater than zero")]
+    ZeroTimeout(&'static str),
+    /// A retry policy that could never make an attempt.
+    #[error("the retry policy can never make an attempt: {0}")]
+    InvalidRetry(&'static str),
+    /// An empty resource name.
+    #[error("the resource name is empty")]
+    EmptyResource,
+    /// An environment variable that could not be parsed.
+    #[error("environment variable {var}=`{value}`: {reason}")]
+    Env {
+        /// The variable's name.
+        var: &'static str,
+        /// Its value.
+        value: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// `build()` was called outside a Tokio runtime.
+    #[error("RedLockBuilder::build() must be called from within a Tokio runtime")]
+    NoRuntime,
+}

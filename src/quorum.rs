@@ -1,0 +1,200 @@
+//! The pure arithmetic of Redlock: quorum size, clock drift, validity, and the vote tally
+//! that decides an operation as soon as its outcome is known.
+//!
+//! Nothing here touches the network or reads a clock, so all of it is covered by unit and
+//! property tests (see `tests/quorum_props.rs`).
+
+use std::time::Duration;
+
+/// The fixed part of the clock-drift allowance, added to `ttl × drift_factor`.
+pub const DRIFT_FLOOR: Duration = Duration::from_millis(2);
+
+/// How many of `nodes` votes make a majority: `nodes / 2 + 1`.
+///
+/// ```
+/// assert_eq!(quorumlock::quorum(1), 1);
+/// assert_eq!(quorumlock::quorum(3), 2);
+/// assert_eq!(quorumlock::quorum(4), 3);
+/// assert_eq!(quorumlock::quorum(5), 3);
+/// ```
+pub const fn quorum(nodes: usize) -> usize {
+    nodes / 2 + 1
+}
+
+/// The clock-drift allowance for a lock of `ttl`: `ttl × drift_factor + 2 ms`.
+///
+/// Returns `None` when `drift_factor` is negative, not finite, or the product does not fit a
+/// [`Duration`] (the builder rejects such factors before any lock is taken).
+///
+/// ```
+/// use std::time::Duration;
+/// let d = quorumlock::drift(Duration::from_secs(10), 0.01).unwrap();
+/// assert_eq!(d, Duration::from_millis(102));
+/// ```
+pub fn drift(ttl: Duration, drift_factor: f64) -> Option<Duration> {
+    if !drift_factor.is_finite() || drift_factor < 0.0 {
+        return None;
+    }
+    // Whole microseconds: enough resolution, and exact for the usual factors.
+    let micros = (ttl.as_micros() as f64 * drift_factor).round();
+    if micros >= u64::MAX as f64 {
+        return None;
+    }
+    Duration::from_micros(micros as u64).checked_add(DRIFT_FLOOR)
+}
+
+/// The time a lock can still be relied on: `ttl − elapsed − drift`, or `None` when that is
+/// not strictly positive (the attempt failed even if a quorum agreed).
+///
+/// `elapsed` is measured on the client's monotonic clock from before the first request was
+/// sent until the quorum answered.
+///
+/// ```
+/// use std::time::Duration;
+/// let ms = Duration::from_millis;
+/// assert_eq!(quorumlock::validity(ms(10_000), ms(5), ms(102)), Some(ms(9_893)));
+/// assert_eq!(quorumlock::validity(ms(100), ms(98), ms(3)), None);
+/// ```
+pub fn validity(ttl: Duration, elapsed: Duration, drift: Duration) -> Option<Duration> {
+    ttl.checked_sub(elapsed)?
+        .checked_sub(drift)
+        .filter(|left| !left.is_zero())
+}
+
+/// One node's answer to one operation, as the tally counts it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Ballot {
+    /// The node did what was asked (set, extended or deleted our key).
+    Yes,
+    /// The node answered, but the key is someone else's (or not ours any more).
+    No,
+    /// The node did not answer usefully: timeout, connection or protocol error.
+    Failed,
+}
+
+/// Whether an operation over all nodes is decided, and how.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Decision {
+    /// Not yet: more answers are needed.
+    Pending,
+    /// A majority said yes.
+    Won,
+    /// So many nodes said no or failed that a majority can no longer say yes.
+    Lost,
+}
+
+/// Counts votes and decides as soon as the outcome is known.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Tally {
+    pub(crate) nodes: usize,
+    pub(crate) yes: usize,
+    pub(crate) no: usize,
+    pub(crate) failed: usize,
+}
+
+impl Tally {
+    pub(crate) const fn new(nodes: usize) -> Self {
+        Tally {
+            nodes,
+            yes: 0,
+            no: 0,
+            failed: 0,
+        }
+    }
+
+    pub(crate) const fn quorum(&self) -> usize {
+        quorum(self.nodes)
+    }
+
+    pub(crate) fn record(&mut self, ballot: Ballot) -> Decision {
+        match ballot {
+            Ballot::Yes => self.yes += 1,
+            Ballot::No => self.no += 1,
+            Ballot::Failed => self.failed += 1,
+        }
+        self.decision()
+    }
+
+    pub(crate) const fn decision(&self) -> Decision {
+        if self.yes >= self.quorum() {
+            Decision::Won
+        } else if self.no + self.failed > self.nodes - self.quorum() {
+            Decision::Lost
+        } else {
+            Decision::Pending
+        }
+    }
+
+    /// After a lost vote: would the nodes that answered have been enough for a majority had
+    /// they all been free? Then the loss is contention ("taken"), otherwise unreachability.
+    pub(crate) const fn lost_to_contention(&self) -> bool {
+        self.failed <= self.nodes - self.quorum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    #[test]
+    fn quorum_is_a_strict_majority() {
+        for n in 1..=64 {
+            assert!(2 * quorum(n) > n, "{n}");
+            assert!(2 * (quorum(n) - 1) <= n, "{n}");
+        }
+    }
+
+    #[test]
+    fn drift_is_one_percent_plus_two_ms_by_default() {
+        assert_eq!(drift(ms(10_000), 0.01), Some(ms(102)));
+        assert_eq!(drift(ms(30_000), 0.01), Some(ms(302)));
+        assert_eq!(drift(ms(1_000), 0.0), Some(ms(2)));
+        assert_eq!(drift(ms(1_000), -0.1), None);
+        assert_eq!(drift(ms(1_000), f64::NAN), None);
+        assert_eq!(drift(ms(1_000), f64::INFINITY), None);
+        assert_eq!(drift(Duration::MAX, 2.0), None);
+    }
+
+    #[test]
+    fn validity_never_wraps_around() {
+        assert_eq!(validity(ms(100), ms(200), ms(3)), None);
+        assert_eq!(validity(ms(100), ms(97), ms(3)), None);
+        assert_eq!(validity(ms(100), ms(96), ms(3)), Some(ms(1)));
+        assert_eq!(
+            validity(Duration::ZERO, Duration::ZERO, Duration::ZERO),
+            None
+        );
+    }
+
+    #[test]
+    fn five_nodes_decide_at_three_either_way() {
+        let mut t = Tally::new(5);
+        assert_eq!(t.record(Ballot::Yes), Decision::Pending);
+        assert_eq!(t.record(Ballot::No), Decision::Pending);
+        assert_eq!(t.record(Ballot::Yes), Decision::Pending);
+        assert_eq!(t.record(Ballot::Yes), Decision::Won);
+
+        let mut t = Tally::new(5);
+        t.record(Ballot::No);
+        t.record(Ballot::Failed);
+        assert_eq!(t.record(Ballot::No), Decision::Lost);
+        assert!(t.lost_to_contention());
+
+        let mut t = Tally::new(5);
+        t.record(Ballot::Failed);
+        t.record(Ballot::Failed);
+        assert_eq!(t.record(Ballot::Failed), Decision::Lost);
+        assert!(!t.lost_to_contention());
+    }
+
+    #[test]
+    fn one_node_decides_on_its_only_vote() {
+        assert_eq!(Tally::new(1).record(Ballot::Yes), Decision::Won);
+        assert_eq!(Tally::new(1).record(Ballot::No), Decision::Lost);
+        assert_eq!(Tally::new(1).record(Ballot::Failed), Decision::Lost);
+    }
+}
