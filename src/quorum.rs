@@ -198,3 +198,65 @@ mod tests {
         assert_eq!(Tally::new(1).record(Ballot::Failed), Decision::Lost);
     }
 }
+
+#[cfg(test)]
+mod props {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn ballot() -> impl Strategy<Value = Ballot> {
+        prop_oneof![Just(Ballot::Yes), Just(Ballot::No), Just(Ballot::Failed)]
+    }
+
+    proptest! {
+        /// Deciding early is sound: whatever the remaining nodes answer, the decision taken
+        /// at the first decided prefix is the one the full count gives.
+        #[test]
+        fn early_decision_agrees_with_the_full_count(
+            ballots in (1usize..=9).prop_flat_map(|n| proptest::collection::vec(ballot(), n))
+        ) {
+            let n = ballots.len();
+            let mut tally = Tally::new(n);
+            let mut early = None;
+            for b in &ballots {
+                let d = tally.record(*b);
+                if early.is_none() && d != Decision::Pending {
+                    early = Some(d);
+                }
+            }
+            let yes = ballots.iter().filter(|b| **b == Ballot::Yes).count();
+            let full = if yes >= quorum(n) { Decision::Won } else { Decision::Lost };
+            prop_assert_eq!(tally.decision(), full);
+            prop_assert_eq!(early, Some(full));
+        }
+
+        /// Two disjoint sets of nodes can never both reach a quorum.
+        #[test]
+        fn two_quorums_always_share_a_node(n in 1usize..=64) {
+            prop_assert!(quorum(n) + quorum(n) > n);
+        }
+
+        #[test]
+        fn validity_is_exact_and_never_overstated(
+            ttl_ms in 0u64..10_000_000, elapsed_us in 0u64..20_000_000_000, factor in 0.0f64..1.0
+        ) {
+            let ttl = Duration::from_millis(ttl_ms);
+            let elapsed = Duration::from_micros(elapsed_us);
+            let d = drift(ttl, factor).unwrap();
+            prop_assert!(d >= DRIFT_FLOOR);
+            match validity(ttl, elapsed, d) {
+                Some(v) => {
+                    prop_assert!(!v.is_zero());
+                    prop_assert_eq!(v + elapsed + d, ttl);
+                }
+                None => prop_assert!(elapsed + d >= ttl),
+            }
+        }
+
+        #[test]
+        fn drift_grows_with_the_ttl(a in 0u64..1_000_000_000, b in 0u64..1_000_000_000, factor in 0.0f64..1.0) {
+            let (lo, hi) = (a.min(b), a.max(b));
+            prop_assert!(drift(Duration::from_millis(lo), factor) <= drift(Duration::from_millis(hi), factor));
+        }
+    }
+}

@@ -1,0 +1,283 @@
+//! Configuration and bad input, without any server: every mistake is a typed error found
+//! before anything is sent.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use proptest::prelude::*;
+use quorumlock::{ConfigError, NodeUrl, RedLock, RedLockBuilder, Retry};
+
+const THREE: [&str; 3] = [
+    "redis://127.0.0.1:7001",
+    "redis://127.0.0.1:7002",
+    "redis://127.0.0.1:7003",
+];
+
+fn err(b: RedLockBuilder) -> ConfigError {
+    b.validate().expect_err("configuration should be refused")
+}
+
+#[test]
+fn the_defaults_are_documented_values() {
+    let c = RedLock::builder().nodes(THREE).validate().unwrap();
+    assert_eq!(c.ttl(), Duration::from_secs(10));
+    assert_eq!(c.drift_factor(), 0.01);
+    assert_eq!(c.node_timeout(), Duration::from_millis(100));
+    assert_eq!(c.connect_timeout(), Duration::from_secs(1));
+    assert_eq!(c.retry(), Retry::attempts(3));
+    assert_eq!(c.key_prefix(), "");
+    assert_eq!(c.nodes().len(), 3);
+}
+
+#[test]
+fn an_empty_node_list_is_refused() {
+    assert_eq!(err(RedLock::builder()), ConfigError::NoNodes);
+    let none: [&str; 0] = [];
+    assert_eq!(err(RedLock::builder().nodes(none)), ConfigError::NoNodes);
+}
+
+#[test]
+fn unparsable_urls_are_refused() {
+    for bad in [
+        "",
+        "not a url",
+        "redis://",
+        "redis://:6379",
+        "redis://host:99999",
+        "redis://host/abc",
+        "redis://host/0?x=1",
+    ] {
+        assert!(
+            matches!(
+                err(RedLock::builder().node(bad)),
+                ConfigError::InvalidUrl { .. }
+            ),
+            "{bad:?} should be an invalid URL"
+        );
+    }
+}
+
+#[test]
+fn unknown_schemes_are_refused() {
+    for (url, scheme) in [
+        ("http://127.0.0.1:6379", "http"),
+        ("redis-cluster://127.0.0.1:6379", "redis-cluster"),
+        ("redis-sentinel://127.0.0.1:26379", "redis-sentinel"),
+        ("unix:///tmp/redis.sock", "unix"),
+    ] {
+        match err(RedLock::builder().node(url)) {
+            ConfigError::UnsupportedScheme { scheme: s, .. } => assert_eq!(s, scheme),
+            other => panic!("{url}: {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn the_same_server_twice_is_refused() {
+    let e = err(RedLock::builder().nodes([
+        "redis://127.0.0.1:7001",
+        "redis://127.0.0.1:7002",
+        "redis://127.0.0.1:7001/3",
+    ]));
+    assert!(
+        matches!(
+            e,
+            ConfigError::DuplicateNode {
+                first: 0,
+                second: 2,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    // The default port counts as the same port.
+    let e = err(RedLock::builder().nodes(["redis://Example.com", "redis://example.com:6379"]));
+    assert!(matches!(e, ConfigError::DuplicateNode { .. }), "{e:?}");
+}
+
+#[test]
+fn credentials_tls_and_databases_are_accepted_and_passwords_never_shown() {
+    let url = NodeUrl::parse("redis://app:s3cret@127.0.0.1:7001/2").unwrap();
+    assert_eq!(url.port(), 7001);
+    assert!(!url.tls());
+    assert!(!url.redacted().contains("s3cret"), "{}", url.redacted());
+    assert!(!format!("{url:?} {url}").contains("s3cret"));
+    assert!(NodeUrl::parse("redis://:onlypass@[::1]:7001").is_ok());
+    #[cfg(feature = "tls")]
+    assert!(NodeUrl::parse("rediss://app:pw@localhost:6380")
+        .unwrap()
+        .tls());
+
+    let e = err(RedLock::builder().node("redis://app:s3cret@127.0.0.1:7001/notadb"));
+    assert!(!e.to_string().contains("s3cret"), "{e}");
+}
+
+#[test]
+fn a_zero_ttl_or_one_not_above_the_drift_is_refused() {
+    assert_eq!(
+        err(RedLock::builder().nodes(THREE).ttl(Duration::ZERO)),
+        ConfigError::ZeroTtl
+    );
+    // 2 ms ttl: drift is 2 ms + 0.02 ms.
+    assert!(matches!(
+        err(RedLock::builder()
+            .nodes(THREE)
+            .ttl(Duration::from_millis(2))),
+        ConfigError::TtlNotAboveDrift { .. }
+    ));
+    assert!(matches!(
+        err(RedLock::builder()
+            .nodes(THREE)
+            .ttl(Duration::from_secs(400 * 24 * 3600))),
+        ConfigError::TtlTooLarge { .. }
+    ));
+    assert!(RedLock::builder()
+        .nodes(THREE)
+        .ttl(Duration::from_millis(5))
+        .validate()
+        .is_ok());
+}
+
+#[test]
+fn bad_drift_factors_timeouts_and_retries_are_refused() {
+    for f in [-0.01, 1.0, 2.0, f64::NAN, f64::INFINITY] {
+        assert!(matches!(
+            err(RedLock::builder().nodes(THREE).drift_factor(f)),
+            ConfigError::InvalidDriftFactor(_)
+        ));
+    }
+    assert!(matches!(
+        err(RedLock::builder().nodes(THREE).node_timeout(Duration::ZERO)),
+        ConfigError::ZeroTimeout(_)
+    ));
+    assert!(matches!(
+        err(RedLock::builder()
+            .nodes(THREE)
+            .connect_timeout(Duration::ZERO)),
+        ConfigError::ZeroTimeout(_)
+    ));
+    assert!(matches!(
+        err(RedLock::builder().nodes(THREE).retry(Retry::attempts(0))),
+        ConfigError::InvalidRetry(_)
+    ));
+    assert!(matches!(
+        err(RedLock::builder()
+            .nodes(THREE)
+            .retry(Retry::within(Duration::ZERO))),
+        ConfigError::InvalidRetry(_)
+    ));
+}
+
+#[test]
+fn too_many_nodes_are_refused() {
+    let many: Vec<String> = (0..65)
+        .map(|i| format!("redis://127.0.0.1:{}", 10_000 + i))
+        .collect();
+    assert_eq!(
+        err(RedLock::builder().nodes(many)),
+        ConfigError::TooManyNodes(65)
+    );
+}
+
+#[test]
+fn build_outside_a_runtime_is_an_error_not_a_panic() {
+    assert_eq!(
+        RedLock::builder().nodes(THREE).build().unwrap_err(),
+        ConfigError::NoRuntime
+    );
+}
+
+fn vars(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+    let map: HashMap<String, String> = pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    move |k| map.get(k).cloned()
+}
+
+#[test]
+fn the_environment_sets_every_option() {
+    let b = RedLockBuilder::from_vars(vars(&[
+        (
+            "QUORUMLOCK_NODES",
+            " redis://127.0.0.1:7001, redis://127.0.0.1:7002 ,redis://127.0.0.1:7003,",
+        ),
+        ("QUORUMLOCK_TTL", "30s"),
+        ("QUORUMLOCK_DRIFT_FACTOR", "0.02"),
+        ("QUORUMLOCK_NODE_TIMEOUT", "250ms"),
+        ("QUORUMLOCK_CONNECT_TIMEOUT", "2s"),
+        ("QUORUMLOCK_RETRY_WITHIN", "1m"),
+        ("QUORUMLOCK_RETRY_DELAY", "10ms"),
+        ("QUORUMLOCK_RETRY_JITTER", "5ms"),
+        ("QUORUMLOCK_KEY_PREFIX", "locks:"),
+    ]))
+    .unwrap();
+    let c = b.validate().unwrap();
+    assert_eq!(c.nodes().len(), 3);
+    assert_eq!(c.ttl(), Duration::from_secs(30));
+    assert_eq!(c.drift_factor(), 0.02);
+    assert_eq!(c.node_timeout(), Duration::from_millis(250));
+    assert_eq!(c.connect_timeout(), Duration::from_secs(2));
+    assert_eq!(
+        c.retry(),
+        Retry::within(Duration::from_secs(60))
+            .delay(Duration::from_millis(10))
+            .jitter(Duration::from_millis(5))
+    );
+    assert_eq!(c.key_prefix(), "locks:");
+
+    let c = RedLockBuilder::from_vars(vars(&[
+        ("QUORUMLOCK_NODES", THREE.join(",").as_str()),
+        ("QUORUMLOCK_RETRY_ATTEMPTS", "7"),
+    ]))
+    .unwrap()
+    .validate()
+    .unwrap();
+    assert_eq!(c.retry(), Retry::attempts(7));
+}
+
+#[test]
+fn bad_environment_values_name_the_variable() {
+    for (var, value) in [
+        ("QUORUMLOCK_TTL", "10"),
+        ("QUORUMLOCK_TTL", "ten seconds"),
+        ("QUORUMLOCK_NODE_TIMEOUT", "-5ms"),
+        ("QUORUMLOCK_DRIFT_FACTOR", "one"),
+        ("QUORUMLOCK_RETRY_ATTEMPTS", "-1"),
+    ] {
+        match RedLockBuilder::from_vars(vars(&[(var, value)])) {
+            Err(ConfigError::Env { var: v, .. }) => assert_eq!(v, var),
+            other => panic!("{var}={value}: {other:?}"),
+        }
+    }
+    assert!(matches!(
+        RedLockBuilder::from_vars(vars(&[
+            ("QUORUMLOCK_RETRY_ATTEMPTS", "2"),
+            ("QUORUMLOCK_RETRY_WITHIN", "1s")
+        ])),
+        Err(ConfigError::Env { .. })
+    ));
+    // Missing nodes are caught by validation, like in code.
+    assert_eq!(
+        RedLockBuilder::from_vars(vars(&[]))
+            .unwrap()
+            .validate()
+            .unwrap_err(),
+        ConfigError::NoNodes
+    );
+}
+
+proptest! {
+    #[test]
+    fn no_url_makes_the_parser_panic(s in "\\PC{0,40}", t in "(redis|rediss|http)://[a-z0-9:@./\\[\\]?#%-]{0,30}") {
+        let _ = NodeUrl::parse(&s);
+        let _ = NodeUrl::parse(&t);
+    }
+
+    #[test]
+    fn no_environment_value_makes_the_builder_panic(v in "\\PC{0,20}") {
+        for var in quorumlock::ENV_VARS {
+            let _ = RedLockBuilder::from_vars(vars(&[(var, v.as_str())])).map(|b| b.validate());
+        }
+    }
+}
