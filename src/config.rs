@@ -19,7 +19,8 @@ const MAX_TTL: Duration = Duration::from_secs(365 * 24 * 3600);
 /// How many times, and how far apart, a lock is attempted before giving up.
 ///
 /// Between attempts the caller waits `delay` plus a random extra of up to `jitter`, drawn
-/// from a fast non-cryptographic RNG, so that clients that collided do not collide again.
+/// from the thread-local generator (never from the OS generator that makes tokens), so that
+/// clients that collided do not collide again.
 ///
 /// ```
 /// use std::time::Duration;
@@ -277,24 +278,47 @@ impl Config {
         &self.key_prefix
     }
 
-    /// Checks a ttl for use with this configuration and returns its drift allowance.
-    pub(crate) fn check_ttl(&self, ttl: Duration) -> Result<Duration, ConfigError> {
-        check_ttl(ttl, self.drift_factor)
+    /// Checks a ttl for use with this configuration.
+    pub(crate) fn check_ttl(&self, ttl: Duration) -> Result<Ttl, ConfigError> {
+        Ttl::new(ttl, self.drift_factor)
     }
 }
 
-fn check_ttl(ttl: Duration, drift_factor: f64) -> Result<Duration, ConfigError> {
-    if ttl.is_zero() {
-        return Err(ConfigError::ZeroTtl);
+/// A checked ttl: as Redis applies it (whole milliseconds, rounded down), its `PX`
+/// argument, and its drift allowance, which is always smaller than it. The one place where
+/// a ttl becomes milliseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Ttl {
+    pub(crate) ttl: Duration,
+    pub(crate) px: i64,
+    pub(crate) drift: Duration,
+    /// `ttl - drift`, strictly positive.
+    pub(crate) usable: Duration,
+}
+
+impl Ttl {
+    pub(crate) fn new(ttl: Duration, drift_factor: f64) -> Result<Ttl, ConfigError> {
+        if ttl.is_zero() {
+            return Err(ConfigError::ZeroTtl);
+        }
+        if ttl > MAX_TTL {
+            return Err(ConfigError::TtlTooLarge { ttl });
+        }
+        // MAX_TTL keeps the milliseconds far inside i64.
+        let px = i64::try_from(ttl.as_millis()).map_err(|_| ConfigError::TtlTooLarge { ttl })?;
+        let whole = Duration::from_millis(px.unsigned_abs());
+        let drift =
+            drift(whole, drift_factor).ok_or(ConfigError::InvalidDriftFactor(drift_factor))?;
+        match whole.checked_sub(drift) {
+            Some(usable) if !usable.is_zero() => Ok(Ttl {
+                ttl: whole,
+                px,
+                drift,
+                usable,
+            }),
+            _ => Err(ConfigError::TtlNotAboveDrift { ttl, drift }),
+        }
     }
-    if ttl > MAX_TTL {
-        return Err(ConfigError::TtlTooLarge { ttl });
-    }
-    let drift = drift(ttl, drift_factor).ok_or(ConfigError::InvalidDriftFactor(drift_factor))?;
-    if ttl <= drift {
-        return Err(ConfigError::TtlNotAboveDrift { ttl, drift });
-    }
-    Ok(drift)
 }
 
 /// Builds a [`RedLock`]. Setters only record values; [`build`](Self::build) checks them all.
@@ -531,7 +555,7 @@ impl RedLockBuilder {
         if !(self.drift_factor.is_finite() && (0.0..1.0).contains(&self.drift_factor)) {
             return Err(ConfigError::InvalidDriftFactor(self.drift_factor));
         }
-        check_ttl(self.ttl, self.drift_factor)?;
+        Ttl::new(self.ttl, self.drift_factor)?;
         if self.node_timeout.is_zero() {
             return Err(ConfigError::ZeroTimeout("node timeout"));
         }

@@ -47,7 +47,8 @@ pub enum Error {
     },
 
     /// A majority agreed, but only after the whole ttl (less the drift allowance) had been
-    /// used up. The keys were released again.
+    /// used up. After an acquisition the keys were released again; after an extension they
+    /// are left as they are.
     #[error(
         "validity of `{resource}` used up: the quorum answered after {} (ttl {}, drift {})",
         format_duration(*elapsed), format_duration(*ttl), format_duration(*drift)

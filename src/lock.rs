@@ -6,7 +6,7 @@ use fred::types::{Key, Value};
 
 use crate::error::{Error, NodeError};
 use crate::quorum::{validity, Decision};
-use crate::redlock::{whole_millis, RedLock};
+use crate::redlock::RedLock;
 use crate::token::Token;
 
 /// A lock held on a majority of nodes, valid until [`valid_until`](Self::valid_until).
@@ -105,7 +105,8 @@ impl Lock {
         Instant::now() < self.valid_until
     }
 
-    /// How many nodes had confirmed the lock when it was granted (at least a quorum).
+    /// How many nodes had confirmed the lock when it was granted: the quorum, since the
+    /// decision is taken at the quorum-th yes (the others may confirm a moment later).
     pub fn acquired_on(&self) -> usize {
         self.acquired_on
     }
@@ -136,7 +137,7 @@ impl Lock {
     ///   validity, or less if the nodes that did extend were given a shorter ttl.
     /// - [`Error::Config`] for a ttl that is zero or not above its drift allowance.
     pub async fn extend_for(&mut self, ttl: Duration) -> Result<Duration, Error> {
-        let drift = self.redlock.config().check_ttl(ttl)?;
+        let ttl = self.redlock.config().check_ttl(ttl)?;
         let now = Instant::now();
         if now >= self.valid_until {
             return Err(Error::Expired {
@@ -144,18 +145,17 @@ impl Lock {
                 ago: now - self.valid_until,
             });
         }
-        let (ttl, ttl_ms) = whole_millis(ttl);
         let start = Instant::now();
         let round = self
             .redlock
-            .round(|node| node.extend(self.key.clone(), self.value.clone(), ttl_ms))
+            .round(|node| node.extend(self.key.clone(), self.value.clone(), ttl.px))
             .await;
         let elapsed = start.elapsed();
-        let extended_until = start + (ttl - drift);
+        let extended_until = start + ttl.usable;
         match round.tally.decision() {
-            Decision::Won => match validity(ttl, elapsed, drift) {
+            Decision::Won => match validity(ttl.ttl, elapsed, ttl.drift) {
                 Some(left) => {
-                    self.ttl = ttl;
+                    self.ttl = ttl.ttl;
                     self.valid_until = extended_until;
                     Ok(left)
                 }
@@ -164,8 +164,8 @@ impl Lock {
                     Err(Error::ValidityExpired {
                         resource: self.resource.clone(),
                         elapsed,
-                        ttl,
-                        drift,
+                        ttl: ttl.ttl,
+                        drift: ttl.drift,
                     })
                 }
             },

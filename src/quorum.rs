@@ -2,7 +2,7 @@
 //! that decides an operation as soon as its outcome is known.
 //!
 //! Nothing here touches the network or reads a clock, so all of it is covered by unit and
-//! property tests (see `tests/quorum_props.rs`).
+//! property tests (below, with proptest).
 
 use std::time::Duration;
 
@@ -125,8 +125,9 @@ impl Tally {
         }
     }
 
-    /// After a lost vote: would the nodes that answered have been enough for a majority had
-    /// they all been free? Then the loss is contention ("taken"), otherwise unreachability.
+    /// After a lost vote: could the nodes that did not fail (those that said no, and those
+    /// not yet heard from) have made a majority? Then the loss is contention ("taken"),
+    /// otherwise unreachability.
     pub(crate) const fn lost_to_contention(&self) -> bool {
         self.failed <= self.nodes - self.quorum()
     }

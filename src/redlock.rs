@@ -14,7 +14,7 @@ use fred::types::{Key, Value};
 use futures::stream::{FuturesUnordered, StreamExt};
 use futures::FutureExt;
 
-use crate::config::{Config, RedLockBuilder, Retry};
+use crate::config::{Config, RedLockBuilder, Retry, Ttl};
 use crate::error::{ConfigError, Error, NodeError};
 use crate::lock::Lock;
 use crate::node::{ballot, Node, Vote};
@@ -52,7 +52,8 @@ struct Inner {
 pub(crate) struct Round {
     pub(crate) tally: Tally,
     pub(crate) failures: Vec<NodeError>,
-    /// Bit i is set when node i answered (anything) before the round was decided.
+    /// Bit i is set when node i answered yes or no (not failed) before the round was
+    /// decided.
     pub(crate) answered: u64,
 }
 
@@ -142,14 +143,14 @@ impl RedLock {
         if resource.is_empty() {
             return Err(ConfigError::EmptyResource.into());
         }
-        let drift = self.config().check_ttl(ttl)?;
+        let ttl = self.config().check_ttl(ttl)?;
         retry.validate()?;
         let key = self.key(resource);
         let started = Instant::now();
         let mut made = 0u32;
         loop {
             made += 1;
-            let error = match self.attempt(resource, &key, ttl, drift).await {
+            let error = match self.attempt(resource, &key, ttl).await {
                 Ok(lock) => return Ok(lock),
                 Err(e) if !e.is_retryable() => return Err(e),
                 Err(e) => e,
@@ -174,24 +175,17 @@ impl RedLock {
     }
 
     /// One attempt: `SET key token NX PX ttl` on every node, decided at the quorum.
-    async fn attempt(
-        &self,
-        resource: &str,
-        key: &Key,
-        ttl: Duration,
-        drift: Duration,
-    ) -> Result<Lock, Error> {
+    async fn attempt(&self, resource: &str, key: &Key, ttl: Ttl) -> Result<Lock, Error> {
         let token = Token::generate()?;
         let value = Value::from(token.as_str());
-        let (ttl, ttl_ms) = whole_millis(ttl);
         let mut guard = CleanupOnDrop::new(self, key, &value);
         let start = Instant::now();
         let round = self
-            .round(|node| node.set_nx(key.clone(), value.clone(), ttl_ms))
+            .round(|node| node.set_nx(key.clone(), value.clone(), ttl.px))
             .await;
         let elapsed = start.elapsed();
         let failure = match round.tally.decision() {
-            Decision::Won => match validity(ttl, elapsed, drift) {
+            Decision::Won => match validity(ttl.ttl, elapsed, ttl.drift) {
                 Some(_) => {
                     guard.disarm();
                     for failure in &round.failures {
@@ -205,8 +199,8 @@ impl RedLock {
                         key.clone(),
                         token,
                         value.clone(),
-                        ttl,
-                        start + (ttl - drift),
+                        ttl.ttl,
+                        start + ttl.usable,
                         round.tally.yes,
                         round.failures,
                     ));
@@ -214,8 +208,8 @@ impl RedLock {
                 None => Error::ValidityExpired {
                     resource: resource.to_string(),
                     elapsed,
-                    ttl,
-                    drift,
+                    ttl: ttl.ttl,
+                    drift: ttl.drift,
                 },
             },
             _ => self.lost(resource, round.tally, round.failures),
@@ -223,7 +217,7 @@ impl RedLock {
         // Release on every node, not only those that said yes: a yes may have been lost on
         // the way back, and a node that timed out may still run our SET later (its release
         // then runs right after it, on the same connection). Wait only for the nodes that
-        // already answered; the others are released in the background.
+        // answered; the failed and the undecided ones are released in the background.
         guard.disarm();
         self.release_round(key, &value, round.answered).await;
         Err(failure)
@@ -256,7 +250,7 @@ impl RedLock {
         F: Fn(&Node) -> Fut,
         Fut: Future<Output = Vote> + Send + 'static,
     {
-        let mut pending: FuturesUnordered<_> = self
+        let pending: FuturesUnordered<_> = self
             .inner
             .nodes
             .iter()
@@ -270,17 +264,19 @@ impl RedLock {
             failures: Vec::new(),
             answered: 0,
         };
-        while let Some((index, vote)) = pending.next().await {
-            round.answered |= 1 << index;
+        // Owned by a guard so that the undecided commands are finished in the background
+        // however this function ends: decided, or dropped half-way by a cancelled caller.
+        let mut pending = InBackgroundOnDrop(pending);
+        while let Some((index, vote)) = pending.0.next().await {
             let decision = round.tally.record(ballot(&vote));
-            if let Err(e) = vote {
-                round.failures.push(e);
+            match vote {
+                Ok(_) => round.answered |= 1 << index,
+                Err(e) => round.failures.push(e),
             }
             if decision != Decision::Pending {
                 break;
             }
         }
-        finish_in_background(pending);
         round
     }
 
@@ -297,7 +293,7 @@ impl RedLock {
                 background.push(release);
             }
         }
-        finish_in_background(background);
+        drop(InBackgroundOnDrop(background));
         while waited.next().await.is_some() {}
     }
 
@@ -311,24 +307,20 @@ impl RedLock {
     }
 }
 
-/// Drives leftover per-node futures to completion (answer or timeout) without waiting.
-fn finish_in_background<S>(mut pending: S)
-where
-    S: futures::Stream + Unpin + Send + 'static + futures::stream::FusedStream,
-{
-    if pending.is_terminated() {
-        return;
-    }
-    if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-        runtime.spawn(async move { while pending.next().await.is_some() {} });
-    }
-}
+/// Per-node futures that, when dropped, are driven to completion (answer or timeout) in a
+/// background task rather than cancelled.
+struct InBackgroundOnDrop<F: Future + Send + 'static>(FuturesUnordered<F>);
 
-/// The ttl as Redis will apply it (whole milliseconds, rounded down) and its PX argument.
-pub(crate) fn whole_millis(ttl: Duration) -> (Duration, i64) {
-    let ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX);
-    let ms = i64::try_from(ms).unwrap_or(i64::MAX);
-    (Duration::from_millis(ms.unsigned_abs()), ms)
+impl<F: Future + Send + 'static> Drop for InBackgroundOnDrop<F> {
+    fn drop(&mut self) {
+        if self.0.is_empty() {
+            return;
+        }
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let mut pending = std::mem::take(&mut self.0);
+            runtime.spawn(async move { while pending.next().await.is_some() {} });
+        }
+    }
 }
 
 /// Releases an attempt's keys in the background if the attempt is cancelled half-way.
