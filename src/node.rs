@@ -155,10 +155,25 @@ impl Node {
         let client = self.client.clone();
         let ctx = self.context();
         async move {
-            run_script(&client, &RELEASE, key, vec![token])
-                .await
-                .map(|n| n == 1)
-                .map_err(|e| ctx.error(&e))
+            match run_script(&client, &RELEASE, key.clone(), vec![token.clone()]).await {
+                Ok(n) => Ok(n == 1),
+                Err(e) => {
+                    if *e.kind() == ErrorKind::Timeout {
+                        // The EVALSHA may still run later, on a node that was frozen, and it
+                        // answers NOSCRIPT there if the node never cached the script: nobody
+                        // would be waiting to send the fallback then. Queue the script body
+                        // right behind it on the same connection, so that the node runs the
+                        // delete either way (it is idempotent for our token). A command that
+                        // is still queued in the client when this one times out is never
+                        // written at all.
+                        tokio::spawn(async move {
+                            let _: Result<i64, FredError> =
+                                client.eval(RELEASE.body, key, vec![token]).await;
+                        });
+                    }
+                    Err(ctx.error(&e))
+                }
+            }
         }
     }
 
@@ -264,7 +279,12 @@ fn classify(e: &FredError) -> NodeErrorKind {
         _ if server_says("NOAUTH") || server_says("WRONGPASS") || server_says("NOPERM") => {
             NodeErrorKind::Auth
         }
-        ErrorKind::IO | ErrorKind::Canceled => NodeErrorKind::Io,
+        // fred could not hand the command to a connection (it is down): reported as
+        // `Unknown` with this message, or as `Routing`.
+        _ if server_says("Failed to route command") => NodeErrorKind::Io,
+        ErrorKind::IO | ErrorKind::Canceled | ErrorKind::Routing | ErrorKind::Backpressure => {
+            NodeErrorKind::Io
+        }
         ErrorKind::Protocol | ErrorKind::Parse => NodeErrorKind::Protocol,
         _ => NodeErrorKind::Server,
     }

@@ -1,0 +1,81 @@
+//! Helpers shared by the integration tests.
+#![allow(dead_code, unreachable_pub)]
+
+use std::future::Future;
+use std::time::Duration;
+
+use quorumlock::testkit::{LocalNode, LocalQuorum, Reply};
+use quorumlock::{RedLock, RedLockBuilder};
+
+/// A builder for `quorum` with test-friendly defaults (one attempt; generous node timeout
+/// so that a loaded CI machine does not turn a healthy node into a failed one).
+pub fn builder(quorum: &LocalQuorum) -> RedLockBuilder {
+    RedLock::builder()
+        .nodes(quorum.urls())
+        .retry(quorumlock::Retry::none())
+        .node_timeout(Duration::from_millis(250))
+}
+
+/// A connected client for `quorum`.
+pub async fn client(quorum: &LocalQuorum) -> RedLock {
+    connected(builder(quorum)).await
+}
+
+pub async fn connected(b: RedLockBuilder) -> RedLock {
+    let redlock = b.build().expect("valid configuration");
+    redlock.wait_for_nodes(Duration::from_secs(5)).await;
+    redlock
+}
+
+/// The value stored under `key` on `node`, if any.
+pub async fn get(node: &LocalNode, key: &str) -> Option<String> {
+    match node.command(&["GET", key]).await.expect("GET") {
+        Reply::Bulk(Some(v)) => Some(String::from_utf8(v).expect("utf-8 value")),
+        Reply::Bulk(None) => None,
+        other => panic!("GET {key}: unexpected {other:?}"),
+    }
+}
+
+/// How many nodes of `quorum` that are running hold `key`.
+pub async fn holders(quorum: &LocalQuorum, key: &str) -> usize {
+    let mut n = 0;
+    for node in quorum.nodes() {
+        if node.state() == quorumlock::testkit::NodeState::Running && get(node, key).await.is_some()
+        {
+            n += 1;
+        }
+    }
+    n
+}
+
+/// How many times `node` has run `command` (from INFO commandstats), to prove that nothing
+/// was sent.
+pub async fn calls(node: &LocalNode, command: &str) -> u64 {
+    let info = match node.command(&["INFO", "commandstats"]).await.expect("INFO") {
+        Reply::Bulk(Some(v)) => String::from_utf8(v).expect("utf-8"),
+        other => panic!("INFO: {other:?}"),
+    };
+    let prefix = format!("cmdstat_{command}:calls=");
+    info.lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .and_then(|rest| rest.split(',').next())
+        .map(|n| n.parse().expect("calls"))
+        .unwrap_or(0)
+}
+
+/// Waits, polling every 10 ms for at most 10 s, until `check` holds. For states that become
+/// true on a node some time after an event we cannot observe directly (a resumed server
+/// working through its input buffer).
+pub async fn eventually<F, Fut>(what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    for _ in 0..1000 {
+        if check().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("timed out waiting until {what}");
+}

@@ -1,0 +1,389 @@
+//! Node failures: what a lock does when nodes are down, frozen, restarted or refuse us.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{builder, client, connected, eventually, holders};
+use quorumlock::testkit::{LocalQuorum, NodeOptions};
+use quorumlock::{Error, NodeErrorKind, Retry};
+
+fn quorum_of(alive: usize, n: usize) -> bool {
+    2 * alive > n
+}
+
+#[tokio::test]
+async fn succeeds_when_a_minority_of_nodes_is_down() {
+    let mut q = LocalQuorum::start(5).await.unwrap();
+    let redlock = client(&q).await;
+    q.node_mut(0).kill().await.unwrap();
+    q.node_mut(3).kill().await.unwrap();
+    let lock = redlock.try_lock("minority-down").await.unwrap();
+    assert_eq!(lock.acquired_on(), 3);
+    lock.release().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_service_starts_and_locks_while_a_minority_is_down() {
+    let mut q = LocalQuorum::start(3).await.unwrap();
+    q.node_mut(2).kill().await.unwrap();
+    let redlock = builder(&q).build().unwrap();
+    let lock = redlock.try_lock("start-degraded").await.unwrap();
+    assert_eq!(lock.acquired_on(), 2);
+    // The down node is reported, not hidden, and failed instead of hanging.
+    let failed: Vec<_> = lock.failures().iter().map(|f| f.index).collect();
+    assert!(failed.is_empty() || failed == [2], "{failed:?}");
+    lock.release().await.unwrap();
+
+    // It comes back and is used again, with no restart of the client.
+    q.node_mut(2).restart().await.unwrap();
+    eventually("the client reconnected to node 2", || async {
+        redlock.connected_nodes() == 3
+    })
+    .await;
+    let lock = redlock.try_lock("start-degraded").await.unwrap();
+    assert_eq!(lock.acquired_on(), 2);
+    assert_eq!(lock.release().await.unwrap().released, 2);
+    assert_eq!(holders(&q, "start-degraded").await, 0);
+}
+
+#[tokio::test]
+async fn succeeds_when_a_minority_is_frozen_and_leaves_nothing_behind_on_it() {
+    let mut q = LocalQuorum::start(5).await.unwrap();
+    let redlock = client(&q).await;
+    q.node_mut(1).freeze().unwrap();
+    q.node_mut(4).freeze().unwrap();
+    let lock = redlock.try_lock("frozen-minority").await.unwrap();
+    assert_eq!(lock.acquired_on(), 3);
+    lock.release().await.unwrap();
+    assert_eq!(holders(&q, "frozen-minority").await, 0);
+    // The frozen nodes run our SET when they resume, and our release right after it.
+    q.node_mut(1).resume().unwrap();
+    q.node_mut(4).resume().unwrap();
+    eventually(
+        "the resumed nodes processed the SET and its release",
+        || async {
+            common::calls(q.node(1), "evalsha").await + common::calls(q.node(1), "eval").await >= 1
+                && common::calls(q.node(4), "evalsha").await
+                    + common::calls(q.node(4), "eval").await
+                    >= 1
+        },
+    )
+    .await;
+    assert_eq!(holders(&q, "frozen-minority").await, 0);
+}
+
+#[tokio::test]
+async fn fails_when_a_majority_is_down_and_leaves_no_key_on_any_node() {
+    let mut q = LocalQuorum::start(5).await.unwrap();
+    let redlock = client(&q).await;
+    for i in [0, 2, 4] {
+        q.node_mut(i).kill().await.unwrap();
+    }
+    match redlock.try_lock("majority-down").await {
+        Err(Error::NoQuorum {
+            needed: 3,
+            agreed,
+            failures,
+            ..
+        }) => {
+            assert!(agreed <= 2);
+            assert_eq!(failures.len(), 3, "{failures:?}");
+            for f in &failures {
+                assert!([0, 2, 4].contains(&f.index), "{f}");
+                assert!(
+                    matches!(f.kind, NodeErrorKind::Timeout | NodeErrorKind::Io),
+                    "{f}"
+                );
+            }
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(holders(&q, "majority-down").await, 0);
+    for i in [0, 2, 4] {
+        q.node_mut(i).restart().await.unwrap();
+    }
+    assert_eq!(holders(&q, "majority-down").await, 0);
+}
+
+#[tokio::test]
+async fn fails_when_a_majority_is_frozen_and_cleans_up_after_they_resume() {
+    let mut q = LocalQuorum::start(3).await.unwrap();
+    let redlock = client(&q).await;
+    q.node_mut(0).freeze().unwrap();
+    q.node_mut(1).freeze().unwrap();
+    // A long ttl, so that only our cleanup, not expiry, can remove the late keys in time.
+    match redlock
+        .lock_with("majority-frozen", Duration::from_secs(60), Retry::none())
+        .await
+    {
+        Err(Error::NoQuorum { failures, .. }) => {
+            assert!(
+                failures.iter().all(|f| f.kind == NodeErrorKind::Timeout),
+                "{failures:?}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(holders(&q, "majority-frozen").await, 0);
+    // Stay frozen until every command sent to them has timed out on the client.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    q.node_mut(0).resume().unwrap();
+    q.node_mut(1).resume().unwrap();
+    eventually(
+        "the resumed nodes deleted the key their late SET created",
+        || async {
+            common::calls(q.node(0), "set").await >= 1
+                && common::calls(q.node(1), "set").await >= 1
+                && holders(&q, "majority-frozen").await == 0
+        },
+    )
+    .await;
+    // And the lock works again.
+    redlock
+        .try_lock("majority-frozen")
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+}
+
+/// Every subset of killed nodes, for 3 and 5 nodes: the lock succeeds exactly when a
+/// majority is alive, and a failed attempt leaves no key on the live nodes.
+#[tokio::test]
+async fn every_subset_of_killed_nodes_for_three_and_five() {
+    for n in [3usize, 5] {
+        let mut q = LocalQuorum::start(n).await.unwrap();
+        let redlock = connected(builder(&q).node_timeout(Duration::from_millis(500))).await;
+        for mask in 0u32..(1 << n) {
+            let down: Vec<usize> = (0..n).filter(|i| mask & (1 << i) != 0).collect();
+            for &i in &down {
+                q.node_mut(i).kill().await.unwrap();
+            }
+            let resource = format!("subset-{n}-{mask}");
+            let result = redlock.try_lock(&resource).await;
+            if quorum_of(n - down.len(), n) {
+                let lock = result.unwrap_or_else(|e| panic!("n={n} down={down:?}: {e}"));
+                assert_eq!(lock.acquired_on(), redlock.quorum(), "n={n} down={down:?}");
+                lock.release().await.unwrap();
+            } else {
+                assert!(
+                    matches!(result, Err(Error::NoQuorum { .. })),
+                    "n={n} down={down:?}: {result:?}"
+                );
+            }
+            assert_eq!(holders(&q, &resource).await, 0, "n={n} down={down:?}");
+            for &i in &down {
+                q.node_mut(i).restart().await.unwrap();
+            }
+            eventually("every node reconnected", || async {
+                redlock.connected_nodes() == n
+            })
+            .await;
+        }
+    }
+}
+
+/// Every subset of frozen nodes for 3: the same rule, with timeouts instead of refusals.
+#[tokio::test]
+async fn every_subset_of_frozen_nodes_for_three() {
+    let mut q = LocalQuorum::start(3).await.unwrap();
+    let redlock = client(&q).await;
+    for mask in 0u32..8 {
+        let frozen: Vec<usize> = (0..3).filter(|i| mask & (1 << i) != 0).collect();
+        for &i in &frozen {
+            q.node_mut(i).freeze().unwrap();
+        }
+        let result = redlock.try_lock(&format!("frozen-{mask}")).await;
+        assert_eq!(
+            result.is_ok(),
+            frozen.len() <= 1,
+            "frozen={frozen:?}: {result:?}"
+        );
+        if let Ok(lock) = result {
+            lock.release().await.unwrap();
+        }
+        for &i in &frozen {
+            q.node_mut(i).resume().unwrap();
+        }
+    }
+}
+
+/// fred re-sends in-flight commands after a reconnect by default (3 attempts). A SET NX
+/// replayed after the attempt gave up would leave a key that nobody releases. With a node
+/// timeout long enough for the reconnect to happen first, this catches a replay.
+#[tokio::test]
+async fn commands_are_not_replayed_after_a_reconnect() {
+    let mut q = LocalQuorum::start(1).await.unwrap();
+    let redlock = connected(builder(&q).node_timeout(Duration::from_secs(3))).await;
+    q.node_mut(0).freeze().unwrap();
+    let attempt = tokio::spawn({
+        let redlock = redlock.clone();
+        async move { redlock.try_lock("replay").await }
+    });
+    // Give the attempt time to write its SET into the frozen node's socket; whether it
+    // did or not, the node then dies with the connection, and comes back empty.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    q.node_mut(0).kill().await.unwrap();
+    q.node_mut(0).restart().await.unwrap();
+    let result = attempt.await.unwrap();
+    assert!(result.is_err(), "{result:?}");
+    eventually("the client reconnected", || async {
+        redlock.connected_nodes() == 1
+    })
+    .await;
+    // A replay would be queued ahead of this lock on the same connection.
+    redlock
+        .try_lock("probe")
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+    assert_eq!(
+        holders(&q, "replay").await,
+        0,
+        "the SET was replayed after the reconnect"
+    );
+}
+
+/// fred has no reconnect policy by default: a closed connection stays closed. Ours
+/// reconnects.
+#[tokio::test]
+async fn connections_closed_by_the_server_are_reopened() {
+    let q = LocalQuorum::start(3).await.unwrap();
+    let redlock = client(&q).await;
+    for node in q.nodes() {
+        node.command(&["CLIENT", "KILL", "TYPE", "normal"])
+            .await
+            .unwrap();
+    }
+    let retry = Retry::within(Duration::from_secs(5)).delay(Duration::from_millis(20));
+    let lock = redlock
+        .lock_with("reconnect", Duration::from_secs(5), retry)
+        .await
+        .unwrap();
+    lock.release().await.unwrap();
+    eventually("all nodes reconnected", || async {
+        redlock.connected_nodes() == 3
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn password_protected_nodes_need_the_password() {
+    let opts = NodeOptions {
+        requirepass: Some("pw-for-tests".into()),
+        ..NodeOptions::default()
+    };
+    let q = LocalQuorum::start_with(3, opts).await.unwrap();
+    let with = connected(
+        quorumlock::RedLock::builder()
+            .nodes(q.urls_with_password())
+            .retry(Retry::none()),
+    )
+    .await;
+    with.try_lock("secret")
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+
+    let without = builder(&q).build().unwrap();
+    match without.try_lock("secret").await {
+        Err(Error::NoQuorum { failures, .. }) => {
+            assert!(!failures.is_empty());
+            for f in &failures {
+                assert!(
+                    matches!(f.kind, NodeErrorKind::Auth | NodeErrorKind::Timeout),
+                    "{f}"
+                );
+            }
+        }
+        other => panic!("{other:?}"),
+    }
+    let wrong: Vec<String> = q
+        .urls()
+        .iter()
+        .map(|u| u.replace("redis://", "redis://:wrong@"))
+        .collect();
+    let wrong = quorumlock::RedLock::builder()
+        .nodes(wrong)
+        .retry(Retry::none())
+        .build()
+        .unwrap();
+    let e = wrong.try_lock("secret").await.unwrap_err();
+    assert!(matches!(e, Error::NoQuorum { .. }), "{e}");
+    assert!(
+        !e.to_string().contains("wrong"),
+        "the password leaked into: {e}"
+    );
+}
+
+/// Something that is not a Redis server listening on a node's port counts as a failed
+/// node: no panic, no hang.
+#[tokio::test]
+async fn a_peer_that_is_not_redis_is_a_failed_node() {
+    let q = LocalQuorum::start(3).await.unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let fake = format!("redis://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        use tokio::io::AsyncWriteExt;
+        while let Ok((mut socket, _)) = listener.accept().await {
+            let _ = socket
+                .write_all(b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n\r\n")
+                .await;
+        }
+    });
+    let mut urls = q.urls();
+    urls[2] = fake.clone();
+    let redlock = quorumlock::RedLock::builder()
+        .nodes(urls)
+        .retry(Retry::none())
+        .build()
+        .unwrap();
+    redlock.wait_for_nodes(Duration::from_millis(500)).await;
+    let lock = redlock.try_lock("not-redis").await.unwrap();
+    assert_eq!(lock.acquired_on(), 2);
+    lock.release().await.unwrap();
+
+    let urls = vec![q.urls()[0].clone(), fake, "redis://127.0.0.1:1".to_string()];
+    let redlock = quorumlock::RedLock::builder()
+        .nodes(urls)
+        .retry(Retry::none())
+        .build()
+        .unwrap();
+    assert!(matches!(
+        redlock.try_lock("not-redis").await,
+        Err(Error::NoQuorum { .. })
+    ));
+}
+
+/// A node frozen for longer than the node timeout runs our late SET and our release when
+/// it resumes, even though it never had the release script cached (NOSCRIPT): nothing of
+/// ours is left on it.
+#[tokio::test]
+async fn a_node_frozen_past_the_timeout_is_cleaned_up_when_it_resumes() {
+    let mut q = LocalQuorum::start(3).await.unwrap();
+    let redlock = client(&q).await; // node timeout 250 ms
+    q.node_mut(2).freeze().unwrap();
+    // A long ttl, so that only our release, not expiry, can remove the key in time.
+    let lock = redlock
+        .lock_with("long-freeze", Duration::from_secs(60), Retry::none())
+        .await
+        .unwrap();
+    lock.release().await.unwrap();
+    // Stay frozen until every command sent to it has timed out on the client.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    q.node_mut(2).resume().unwrap();
+    eventually(
+        "the resumed node ran the late SET and then its release",
+        || async {
+            common::calls(q.node(2), "set").await >= 1
+                && common::get(q.node(2), "long-freeze").await.is_none()
+        },
+    )
+    .await;
+}

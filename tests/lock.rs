@@ -1,0 +1,264 @@
+//! The basic contract of a lock, on a healthy quorum of real servers.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{builder, client, get, holders};
+use quorumlock::testkit::{LocalQuorum, Reply};
+use quorumlock::{ConfigError, Error, Retry};
+
+#[tokio::test]
+async fn two_clients_exclude_each_other() {
+    let q = LocalQuorum::start(5).await.unwrap();
+    let (a, b) = (client(&q).await, client(&q).await);
+
+    let lock = a.try_lock("job").await.unwrap();
+    assert_eq!(lock.acquired_on(), 3, "decided at the quorum");
+    match b.try_lock("job").await {
+        Err(Error::Taken {
+            held_elsewhere,
+            nodes,
+            failures,
+            ..
+        }) => {
+            assert!(held_elsewhere >= 3, "{held_elsewhere}");
+            assert_eq!(nodes, 5);
+            assert!(failures.is_empty(), "{failures:?}");
+        }
+        other => panic!("second client got {other:?}"),
+    }
+    let released = lock.release().await.unwrap();
+    assert!(released.released >= 3);
+    b.try_lock("job").await.unwrap().release().await.unwrap();
+}
+
+#[tokio::test]
+async fn the_key_is_the_resource_name_and_holds_the_token() {
+    let q = LocalQuorum::start(3).await.unwrap();
+    let lock = client(&q).await.try_lock("orders:42").await.unwrap();
+    for node in q.nodes() {
+        assert_eq!(
+            get(node, "orders:42").await.as_deref(),
+            Some(lock.token().as_str())
+        );
+        let pttl = node
+            .command(&["PTTL", "orders:42"])
+            .await
+            .unwrap()
+            .as_int()
+            .unwrap();
+        assert!(pttl > 9_000 && pttl <= 10_000, "{pttl}");
+    }
+    lock.release().await.unwrap();
+    assert_eq!(holders(&q, "orders:42").await, 0);
+
+    let prefixed = common::connected(builder(&q).key_prefix("locks:")).await;
+    let lock = prefixed.try_lock("orders:42").await.unwrap();
+    assert_eq!(holders(&q, "locks:orders:42").await, 3);
+    assert_eq!(holders(&q, "orders:42").await, 0);
+    lock.release().await.unwrap();
+}
+
+#[tokio::test]
+async fn release_only_deletes_our_own_token() {
+    let q = LocalQuorum::start(3).await.unwrap();
+    let redlock = client(&q).await;
+    let lock = redlock
+        .lock_with("doc", Duration::from_millis(300), Retry::none())
+        .await
+        .unwrap();
+    // The lock expires and another owner (written by hand here) takes the key.
+    tokio::time::sleep_until(lock.valid_until().into()).await;
+    common::eventually("the keys expired", || async {
+        holders(&q, "doc").await == 0
+    })
+    .await;
+    for node in q.nodes() {
+        assert_eq!(
+            node.command(&["SET", "doc", "someone-else"])
+                .await
+                .unwrap()
+                .as_str(),
+            Some("OK")
+        );
+    }
+    match lock.release().await {
+        Err(Error::NotHeld {
+            held: 0, nodes: 3, ..
+        }) => {}
+        other => panic!("release of an expired lock gave {other:?}"),
+    }
+    for node in q.nodes() {
+        assert_eq!(get(node, "doc").await.as_deref(), Some("someone-else"));
+    }
+}
+
+#[tokio::test]
+async fn a_lock_is_free_again_after_its_ttl() {
+    let q = LocalQuorum::start(3).await.unwrap();
+    let (a, b) = (client(&q).await, client(&q).await);
+    let held = a
+        .lock_with("cron", Duration::from_millis(200), Retry::none())
+        .await
+        .unwrap();
+    assert!(matches!(b.try_lock("cron").await, Err(Error::Taken { .. })));
+    std::mem::forget(held); // crashed holder: no release is ever sent
+    let lock = b
+        .lock_with(
+            "cron",
+            Duration::from_secs(5),
+            Retry::within(Duration::from_secs(5)).delay(Duration::from_millis(20)),
+        )
+        .await
+        .unwrap();
+    lock.release().await.unwrap();
+}
+
+#[tokio::test]
+async fn extend_keeps_the_lock_and_fails_after_expiry() {
+    let q = LocalQuorum::start(3).await.unwrap();
+    let (a, b) = (client(&q).await, client(&q).await);
+    let mut lock = a
+        .lock_with("report", Duration::from_millis(400), Retry::none())
+        .await
+        .unwrap();
+    let before = lock.valid_until();
+
+    let left = lock.extend_for(Duration::from_secs(5)).await.unwrap();
+    assert!(
+        left > Duration::from_secs(4) && left < Duration::from_secs(5),
+        "{left:?}"
+    );
+    assert!(lock.valid_until() > before);
+    for node in q.nodes() {
+        let pttl = node
+            .command(&["PTTL", "report"])
+            .await
+            .unwrap()
+            .as_int()
+            .unwrap();
+        assert!(pttl > 4_000, "{pttl}");
+    }
+    assert!(matches!(
+        b.try_lock("report").await,
+        Err(Error::Taken { .. })
+    ));
+
+    // Back to a short ttl, let it run out: the extension is refused without asking anyone.
+    lock.extend_for(Duration::from_millis(200)).await.unwrap();
+    tokio::time::sleep_until(lock.valid_until().into()).await;
+    assert!(!lock.is_valid());
+    assert_eq!(lock.validity(), Duration::ZERO);
+    assert!(matches!(lock.extend().await, Err(Error::Expired { .. })));
+}
+
+#[tokio::test]
+async fn extending_a_lock_whose_keys_are_gone_is_an_error_and_zeroes_its_validity() {
+    let q = LocalQuorum::start(5).await.unwrap();
+    let mut lock = client(&q).await.try_lock("gone").await.unwrap();
+    for node in &q.nodes()[..3] {
+        node.command(&["DEL", "gone"]).await.unwrap();
+    }
+    match lock.extend().await {
+        Err(Error::NotHeld { held, nodes: 5, .. }) => assert!(held <= 2, "{held}"),
+        other => panic!("{other:?}"),
+    }
+    assert!(!lock.is_valid());
+    assert_eq!(lock.validity(), Duration::ZERO);
+}
+
+#[tokio::test]
+async fn dropping_a_lock_releases_it_in_the_background() {
+    let q = LocalQuorum::start(3).await.unwrap();
+    let (a, b) = (client(&q).await, client(&q).await);
+    let lock = a
+        .lock_with("dropped", Duration::from_secs(60), Retry::none())
+        .await
+        .unwrap();
+    drop(lock);
+    // With a 60 s ttl only the background release can free it this soon.
+    let retry = Retry::within(Duration::from_secs(5)).delay(Duration::from_millis(10));
+    b.lock_with("dropped", Duration::from_secs(60), retry)
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn bad_input_is_refused_and_sends_nothing() {
+    let q = LocalQuorum::start(3).await.unwrap();
+    let redlock = client(&q).await;
+    let before = common::calls(q.node(0), "set").await;
+
+    let cases: Vec<(&str, Duration, Retry)> = vec![
+        ("", Duration::from_secs(1), Retry::none()),
+        ("r", Duration::ZERO, Retry::none()),
+        ("r", Duration::from_millis(2), Retry::none()),
+        ("r", Duration::from_secs(1), Retry::attempts(0)),
+        ("r", Duration::from_secs(1), Retry::within(Duration::ZERO)),
+    ];
+    for (resource, ttl, retry) in cases {
+        match redlock.lock_with(resource, ttl, retry).await {
+            Err(Error::Config(e)) => assert_ne!(e, ConfigError::NoRuntime),
+            other => panic!("({resource:?}, {ttl:?}, {retry:?}) gave {other:?}"),
+        }
+    }
+    let mut lock = redlock.try_lock("r").await.unwrap();
+    let evals = common::calls(q.node(0), "evalsha").await + common::calls(q.node(0), "eval").await;
+    assert!(matches!(
+        lock.extend_for(Duration::ZERO).await,
+        Err(Error::Config(ConfigError::ZeroTtl))
+    ));
+    let evals_after =
+        common::calls(q.node(0), "evalsha").await + common::calls(q.node(0), "eval").await;
+    assert_eq!(evals, evals_after, "a refused extension must send nothing");
+    assert_eq!(
+        common::calls(q.node(0), "set").await,
+        before + 1,
+        "only the valid lock sent a SET"
+    );
+    lock.release().await.unwrap();
+}
+
+#[tokio::test]
+async fn script_hashes_match_the_server_and_noscript_falls_back() {
+    let q = LocalQuorum::start(3).await.unwrap();
+    let redlock = client(&q).await;
+    let mut lock = redlock.try_lock("scripts").await.unwrap();
+    // A node that lost its script cache (restart, SCRIPT FLUSH) still extends and releases.
+    for node in q.nodes() {
+        assert_eq!(
+            node.command(&["SCRIPT", "FLUSH"]).await.unwrap(),
+            Reply::Status("OK".into())
+        );
+    }
+    lock.extend().await.unwrap();
+    assert!(lock.release().await.unwrap().released >= 2);
+    // The third node's delete may still be on its way when release returns at the quorum.
+    common::eventually("every node released", || async {
+        holders(&q, "scripts").await == 0
+    })
+    .await;
+    // The fallback cached the scripts again, under the hashes the client uses.
+    for (body, sha) in quorumlock::testkit::scripts() {
+        let loaded = q.node(0).command(&["SCRIPT", "LOAD", body]).await.unwrap();
+        assert_eq!(loaded.as_str(), Some(sha.as_str()));
+        let exists = q
+            .node(1)
+            .command(&["SCRIPT", "EXISTS", sha.as_str()])
+            .await
+            .unwrap();
+        assert_eq!(exists, Reply::Array(Some(vec![Reply::Integer(1)])));
+    }
+}
+
+#[test]
+fn locks_and_clients_are_send_and_sync() {
+    fn check<T: Send + Sync + 'static>() {}
+    check::<quorumlock::RedLock>();
+    check::<quorumlock::Lock>();
+    check::<quorumlock::Error>();
+}
