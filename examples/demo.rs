@@ -160,7 +160,10 @@ async fn worker(id: usize, redlock: RedLock, ledger: Arc<Ledger>, start: Instant
             }
             Err(Error::Taken { .. }) => {
                 ledger.conflicts.fetch_add(1, Ordering::Relaxed);
-                tokio::time::sleep(Duration::from_micros(500 + (id as u64 * 300) % 1500)).await;
+                // A random pause, as Redlock requires: clients that retry in step split the
+                // votes between them again and again.
+                let pause = rand::Rng::random_range(&mut rand::rng(), 500..4_000);
+                tokio::time::sleep(Duration::from_micros(pause)).await;
             }
             Err(_) => {
                 ledger.failed.fetch_add(1, Ordering::Relaxed);

@@ -1,6 +1,7 @@
 //! One Redis master: its client, and the three commands Redlock sends it, each turned into
 //! a vote. Every command runs under the per-node timeout and is never re-sent by the client.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, LazyLock, Mutex};
 use std::time::Duration;
 
@@ -40,6 +41,8 @@ pub(crate) struct Node {
     /// The last connection error reported by the client, shown when a command times out
     /// because the node is not connected.
     last_error: Arc<Mutex<Option<String>>>,
+    /// Set when the node's last command failed (timeout, connection), cleared by any answer.
+    suspect: Arc<AtomicBool>,
     tasks: Vec<JoinHandle<Result<(), FredError>>>,
 }
 
@@ -99,12 +102,18 @@ impl Node {
             client,
             timeout: config.node_timeout,
             last_error,
+            suspect: Arc::new(AtomicBool::new(false)),
             tasks: vec![router, errors],
         })
     }
 
     pub(crate) fn index(&self) -> usize {
         self.index
+    }
+
+    /// Whether the node's last command failed to get an answer.
+    pub(crate) fn is_suspect(&self) -> bool {
+        self.suspect.load(Ordering::Relaxed)
     }
 
     pub(crate) fn is_connected(&self) -> bool {
@@ -142,7 +151,7 @@ impl Node {
                 .await;
             // `Option<String>`, not `bool`: fred turns the nil reply for an existing key into
             // a parse error when asked for a bool.
-            reply.map(|r| r.is_some()).map_err(|e| ctx.error(&e))
+            ctx.judge(reply.map(|r| r.is_some()))
         }
     }
 
@@ -156,7 +165,7 @@ impl Node {
         let ctx = self.context();
         async move {
             match run_script(&client, &RELEASE, key.clone(), vec![token.clone()]).await {
-                Ok(n) => Ok(n == 1),
+                Ok(n) => ctx.judge(Ok(n == 1)),
                 Err(e) => {
                     if *e.kind() == ErrorKind::Timeout {
                         // The EVALSHA may still run later, on a node that was frozen, and it
@@ -171,7 +180,7 @@ impl Node {
                                 client.eval(RELEASE.body, key, vec![token]).await;
                         });
                     }
-                    Err(ctx.error(&e))
+                    ctx.judge(Err(e))
                 }
             }
         }
@@ -187,10 +196,9 @@ impl Node {
         let client = self.client.clone();
         let ctx = self.context();
         async move {
-            run_script(&client, &EXTEND, key, vec![token, Value::Integer(ttl_ms)])
-                .await
-                .map(|n| n == 1)
-                .map_err(|e| ctx.error(&e))
+            let reply =
+                run_script(&client, &EXTEND, key, vec![token, Value::Integer(ttl_ms)]).await;
+            ctx.judge(reply.map(|n| n == 1))
         }
     }
 
@@ -201,6 +209,7 @@ impl Node {
             client: self.client.clone(),
             timeout: self.timeout,
             last_error: Arc::clone(&self.last_error),
+            suspect: Arc::clone(&self.suspect),
         }
     }
 }
@@ -237,9 +246,27 @@ struct ErrorContext {
     client: Client,
     timeout: Duration,
     last_error: Arc<Mutex<Option<String>>>,
+    suspect: Arc<AtomicBool>,
 }
 
 impl ErrorContext {
+    /// Turns a reply into a vote, and keeps the node's suspect flag up to date: an answer
+    /// clears it; a timeout or a connection failure sets it. (A server error is an answer.)
+    fn judge(&self, reply: Result<bool, FredError>) -> Vote {
+        match reply {
+            Ok(yes) => {
+                self.suspect.store(false, Ordering::Relaxed);
+                Ok(yes)
+            }
+            Err(e) => {
+                let error = self.error(&e);
+                let unresponsive = matches!(error.kind, NodeErrorKind::Timeout | NodeErrorKind::Io);
+                self.suspect.store(unresponsive, Ordering::Relaxed);
+                Err(error)
+            }
+        }
+    }
+
     fn error(&self, e: &FredError) -> NodeError {
         let details = e.details();
         let kind = classify(e);

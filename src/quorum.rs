@@ -84,26 +84,48 @@ pub(crate) enum Decision {
 }
 
 /// Counts votes and decides as soon as the outcome is known.
+///
+/// Nodes that failed their previous command ("suspects") can be presumed failed once the
+/// round has seen contention (a "no"): the tally then does not wait for them to lose, only to
+/// win. A suspect that answers is counted as it answered. A win always takes a quorum of
+/// real yes votes, so presuming can make an attempt give up sooner, never succeed wrongly.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Tally {
     pub(crate) nodes: usize,
     pub(crate) yes: usize,
     pub(crate) no: usize,
     pub(crate) failed: usize,
+    /// Suspect nodes that have not answered yet.
+    pub(crate) presumed_failed: usize,
 }
 
 impl Tally {
+    #[cfg(test)]
     pub(crate) const fn new(nodes: usize) -> Self {
+        Tally::presuming(nodes, 0)
+    }
+
+    /// A tally that presumes `suspects` of the `nodes` failed until they answer.
+    pub(crate) const fn presuming(nodes: usize, suspects: usize) -> Self {
         Tally {
             nodes,
             yes: 0,
             no: 0,
             failed: 0,
+            presumed_failed: suspects,
         }
     }
 
     pub(crate) const fn quorum(&self) -> usize {
         quorum(self.nodes)
+    }
+
+    /// Counts one node's answer; `suspect` says whether the tally presumed it failed.
+    pub(crate) fn record_from(&mut self, ballot: Ballot, suspect: bool) -> Decision {
+        if suspect {
+            self.presumed_failed = self.presumed_failed.saturating_sub(1);
+        }
+        self.record(ballot)
     }
 
     pub(crate) fn record(&mut self, ballot: Ballot) -> Decision {
@@ -120,6 +142,13 @@ impl Tally {
             Decision::Won
         } else if self.no + self.failed > self.nodes - self.quorum() {
             Decision::Lost
+        } else if self.no > 0
+            && self.no + self.failed + self.presumed_failed > self.nodes - self.quorum()
+        {
+            // Someone else holds the key somewhere, and only suspects could still make up a
+            // majority: waiting for them would hold our partial keys for a whole node
+            // timeout and jam every other contender.
+            Decision::Lost
         } else {
             Decision::Pending
         }
@@ -129,7 +158,7 @@ impl Tally {
     /// not yet heard from) have made a majority? Then the loss is contention ("taken"),
     /// otherwise unreachability.
     pub(crate) const fn lost_to_contention(&self) -> bool {
-        self.failed <= self.nodes - self.quorum()
+        self.failed + self.presumed_failed <= self.nodes - self.quorum()
     }
 }
 
@@ -193,6 +222,29 @@ mod tests {
     }
 
     #[test]
+    fn a_suspect_node_is_not_waited_for_to_lose() {
+        // Five nodes, one suspect: two yes and two no decide a loss without waiting.
+        let mut t = Tally::presuming(5, 1);
+        t.record(Ballot::Yes);
+        t.record(Ballot::Yes);
+        t.record(Ballot::No);
+        assert_eq!(t.record(Ballot::No), Decision::Lost);
+        assert!(t.lost_to_contention());
+        // But it is waited for to win, and its yes counts.
+        let mut t = Tally::presuming(5, 1);
+        t.record(Ballot::Yes);
+        t.record(Ballot::Yes);
+        t.record(Ballot::No);
+        assert_eq!(t.record_from(Ballot::Yes, true), Decision::Won);
+        // Without contention, suspects are waited for: they may have recovered.
+        let mut t = Tally::presuming(5, 3);
+        assert_eq!(t.decision(), Decision::Pending);
+        assert_eq!(t.record(Ballot::Yes), Decision::Pending);
+        assert_eq!(t.record(Ballot::No), Decision::Lost);
+        assert!(!t.lost_to_contention());
+    }
+
+    #[test]
     fn one_node_decides_on_its_only_vote() {
         assert_eq!(Tally::new(1).record(Ballot::Yes), Decision::Won);
         assert_eq!(Tally::new(1).record(Ballot::No), Decision::Lost);
@@ -229,6 +281,28 @@ mod props {
             let full = if yes >= quorum(n) { Decision::Won } else { Decision::Lost };
             prop_assert_eq!(tally.decision(), full);
             prop_assert_eq!(early, Some(full));
+        }
+
+        /// Presuming suspects failed never turns a loss into a win, and a win is always
+        /// backed by a quorum of real yes votes.
+        #[test]
+        fn presumed_failures_never_make_a_win(
+            ballots in (1usize..=9).prop_flat_map(|n| proptest::collection::vec((ballot(), any::<bool>()), n))
+        ) {
+            let n = ballots.len();
+            let suspects = ballots.iter().filter(|(_, s)| *s).count();
+            let mut tally = Tally::presuming(n, suspects);
+            for (b, suspect) in &ballots {
+                let d = tally.record_from(*b, *suspect);
+                if d == Decision::Won {
+                    prop_assert!(tally.yes >= quorum(n));
+                    break;
+                }
+                if d == Decision::Lost {
+                    break;
+                }
+            }
+            prop_assert_eq!(tally.presumed_failed + ballots.iter().take(tally.yes + tally.no + tally.failed).filter(|(_, s)| *s).count(), suspects);
         }
 
         /// Two disjoint sets of nodes can never both reach a quorum.

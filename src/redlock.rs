@@ -250,17 +250,21 @@ impl RedLock {
         F: Fn(&Node) -> Fut,
         Fut: Future<Output = Vote> + Send + 'static,
     {
+        let mut suspects = 0u64;
         let pending: FuturesUnordered<_> = self
             .inner
             .nodes
             .iter()
             .map(|node| {
                 let index = node.index();
+                if node.is_suspect() {
+                    suspects |= 1 << index;
+                }
                 op(node).map(move |vote| (index, vote))
             })
             .collect();
         let mut round = Round {
-            tally: Tally::new(self.nodes()),
+            tally: Tally::presuming(self.nodes(), suspects.count_ones() as usize),
             failures: Vec::new(),
             answered: 0,
         };
@@ -268,7 +272,9 @@ impl RedLock {
         // however this function ends: decided, or dropped half-way by a cancelled caller.
         let mut pending = InBackgroundOnDrop(pending);
         while let Some((index, vote)) = pending.0.next().await {
-            let decision = round.tally.record(ballot(&vote));
+            let decision = round
+                .tally
+                .record_from(ballot(&vote), suspects & (1 << index) != 0);
             match vote {
                 Ok(_) => round.answered |= 1 << index,
                 Err(e) => round.failures.push(e),

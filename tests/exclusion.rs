@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use quorumlock::testkit::LocalQuorum;
-use quorumlock::{RedLock, Retry};
+use quorumlock::{Error, NodeErrorKind, RedLock, Retry};
 
 #[derive(Default)]
 struct Checker {
@@ -117,4 +117,63 @@ async fn many_tasks_never_overlap_while_a_minority_fails() {
     q.node_mut(4).restart().await.unwrap();
     work.await.unwrap();
     checker.assert_exclusive();
+}
+
+/// With one node frozen, contending attempts must not wait for it while they hold partial
+/// keys: otherwise every attempt that split the votes holds its keys for a whole node
+/// timeout and the contenders jam each other. Once a client has seen the node time out, its
+/// lost attempts no longer wait for it. Counted in attempts, not time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn contenders_stop_waiting_for_a_frozen_node() {
+    let mut q = LocalQuorum::start(5).await.unwrap();
+    let mut clients = Vec::new();
+    for _ in 0..4 {
+        clients.push(common::client(&q).await);
+    }
+    q.node_mut(1).freeze().unwrap();
+    let checker = Arc::new(Checker::default());
+    let waited = Arc::new(AtomicU64::new(0));
+    let mut tasks = Vec::new();
+    for (c, redlock) in clients.into_iter().enumerate() {
+        for t in 0..2 {
+            let (redlock, checker, waited) =
+                (redlock.clone(), Arc::clone(&checker), Arc::clone(&waited));
+            tasks.push(tokio::spawn(async move {
+                for _ in 0..250 {
+                    match redlock.try_lock("frozen-contention").await {
+                        Ok(lock) => {
+                            checker.critical_section(c * 2 + t + 1).await;
+                            let _ = lock.release().await;
+                        }
+                        Err(e) => {
+                            let failures = match &e {
+                                Error::Taken { failures, .. }
+                                | Error::NoQuorum { failures, .. } => failures.as_slice(),
+                                _ => &[],
+                            };
+                            if failures
+                                .iter()
+                                .any(|f| f.index == 1 && f.kind == NodeErrorKind::Timeout)
+                            {
+                                waited.fetch_add(1, Ordering::SeqCst);
+                            }
+                            let pause = rand::Rng::random_range(&mut rand::rng(), 200..2_000);
+                            tokio::time::sleep(Duration::from_micros(pause)).await;
+                        }
+                    }
+                }
+            }));
+        }
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    checker.assert_exclusive();
+    // Each client may wait for the frozen node until its first command there times out: at
+    // most its two tasks' attempts in flight at that moment.
+    let waited = waited.load(Ordering::SeqCst);
+    assert!(
+        waited <= 8,
+        "{waited} lost attempts waited for the frozen node's timeout"
+    );
 }
