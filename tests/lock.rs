@@ -37,6 +37,11 @@ async fn two_clients_exclude_each_other() {
 async fn the_key_is_the_resource_name_and_holds_the_token() {
     let q = LocalQuorum::start(3).await.unwrap();
     let lock = client(&q).await.try_lock("orders:42").await.unwrap();
+    // The lock is granted at the quorum; the last node's SET may still be on its way.
+    common::eventually("every node has the key", || async {
+        holders(&q, "orders:42").await == 3
+    })
+    .await;
     for node in q.nodes() {
         assert_eq!(
             get(node, "orders:42").await.as_deref(),
@@ -51,11 +56,17 @@ async fn the_key_is_the_resource_name_and_holds_the_token() {
         assert!(pttl > 9_000 && pttl <= 10_000, "{pttl}");
     }
     lock.release().await.unwrap();
-    assert_eq!(holders(&q, "orders:42").await, 0);
+    common::eventually("every node released", || async {
+        holders(&q, "orders:42").await == 0
+    })
+    .await;
 
     let prefixed = common::connected(builder(&q).key_prefix("locks:")).await;
     let lock = prefixed.try_lock("orders:42").await.unwrap();
-    assert_eq!(holders(&q, "locks:orders:42").await, 3);
+    common::eventually("every node has the prefixed key", || async {
+        holders(&q, "locks:orders:42").await == 3
+    })
+    .await;
     assert_eq!(holders(&q, "orders:42").await, 0);
     lock.release().await.unwrap();
 }
@@ -131,6 +142,8 @@ async fn extend_keeps_the_lock_and_fails_after_expiry() {
         "{left:?}"
     );
     assert!(lock.valid_until() > before);
+    // extend returns at the quorum: a majority has the new ttl (the rest may follow).
+    let mut extended = 0;
     for node in q.nodes() {
         let pttl = node
             .command(&["PTTL", "report"])
@@ -138,8 +151,11 @@ async fn extend_keeps_the_lock_and_fails_after_expiry() {
             .unwrap()
             .as_int()
             .unwrap();
-        assert!(pttl > 4_000, "{pttl}");
+        if pttl > 4_000 {
+            extended += 1;
+        }
     }
+    assert!(extended >= 2, "{extended} of 3 nodes extended");
     assert!(matches!(
         b.try_lock("report").await,
         Err(Error::Taken { .. })

@@ -79,3 +79,13 @@ where
     }
     panic!("timed out waiting until {what}");
 }
+
+/// Waits until no running node of `quorum` holds `key`. A failed attempt's or a release's
+/// deletes on nodes that had not answered before the outcome was decided run in the
+/// background, so this is eventual.
+pub async fn no_holders(quorum: &LocalQuorum, key: &str) {
+    eventually(&format!("no node holds {key}"), || async {
+        holders(quorum, key).await == 0
+    })
+    .await;
+}
