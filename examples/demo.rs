@@ -31,6 +31,18 @@ struct Ledger {
     latencies_us: Mutex<Vec<u64>>,
 }
 
+impl Ledger {
+    fn sorted_latencies(&self) -> Vec<u64> {
+        let mut l = self
+            .latencies_us
+            .lock()
+            .map(|l| l.clone())
+            .unwrap_or_default();
+        l.sort_unstable();
+        l
+    }
+}
+
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("quorumlock demo: starting 5 local redis-server masters ...");
@@ -182,12 +194,7 @@ fn percentile(sorted: &[u64], p: f64) -> f64 {
 }
 
 fn progress(ledger: &Ledger, start: Instant, status: &str) -> String {
-    let mut l = ledger
-        .latencies_us
-        .lock()
-        .map(|l| l.clone())
-        .unwrap_or_default();
-    l.sort_unstable();
+    let l = ledger.sorted_latencies();
     format!(
         "  t={:>4.1}s  acquisitions {:>6}  conflicts {:>6}  failed {:>4}  acquire p50 {:.2} ms  [{status}]",
         start.elapsed().as_secs_f64(),
@@ -199,12 +206,7 @@ fn progress(ledger: &Ledger, start: Instant, status: &str) -> String {
 }
 
 fn summary(ledger: &Ledger) -> bool {
-    let mut l = ledger
-        .latencies_us
-        .lock()
-        .map(|l| l.clone())
-        .unwrap_or_default();
-    l.sort_unstable();
+    let l = ledger.sorted_latencies();
     let acquired = ledger.acquired.load(Ordering::SeqCst);
     let balance = ledger.balance.load(Ordering::SeqCst);
     let overlaps = ledger.overlaps.load(Ordering::SeqCst);

@@ -393,3 +393,76 @@ async fn a_node_frozen_past_the_timeout_is_cleaned_up_when_it_resumes() {
     )
     .await;
 }
+
+/// ACL users in the URL (`redis://user:password@host`); a user that may not run scripts
+/// takes locks but cannot release them, which is reported as an authorization failure.
+#[tokio::test]
+async fn acl_users_in_the_url_are_used_and_missing_permissions_are_reported() {
+    let q = LocalQuorum::start(3).await.unwrap();
+    for node in q.nodes() {
+        let ok = node
+            .command(&[
+                "ACL",
+                "SETUSER",
+                "locker",
+                "on",
+                ">locker-pw",
+                "~*",
+                "+@all",
+            ])
+            .await
+            .unwrap();
+        assert_eq!(ok.as_str(), Some("OK"));
+        let ok = node
+            .command(&[
+                "ACL",
+                "SETUSER",
+                "noscripts",
+                "on",
+                ">ns-pw",
+                "~*",
+                "+@all",
+                "-eval",
+                "-evalsha",
+            ])
+            .await
+            .unwrap();
+        assert_eq!(ok.as_str(), Some("OK"));
+    }
+    let with_user = |user: &str| -> Vec<String> {
+        q.nodes()
+            .iter()
+            .map(|n| format!("redis://{user}@127.0.0.1:{}", n.port()))
+            .collect()
+    };
+    let redlock = connected(
+        quorumlock::RedLock::builder()
+            .nodes(with_user("locker:locker-pw"))
+            .retry(Retry::none()),
+    )
+    .await;
+    redlock
+        .try_lock("acl")
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+
+    let limited = connected(
+        quorumlock::RedLock::builder()
+            .nodes(with_user("noscripts:ns-pw"))
+            .retry(Retry::none()),
+    )
+    .await;
+    let lock = limited.try_lock("acl-limited").await.unwrap();
+    match lock.release().await {
+        Err(Error::NoQuorum { failures, .. }) => {
+            assert!(
+                failures.iter().all(|f| f.kind == NodeErrorKind::Auth),
+                "{failures:?}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+}
