@@ -246,6 +246,7 @@ pub struct Config {
     pub(crate) connect_timeout: Duration,
     pub(crate) retry: Retry,
     pub(crate) key_prefix: String,
+    pub(crate) fencing: bool,
 }
 
 impl Config {
@@ -276,6 +277,10 @@ impl Config {
     /// The prefix put in front of every resource name to make its Redis key.
     pub fn key_prefix(&self) -> &str {
         &self.key_prefix
+    }
+    /// Whether acquisitions hand out fencing tokens.
+    pub fn fencing(&self) -> bool {
+        self.fencing
     }
 
     /// Checks a ttl for use with this configuration.
@@ -345,6 +350,7 @@ pub struct RedLockBuilder {
     connect_timeout: Duration,
     retry: Retry,
     key_prefix: String,
+    fencing: bool,
 }
 
 impl Default for RedLockBuilder {
@@ -357,12 +363,13 @@ impl Default for RedLockBuilder {
             connect_timeout: Duration::from_secs(1),
             retry: Retry::default(),
             key_prefix: String::new(),
+            fencing: true,
         }
     }
 }
 
 /// The environment variables read by [`RedLockBuilder::from_env`].
-pub const ENV_VARS: [&str; 10] = [
+pub const ENV_VARS: [&str; 11] = [
     "QUORUMLOCK_NODES",
     "QUORUMLOCK_TTL",
     "QUORUMLOCK_DRIFT_FACTOR",
@@ -373,6 +380,7 @@ pub const ENV_VARS: [&str; 10] = [
     "QUORUMLOCK_RETRY_DELAY",
     "QUORUMLOCK_RETRY_JITTER",
     "QUORUMLOCK_KEY_PREFIX",
+    "QUORUMLOCK_FENCING",
 ];
 
 impl RedLockBuilder {
@@ -395,6 +403,7 @@ impl RedLockBuilder {
     /// | `QUORUMLOCK_RETRY_DELAY` | fixed pause between attempts | `100ms` |
     /// | `QUORUMLOCK_RETRY_JITTER` | random extra pause, up to | `100ms` |
     /// | `QUORUMLOCK_KEY_PREFIX` | prefix for every Redis key | `locks:` |
+    /// | `QUORUMLOCK_FENCING` | fencing tokens on or off | `true`, `false` |
     ///
     /// Durations are [humantime](https://docs.rs/humantime) strings: `250ms`, `10s`, `2m`.
     ///
@@ -412,7 +421,7 @@ impl RedLockBuilder {
     /// As [`from_env`](Self::from_env).
     pub fn from_vars(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
         let mut b = RedLockBuilder::default();
-        let [nodes, ttl, drift, node_to, conn_to, attempts, within, delay, jitter, prefix] =
+        let [nodes, ttl, drift, node_to, conn_to, attempts, within, delay, jitter, prefix, fencing] =
             ENV_VARS;
         if let Some(v) = lookup(nodes) {
             b.nodes = split_nodes(&v);
@@ -459,6 +468,13 @@ impl RedLockBuilder {
         b.retry = retry;
         if let Some(v) = lookup(prefix) {
             b.key_prefix = v;
+        }
+        if let Some(v) = lookup(fencing) {
+            b.fencing = match v.trim().to_ascii_lowercase().as_str() {
+                "1" | "true" | "on" | "yes" => true,
+                "0" | "false" | "off" | "no" => false,
+                _ => return Err(env_error(fencing, &v, "expected true or false".into())),
+            };
         }
         Ok(b)
     }
@@ -526,6 +542,17 @@ impl RedLockBuilder {
         self
     }
 
+    /// Whether each acquisition also hands out a fencing token
+    /// ([`Lock::fencing_token`](crate::Lock::fencing_token)): a number that grows with every
+    /// successful acquisition of a resource, for storage to reject writes from a holder whose
+    /// lock has expired. Costs one more parallel round trip per acquisition, and keeps one
+    /// small counter key per resource on every node (`quorumlock:fence:` + the lock's key,
+    /// without expiry). Defaults to on.
+    pub fn fencing(mut self, on: bool) -> Self {
+        self.fencing = on;
+        self
+    }
+
     /// Checks every setting without connecting to anything.
     ///
     /// # Errors
@@ -571,6 +598,7 @@ impl RedLockBuilder {
             connect_timeout: self.connect_timeout,
             retry: self.retry,
             key_prefix: self.key_prefix.clone(),
+            fencing: self.fencing,
         })
     }
 

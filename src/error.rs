@@ -257,6 +257,15 @@ pub enum ConfigError {
     /// An empty resource name.
     #[error("the resource name is empty")]
     EmptyResource,
+    /// A multi-resource lock with no resources.
+    #[error("no resources to lock")]
+    NoResources,
+    /// The same resource twice in one multi-resource lock.
+    #[error("resource `{0}` is named twice")]
+    DuplicateResource(String),
+    /// A resource whose key would be a fencing counter's key.
+    #[error("resource key `{0}` is reserved: keys starting with `quorumlock:fence:` hold fencing counters")]
+    ReservedResource(String),
     /// An environment variable that could not be parsed.
     #[error("environment variable {var}=`{value}`: {reason}")]
     Env {

@@ -1,6 +1,7 @@
 //! One Redis master: its client, and the three commands Redlock sends it, each turned into
 //! a vote. Every command runs under the per-node timeout and is never re-sent by the client.
 
+use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, LazyLock, Mutex};
 use std::time::Duration;
@@ -9,7 +10,7 @@ use fred::clients::Client;
 use fred::error::{Error as FredError, ErrorKind};
 use fred::interfaces::{ClientLike, EventInterface, KeysInterface, LuaInterface};
 use fred::types::config::{Config as FredConfig, ReconnectPolicy, TcpConfig};
-use fred::types::{Builder, Expiration, Key, SetOptions, Value};
+use fred::types::{Builder, Expiration, FromValue, Key, SetOptions, Value};
 use tokio::task::JoinHandle;
 
 use crate::config::{Config, NodeUrl};
@@ -17,18 +18,75 @@ use crate::error::{ConfigError, NodeError, NodeErrorKind};
 use crate::quorum::Ballot;
 use crate::scripts::{self, Script};
 
-static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::RELEASE));
+static ACQUIRE: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::ACQUIRE));
+static FENCE: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::FENCE));
 static EXTEND: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::EXTEND));
+static RESTORE: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::RESTORE));
+static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::RELEASE));
 
-/// One node's answer: yes / no, or why it failed.
-pub(crate) type Vote = Result<bool, NodeError>;
+/// One node's answer, or why it failed.
+pub(crate) type NodeResult<T> = Result<T, NodeError>;
 
-pub(crate) fn ballot(vote: &Vote) -> Ballot {
-    match vote {
-        Ok(true) => Ballot::Yes,
-        Ok(false) => Ballot::No,
-        Err(_) => Ballot::Failed,
+/// One node's yes / no, or why it failed.
+pub(crate) type Vote = NodeResult<bool>;
+
+/// A node's answer as the tally counts it.
+pub(crate) trait Answer: Send + 'static {
+    fn ballot(&self) -> Ballot;
+}
+
+impl Answer for bool {
+    fn ballot(&self) -> Ballot {
+        if *self {
+            Ballot::Yes
+        } else {
+            Ballot::No
+        }
     }
+}
+
+/// The answer to an acquisition: `Some(largest fencing counter)` when the node set our
+/// keys, `None` when a key was already there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Acquired(pub(crate) Option<u64>);
+
+impl Answer for Acquired {
+    fn ballot(&self) -> Ballot {
+        match self.0 {
+            Some(_) => Ballot::Yes,
+            None => Ballot::No,
+        }
+    }
+}
+
+/// The answer to an extension.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Extended {
+    /// Every key still held our token; its ttl was reset.
+    Kept,
+    /// No key holds another token, but some are missing (the node restarted empty, or
+    /// missed the acquisition): nothing was changed. The node did not hold the lock all
+    /// along, so this does not count towards the quorum.
+    Missing,
+    /// A key holds another token; nothing was changed.
+    Refused,
+}
+
+impl Answer for Extended {
+    fn ballot(&self) -> Ballot {
+        match self {
+            Extended::Kept => Ballot::Yes,
+            Extended::Missing | Extended::Refused => Ballot::No,
+        }
+    }
+}
+
+/// A reply of the wrong shape, reported as a protocol error.
+fn unexpected(script: &str, reply: &Value) -> FredError {
+    FredError::new(
+        ErrorKind::Protocol,
+        format!("unexpected reply to the {script} script: {reply:?}"),
+    )
 }
 
 /// A connection to one Redis master.
@@ -95,6 +153,22 @@ impl Node {
             }
             async { Ok(()) }
         });
+        // Cache the scripts on every (re)connection, so that a command that a frozen node runs
+        // late finds them too: by then nobody waits to send the EVAL fallback.
+        let loader = client.clone();
+        let connected = client.on_reconnect(move |_server| {
+            let client = loader.clone();
+            async move {
+                tokio::spawn(async move {
+                    for body in scripts::ALL {
+                        if let Err(error) = client.script_load::<String, _>(body).await {
+                            tracing::debug!(node = index, %error, "could not cache a script");
+                        }
+                    }
+                });
+                Ok(())
+            }
+        });
         let router = client.connect();
         Ok(Node {
             index,
@@ -103,7 +177,7 @@ impl Node {
             timeout: config.node_timeout,
             last_error,
             suspect: Arc::new(AtomicBool::new(false)),
-            tasks: vec![router, errors],
+            tasks: vec![router, errors, connected],
         })
     }
 
@@ -130,13 +204,14 @@ impl Node {
         }
     }
 
-    /// `SET key token NX PX ttl`: yes if set, no if the key exists.
+    /// `SET key token NX PX ttl`: yes if set, no if the key exists. A yes reads fencing
+    /// counter 0 (this form is used without fencing only).
     pub(crate) fn set_nx(
         &self,
         key: Key,
         token: Value,
         ttl_ms: i64,
-    ) -> impl std::future::Future<Output = Vote> + Send + 'static {
+    ) -> impl Future<Output = NodeResult<Acquired>> + Send + 'static {
         let client = self.client.clone();
         let ctx = self.context();
         async move {
@@ -151,21 +226,67 @@ impl Node {
                 .await;
             // `Option<String>`, not `bool`: fred turns the nil reply for an existing key into
             // a parse error when asked for a bool.
-            ctx.judge(reply.map(|r| r.is_some()))
+            ctx.judge(reply.map(|r| Acquired(r.map(|_| 0))))
         }
     }
 
-    /// Compare-and-delete: yes if our key was deleted, no if it was not ours (or gone).
-    pub(crate) fn release(
+    /// All-or-nothing `SET NX PX` of every lock key, reading the fencing counters (the
+    /// ACQUIRE script): yes with the largest counter, or no if any key exists.
+    pub(crate) fn acquire(
         &self,
-        key: Key,
+        keys: Vec<Key>,
+        locks: usize,
         token: Value,
-    ) -> impl std::future::Future<Output = Vote> + Send + 'static {
+        ttl_ms: i64,
+    ) -> impl Future<Output = NodeResult<Acquired>> + Send + 'static {
         let client = self.client.clone();
         let ctx = self.context();
         async move {
-            match run_script(&client, &RELEASE, key.clone(), vec![token.clone()]).await {
-                Ok(n) => ctx.judge(Ok(n == 1)),
+            let args = vec![token, Value::Integer(ttl_ms), Value::Integer(locks as i64)];
+            let reply = run_script::<Value>(&client, &ACQUIRE, keys, args).await;
+            ctx.judge(reply.and_then(|value| match value {
+                Value::Null => Ok(Acquired(None)),
+                Value::Integer(fence) if fence >= 0 => Ok(Acquired(Some(fence as u64))),
+                other => Err(unexpected("ACQUIRE", &other)),
+            }))
+        }
+    }
+
+    /// Records fencing token `fence` where our token still holds every lock key (the FENCE
+    /// script): yes if recorded.
+    pub(crate) fn fence(
+        &self,
+        keys: Vec<Key>,
+        locks: usize,
+        token: Value,
+        fence: u64,
+    ) -> impl Future<Output = Vote> + Send + 'static {
+        let client = self.client.clone();
+        let ctx = self.context();
+        async move {
+            let args = vec![
+                token,
+                Value::from(fence.to_string()),
+                Value::Integer(locks as i64),
+            ];
+            let reply = run_script::<i64>(&client, &FENCE, keys, args).await;
+            ctx.judge(reply.map(|n| n == 1))
+        }
+    }
+
+    /// Compare-and-delete of every lock key: yes if all were ours and are deleted, no if
+    /// any was not ours (or gone).
+    pub(crate) fn release(
+        &self,
+        keys: Vec<Key>,
+        token: Value,
+    ) -> impl Future<Output = Vote> + Send + 'static {
+        let client = self.client.clone();
+        let ctx = self.context();
+        async move {
+            let expected = keys.len() as i64;
+            match run_script::<i64>(&client, &RELEASE, keys.clone(), vec![token.clone()]).await {
+                Ok(n) => ctx.judge(Ok(n == expected)),
                 Err(e) => {
                     if *e.kind() == ErrorKind::Timeout {
                         // The EVALSHA may still run later, on a node that was frozen, and it
@@ -177,7 +298,7 @@ impl Node {
                         // written at all.
                         tokio::spawn(async move {
                             let _: Result<i64, FredError> =
-                                client.eval(RELEASE.body, key, vec![token]).await;
+                                client.eval(RELEASE.body, keys, vec![token]).await;
                         });
                     }
                     ctx.judge(Err(e))
@@ -186,18 +307,48 @@ impl Node {
         }
     }
 
-    /// Compare-and-pexpire: yes if our key's ttl was reset, no if it was not ours (or gone).
+    /// Compare-and-pexpire of every lock key (the EXTEND script).
     pub(crate) fn extend(
         &self,
-        key: Key,
+        keys: Vec<Key>,
         token: Value,
         ttl_ms: i64,
-    ) -> impl std::future::Future<Output = Vote> + Send + 'static {
+    ) -> impl Future<Output = NodeResult<Extended>> + Send + 'static {
         let client = self.client.clone();
         let ctx = self.context();
         async move {
-            let reply =
-                run_script(&client, &EXTEND, key, vec![token, Value::Integer(ttl_ms)]).await;
+            let locks = keys.len() as i64;
+            let args = vec![token, Value::Integer(ttl_ms), Value::Integer(locks)];
+            let reply = run_script::<i64>(&client, &EXTEND, keys, args).await;
+            ctx.judge(reply.and_then(|n| match n {
+                0 => Ok(Extended::Refused),
+                1 => Ok(Extended::Kept),
+                2 => Ok(Extended::Missing),
+                other => Err(unexpected("EXTEND", &Value::Integer(other))),
+            }))
+        }
+    }
+
+    /// Sets the lock keys again where they are missing (the RESTORE script): yes if the
+    /// node holds our lock now.
+    pub(crate) fn restore(
+        &self,
+        keys: Vec<Key>,
+        locks: usize,
+        token: Value,
+        ttl_ms: i64,
+        fence: u64,
+    ) -> impl Future<Output = Vote> + Send + 'static {
+        let client = self.client.clone();
+        let ctx = self.context();
+        async move {
+            let args = vec![
+                token,
+                Value::Integer(ttl_ms),
+                Value::Integer(locks as i64),
+                Value::from(fence.to_string()),
+            ];
+            let reply = run_script::<i64>(&client, &RESTORE, keys, args).await;
             ctx.judge(reply.map(|n| n == 1))
         }
     }
@@ -224,17 +375,17 @@ impl Drop for Node {
 }
 
 /// EVALSHA, falling back to EVAL (which caches the script again) on NOSCRIPT.
-async fn run_script(
+async fn run_script<R: FromValue>(
     client: &Client,
     script: &Script,
-    key: Key,
+    keys: Vec<Key>,
     args: Vec<Value>,
-) -> Result<i64, FredError> {
+) -> Result<R, FredError> {
     match client
-        .evalsha::<i64, _, _, _>(script.sha.as_str(), key.clone(), args.clone())
+        .evalsha::<R, _, _, _>(script.sha.as_str(), keys.clone(), args.clone())
         .await
     {
-        Err(e) if scripts::is_noscript(&e) => client.eval(script.body, key, args).await,
+        Err(e) if scripts::is_noscript(&e) => client.eval(script.body, keys, args).await,
         other => other,
     }
 }
@@ -252,7 +403,7 @@ struct ErrorContext {
 impl ErrorContext {
     /// Turns a reply into a vote, and keeps the node's suspect flag up to date: an answer
     /// clears it; a timeout or a connection failure sets it. (A server error is an answer.)
-    fn judge(&self, reply: Result<bool, FredError>) -> Vote {
+    fn judge<T>(&self, reply: Result<T, FredError>) -> NodeResult<T> {
         match reply {
             Ok(yes) => {
                 self.suspect.store(false, Ordering::Relaxed);

@@ -16,9 +16,9 @@ use futures::FutureExt;
 
 use crate::config::{Config, RedLockBuilder, Retry, Ttl};
 use crate::error::{ConfigError, Error, NodeError};
-use crate::lock::Lock;
-use crate::node::{ballot, Node, Vote};
-use crate::quorum::{quorum, validity, Decision, Tally};
+use crate::lock::{Acquisition, Keys, Lock};
+use crate::node::{Answer, Node, NodeResult};
+use crate::quorum::{quorum, validity, Ballot, Decision, Tally};
 use crate::token::Token;
 
 /// A Redlock coordinator over N independent Redis masters.
@@ -47,14 +47,28 @@ struct Inner {
     nodes: Vec<Node>,
 }
 
+/// The prefix of the fencing counters' keys: `quorumlock:fence:` + the lock's key.
+pub(crate) const FENCE_PREFIX: &str = "quorumlock:fence:";
+
+/// What one lock call locks.
+#[derive(Debug)]
+struct Target {
+    /// The resources' names joined by commas, for messages.
+    name: String,
+    resources: Vec<String>,
+    keys: Keys,
+}
+
 /// The answers of one round, as far as they were awaited.
 #[derive(Debug)]
-pub(crate) struct Round {
+pub(crate) struct Round<T> {
     pub(crate) tally: Tally,
     pub(crate) failures: Vec<NodeError>,
     /// Bit i is set when node i answered yes or no (not failed) before the round was
     /// decided.
     pub(crate) answered: u64,
+    /// The answers counted (node index, answer), in the order they came.
+    pub(crate) answers: Vec<(usize, T)>,
 }
 
 impl RedLock {
@@ -140,24 +154,55 @@ impl RedLock {
         ttl: Duration,
         retry: Retry,
     ) -> Result<Lock, Error> {
-        if resource.is_empty() {
-            return Err(ConfigError::EmptyResource.into());
-        }
+        self.lock_all_with(&[resource], ttl, retry).await
+    }
+
+    /// Locks several resources at once, all or nothing, with the configured ttl and retry
+    /// policy. See [`lock_all_with`](Self::lock_all_with).
+    ///
+    /// # Errors
+    /// As [`lock_all_with`](Self::lock_all_with).
+    pub async fn lock_all<S: AsRef<str>>(&self, resources: &[S]) -> Result<Lock, Error> {
+        let config = self.config();
+        self.lock_all_with(resources, config.ttl, config.retry)
+            .await
+    }
+
+    /// Locks several resources at once for `ttl`, retrying by `retry`.
+    ///
+    /// Each node sets either all of the keys or none (one script call per node), and the
+    /// lock is granted when a majority set all of them, with the same validity rule as for
+    /// one resource. Two clients locking overlapping sets in any order cannot deadlock: no
+    /// node ever holds part of a set for one client while waiting for the rest, and a failed
+    /// attempt releases what it got before retrying after a random pause. With fencing on,
+    /// the lock's one fencing token is greater than every earlier token of each of the
+    /// resources.
+    ///
+    /// # Errors
+    /// As [`lock`](Self::lock); also [`Error::Config`] for an empty list, an empty or
+    /// repeated resource name, besides the ttl and retry checks of
+    /// [`lock_with`](Self::lock_with).
+    pub async fn lock_all_with<S: AsRef<str>>(
+        &self,
+        resources: &[S],
+        ttl: Duration,
+        retry: Retry,
+    ) -> Result<Lock, Error> {
+        let target = self.target(resources)?;
         let ttl = self.config().check_ttl(ttl)?;
         retry.validate()?;
-        let key = self.key(resource);
         let started = Instant::now();
         let mut made = 0u32;
         loop {
             made += 1;
-            let error = match self.attempt(resource, &key, ttl).await {
+            let error = match self.attempt(&target, ttl).await {
                 Ok(lock) => return Ok(lock),
                 Err(e) if !e.is_retryable() => return Err(e),
                 Err(e) => e,
             };
             match retry.next_pause(made, started) {
                 Some(pause) => {
-                    tracing::debug!(resource, attempt = made, error = %error, ?pause, "lock attempt failed; retrying");
+                    tracing::debug!(resource = %target.name, attempt = made, error = %error, ?pause, "lock attempt failed; retrying");
                     tokio::time::sleep(pause).await;
                 }
                 None => return Err(error),
@@ -165,61 +210,128 @@ impl RedLock {
         }
     }
 
-    fn key(&self, resource: &str) -> Key {
-        let prefix = &self.config().key_prefix;
-        if prefix.is_empty() {
-            Key::from(resource)
-        } else {
-            Key::from(format!("{prefix}{resource}"))
+    /// Checks resource names and makes their keys.
+    fn target<S: AsRef<str>>(&self, resources: &[S]) -> Result<Target, ConfigError> {
+        if resources.is_empty() {
+            return Err(ConfigError::NoResources);
         }
+        let mut names: Vec<String> = Vec::with_capacity(resources.len());
+        for resource in resources {
+            let resource = resource.as_ref();
+            if resource.is_empty() {
+                return Err(ConfigError::EmptyResource);
+            }
+            if names.iter().any(|n| n == resource) {
+                return Err(ConfigError::DuplicateResource(resource.to_string()));
+            }
+            names.push(resource.to_string());
+        }
+        let prefix = &self.config().key_prefix;
+        let locks: Vec<String> = names.iter().map(|r| format!("{prefix}{r}")).collect();
+        if let Some(reserved) = locks.iter().find(|k| k.starts_with(FENCE_PREFIX)) {
+            return Err(ConfigError::ReservedResource(reserved.clone()));
+        }
+        let mut keys: Vec<Key> = locks.iter().map(|k| Key::from(k.as_str())).collect();
+        if self.config().fencing {
+            keys.extend(
+                locks
+                    .iter()
+                    .map(|k| Key::from(format!("{FENCE_PREFIX}{k}"))),
+            );
+        }
+        Ok(Target {
+            name: names.join(","),
+            keys: Keys {
+                all: keys,
+                locks: names.len(),
+            },
+            resources: names,
+        })
     }
 
-    /// One attempt: `SET key token NX PX ttl` on every node, decided at the quorum.
-    async fn attempt(&self, resource: &str, key: &Key, ttl: Ttl) -> Result<Lock, Error> {
+    /// One attempt: set the keys on every node, decided at the quorum; then, with fencing,
+    /// record the fencing token on a majority.
+    async fn attempt(&self, target: &Target, ttl: Ttl) -> Result<Lock, Error> {
         let token = Token::generate()?;
         let value = Value::from(token.as_str());
-        let mut guard = CleanupOnDrop::new(self, key, &value);
+        let keys = &target.keys;
+        let mut guard = CleanupOnDrop::new(self, keys.locks(), &value);
         let start = Instant::now();
-        let round = self
-            .round(|node| node.set_nx(key.clone(), value.clone(), ttl.px))
-            .await;
-        let elapsed = start.elapsed();
+        let round = if keys.locks == 1 && !keys.fencing() {
+            let key = &keys.all[0];
+            self.round(|node| node.set_nx(key.clone(), value.clone(), ttl.px))
+                .await
+        } else {
+            self.round(|node| node.acquire(keys.all.clone(), keys.locks, value.clone(), ttl.px))
+                .await
+        };
         let failure = match round.tally.decision() {
-            Decision::Won => match validity(ttl.ttl, elapsed, ttl.drift) {
-                Some(_) => {
-                    guard.disarm();
-                    for failure in &round.failures {
-                        tracing::warn!(resource, node = failure.index, error = %failure, "lock acquired without this node");
+            Decision::Won => {
+                let fenced = if keys.fencing() {
+                    // The largest counter among the majority that said yes, plus one.
+                    let seen = round
+                        .answers
+                        .iter()
+                        .filter_map(|(_, a)| a.0)
+                        .max()
+                        .unwrap_or(0);
+                    let fence = seen.saturating_add(1);
+                    let recorded = self
+                        .round(|node| {
+                            node.fence(keys.all.clone(), keys.locks, value.clone(), fence)
+                        })
+                        .await;
+                    match recorded.tally.decision() {
+                        Decision::Won => Ok(Some(fence)),
+                        _ => Err(self.lost(&target.name, recorded.tally, recorded.failures)),
                     }
-                    // Every node that set the key did so after `start`, so on a majority the
-                    // key lives until at least start + ttl (less the drift allowance).
-                    return Ok(Lock::new(
-                        self.clone(),
-                        resource,
-                        key.clone(),
-                        token,
-                        value.clone(),
-                        ttl.ttl,
-                        start + ttl.usable,
-                        round.tally.yes,
-                        round.failures,
-                    ));
+                } else {
+                    Ok(None)
+                };
+                let elapsed = start.elapsed();
+                match fenced {
+                    Err(e) => e,
+                    Ok(fence) => match validity(ttl.ttl, elapsed, ttl.drift) {
+                        Some(_) => {
+                            guard.disarm();
+                            for failure in &round.failures {
+                                tracing::warn!(resource = %target.name, node = failure.index, error = %failure, "lock acquired without this node");
+                            }
+                            // Every node that set the keys did so after `start`, so on a
+                            // majority they live until at least start + ttl (less the drift
+                            // allowance).
+                            return Ok(Lock::new(Acquisition {
+                                redlock: self.clone(),
+                                name: target.name.clone(),
+                                resources: target.resources.clone(),
+                                keys: keys.clone(),
+                                token,
+                                value: value.clone(),
+                                fence,
+                                ttl: ttl.ttl,
+                                valid_until: start + ttl.usable,
+                                acquired_on: round.tally.yes,
+                                failures: round.failures,
+                            }));
+                        }
+                        None => Error::ValidityExpired {
+                            resource: target.name.clone(),
+                            elapsed,
+                            ttl: ttl.ttl,
+                            drift: ttl.drift,
+                        },
+                    },
                 }
-                None => Error::ValidityExpired {
-                    resource: resource.to_string(),
-                    elapsed,
-                    ttl: ttl.ttl,
-                    drift: ttl.drift,
-                },
-            },
-            _ => self.lost(resource, round.tally, round.failures),
+            }
+            _ => self.lost(&target.name, round.tally, round.failures),
         };
         // Release on every node, not only those that said yes: a yes may have been lost on
         // the way back, and a node that timed out may still run our SET later (its release
         // then runs right after it, on the same connection). Wait only for the nodes that
         // answered; the failed and the undecided ones are released in the background.
         guard.disarm();
-        self.release_round(key, &value, round.answered).await;
+        self.release_round(keys.locks(), &value, round.answered)
+            .await;
         Err(failure)
     }
 
@@ -245,10 +357,11 @@ impl RedLock {
     /// decided. Commands still in flight then are driven to their end in a background task:
     /// dropping them instead would let the client send a queued one after a reconnect, long
     /// after we gave up on it; awaiting them to their timeout marks them dead.
-    pub(crate) async fn round<F, Fut>(&self, op: F) -> Round
+    pub(crate) async fn round<T, F, Fut>(&self, op: F) -> Round<T>
     where
+        T: Answer,
         F: Fn(&Node) -> Fut,
-        Fut: Future<Output = Vote> + Send + 'static,
+        Fut: Future<Output = NodeResult<T>> + Send + 'static,
     {
         let mut suspects = 0u64;
         let pending: FuturesUnordered<_> = self
@@ -267,18 +380,25 @@ impl RedLock {
             tally: Tally::presuming(self.nodes(), suspects.count_ones() as usize),
             failures: Vec::new(),
             answered: 0,
+            answers: Vec::with_capacity(self.nodes()),
         };
         // Owned by a guard so that the undecided commands are finished in the background
         // however this function ends: decided, or dropped half-way by a cancelled caller.
         let mut pending = InBackgroundOnDrop(pending);
         while let Some((index, vote)) = pending.0.next().await {
-            let decision = round
-                .tally
-                .record_from(ballot(&vote), suspects & (1 << index) != 0);
-            match vote {
-                Ok(_) => round.answered |= 1 << index,
-                Err(e) => round.failures.push(e),
-            }
+            let suspect = suspects & (1 << index) != 0;
+            let decision = match vote {
+                Ok(answer) => {
+                    round.answered |= 1 << index;
+                    let decision = round.tally.record_from(answer.ballot(), suspect);
+                    round.answers.push((index, answer));
+                    decision
+                }
+                Err(e) => {
+                    round.failures.push(e);
+                    round.tally.record_from(Ballot::Failed, suspect)
+                }
+            };
             if decision != Decision::Pending {
                 break;
             }
@@ -288,11 +408,11 @@ impl RedLock {
 
     /// Compare-and-delete on every node; waits for the nodes in `wait_for` (a bit mask of
     /// node indexes), releases the rest in the background.
-    pub(crate) async fn release_round(&self, key: &Key, value: &Value, wait_for: u64) {
+    pub(crate) async fn release_round(&self, keys: &[Key], value: &Value, wait_for: u64) {
         let mut waited = FuturesUnordered::new();
         let background = FuturesUnordered::new();
         for node in &self.inner.nodes {
-            let release = node.release(key.clone(), value.clone());
+            let release = node.release(keys.to_vec(), value.clone());
             if wait_for & (1 << node.index()) != 0 {
                 waited.push(release);
             } else {
@@ -303,12 +423,29 @@ impl RedLock {
         while waited.next().await.is_some() {}
     }
 
+    /// Runs `op` on the nodes in `mask` (a bit mask of node indexes) in a background task,
+    /// without waiting for their answers (needs a runtime; a no-op without one).
+    pub(crate) fn detached<F, Fut>(&self, mask: u64, op: F)
+    where
+        F: Fn(&Node) -> Fut,
+        Fut: Future + Send + 'static,
+    {
+        let pending: FuturesUnordered<Fut> = self
+            .inner
+            .nodes
+            .iter()
+            .filter(|node| mask & (1 << node.index()) != 0)
+            .map(op)
+            .collect();
+        drop(InBackgroundOnDrop(pending));
+    }
+
     /// Starts a release of `key` on every node without waiting for it (needs a runtime; a
     /// no-op without one, the keys then expire after their ttl).
-    pub(crate) fn release_detached(&self, key: Key, value: Value) {
+    pub(crate) fn release_detached(&self, keys: Vec<Key>, value: Value) {
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             let this = self.clone();
-            runtime.spawn(async move { this.release_round(&key, &value, 0).await });
+            runtime.spawn(async move { this.release_round(&keys, &value, 0).await });
         }
     }
 }
@@ -332,16 +469,16 @@ impl<F: Future + Send + 'static> Drop for InBackgroundOnDrop<F> {
 /// Releases an attempt's keys in the background if the attempt is cancelled half-way.
 struct CleanupOnDrop<'a> {
     redlock: &'a RedLock,
-    key: &'a Key,
+    keys: &'a [Key],
     value: &'a Value,
     armed: bool,
 }
 
 impl<'a> CleanupOnDrop<'a> {
-    fn new(redlock: &'a RedLock, key: &'a Key, value: &'a Value) -> Self {
+    fn new(redlock: &'a RedLock, keys: &'a [Key], value: &'a Value) -> Self {
         CleanupOnDrop {
             redlock,
-            key,
+            keys,
             value,
             armed: true,
         }
@@ -356,7 +493,7 @@ impl Drop for CleanupOnDrop<'_> {
     fn drop(&mut self) {
         if self.armed {
             self.redlock
-                .release_detached(self.key.clone(), self.value.clone());
+                .release_detached(self.keys.to_vec(), self.value.clone());
         }
     }
 }

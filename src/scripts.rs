@@ -1,18 +1,101 @@
-//! The Lua scripts, in one place. Each runs atomically on one node and touches the key only
-//! while it still holds our token, so a holder can never delete or extend a lock that
-//! expired and was taken by someone else.
+//! The Lua scripts, in one place. Each runs atomically on one node and touches the lock keys
+//! only while they hold our token (or, to re-create a lost key, while nobody holds them), so
+//! a holder can never delete or extend a lock that expired and was taken by someone else.
+//!
+//! Every script takes the lock keys first (`KEYS[1..n]`) and, when fencing is on, the
+//! matching fencing counters after them (`KEYS[n+1..2n]`); `n` is passed as an argument.
+//! One resource is the case `n = 1`: a plain lock without fencing does not use a script to
+//! acquire at all (`SET key token NX PX ttl`), so other Redlock clients interoperate.
 //!
 //! They are called with EVALSHA; a node that answers NOSCRIPT (restarted, or SCRIPT FLUSH)
 //! gets the script body once with EVAL, which also caches it there again.
 
-/// Compare-and-delete: `DEL key` if its value is our token. Returns 1 if deleted, else 0.
-pub(crate) const RELEASE: &str = "if redis.call('get', KEYS[1]) == ARGV[1] then \
-return redis.call('del', KEYS[1]) else return 0 end";
+/// All-or-nothing acquisition of `n` keys, reading their fencing counters.
+///
+/// `ARGV = [token, ttl_ms, n]`. If any lock key exists, sets nothing and returns nil.
+/// Otherwise sets every lock key to the token with the ttl and returns the largest fencing
+/// counter among `KEYS[n+1..]` (0 when there are none or they do not exist yet).
+pub(crate) const ACQUIRE: &str = r"local n = tonumber(ARGV[3])
+for i = 1, n do
+  if redis.call('exists', KEYS[i]) == 1 then return false end
+end
+local fence = 0
+for i = n + 1, #KEYS do
+  local v = redis.call('get', KEYS[i])
+  if v then
+    local c = tonumber(v)
+    if not c then return redis.error_reply('quorumlock: fencing counter ' .. KEYS[i] .. ' is not a number') end
+    if c > fence then fence = c end
+  end
+end
+for i = 1, n do
+  redis.call('set', KEYS[i], ARGV[1], 'PX', ARGV[2])
+end
+return fence";
 
-/// Compare-and-pexpire: `PEXPIRE key ttl_ms` if its value is our token. Returns 1 if
-/// extended, else 0.
-pub(crate) const EXTEND: &str = "if redis.call('get', KEYS[1]) == ARGV[1] then \
-return redis.call('pexpire', KEYS[1], ARGV[2]) else return 0 end";
+/// Records a fencing token: while every lock key still holds our token, raises each
+/// fencing counter to at least `ARGV[2]` (never lowers it).
+///
+/// `ARGV = [token, fence, n]`. Returns 1 if recorded, 0 if the lock is not ours here.
+pub(crate) const FENCE: &str = r"local n = tonumber(ARGV[3])
+for i = 1, n do
+  if redis.call('get', KEYS[i]) ~= ARGV[1] then return 0 end
+end
+local f = tonumber(ARGV[2])
+for i = n + 1, #KEYS do
+  local c = tonumber(redis.call('get', KEYS[i]) or '0')
+  if not c or c < f then redis.call('set', KEYS[i], ARGV[2]) end
+end
+return 1";
+
+/// Compare-and-pexpire: if every lock key holds our token, resets their ttl and returns 1.
+/// Changes nothing and returns 0 if any holds another token, 2 if none does but some are
+/// missing (the node restarted empty, or missed the acquisition).
+///
+/// `ARGV = [token, ttl_ms, n]`.
+pub(crate) const EXTEND: &str = r"local n = tonumber(ARGV[3])
+local missing = false
+for i = 1, n do
+  local v = redis.call('get', KEYS[i])
+  if not v then missing = true elseif v ~= ARGV[1] then return 0 end
+end
+if missing then return 2 end
+for i = 1, n do
+  redis.call('pexpire', KEYS[i], ARGV[2])
+end
+return 1";
+
+/// Restores a lock on a node that lost it: unless a lock key holds another token, sets every
+/// lock key to our token with the ttl, raises the fencing counters to at least our fencing
+/// token, and returns 1; otherwise changes nothing and returns 0. Sent only after an
+/// extension succeeded on a majority that held the lock all along.
+///
+/// `ARGV = [token, ttl_ms, n, fence]` (`fence` is 0 without fencing).
+pub(crate) const RESTORE: &str = r"local n = tonumber(ARGV[3])
+for i = 1, n do
+  local v = redis.call('get', KEYS[i])
+  if v and v ~= ARGV[1] then return 0 end
+end
+for i = 1, n do
+  redis.call('set', KEYS[i], ARGV[1], 'PX', ARGV[2])
+end
+local f = tonumber(ARGV[4])
+for i = n + 1, #KEYS do
+  local c = tonumber(redis.call('get', KEYS[i]) or '0')
+  if not c or c < f then redis.call('set', KEYS[i], ARGV[4]) end
+end
+return 1";
+
+/// Compare-and-delete: deletes each key that holds our token. `ARGV = [token]`. Returns how
+/// many keys were deleted.
+pub(crate) const RELEASE: &str = r"local n = 0
+for i = 1, #KEYS do
+  if redis.call('get', KEYS[i]) == ARGV[1] then n = n + redis.call('del', KEYS[i]) end
+end
+return n";
+
+/// Every script, for tests that check the hashes against a real `SCRIPT LOAD`.
+pub(crate) const ALL: [&str; 5] = [ACQUIRE, FENCE, EXTEND, RESTORE, RELEASE];
 
 /// A script and its SHA1, computed once.
 #[derive(Debug)]

@@ -812,7 +812,7 @@ fn parse_reply(buf: &[u8]) -> Result<Option<(Reply, usize)>, TestkitError> {
 /// The Lua scripts the client sends, with the SHA1 it calls them by, so that tests can check
 /// the hashes against a real `SCRIPT LOAD`.
 pub fn scripts() -> Vec<(&'static str, String)> {
-    [crate::scripts::RELEASE, crate::scripts::EXTEND]
+    crate::scripts::ALL
         .into_iter()
         .map(|body| (body, crate::scripts::Script::new(body).sha))
         .collect()

@@ -449,9 +449,11 @@ async fn acl_users_in_the_url_are_used_and_missing_permissions_are_reported() {
         .await
         .unwrap();
 
+    // Without fencing, a plain SET NX takes the lock; the release needs a script.
     let limited = connected(
         quorumlock::RedLock::builder()
             .nodes(with_user("noscripts:ns-pw"))
+            .fencing(false)
             .retry(Retry::none()),
     )
     .await;
@@ -465,4 +467,21 @@ async fn acl_users_in_the_url_are_used_and_missing_permissions_are_reported() {
         }
         other => panic!("{other:?}"),
     }
+    // With fencing, acquiring needs a script too: refused, and nothing is set.
+    let fenced = connected(
+        quorumlock::RedLock::builder()
+            .nodes(with_user("noscripts:ns-pw"))
+            .retry(Retry::none()),
+    )
+    .await;
+    match fenced.try_lock("acl-fenced").await {
+        Err(Error::NoQuorum { failures, .. }) => {
+            assert!(
+                failures.iter().all(|f| f.kind == NodeErrorKind::Auth),
+                "{failures:?}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(holders(&q, "acl-fenced").await, 0);
 }

@@ -207,7 +207,13 @@ async fn dropping_a_lock_releases_it_in_the_background() {
 async fn bad_input_is_refused_and_sends_nothing() {
     let q = LocalQuorum::start(3).await.unwrap();
     let redlock = client(&q).await;
-    let before = common::calls(q.node(0), "set").await;
+    let sent = || async {
+        let node = q.node(0);
+        common::calls(node, "set").await
+            + common::calls(node, "evalsha").await
+            + common::calls(node, "eval").await
+    };
+    let before = sent().await;
 
     let cases: Vec<(&str, Duration, Retry)> = vec![
         ("", Duration::from_secs(1), Retry::none()),
@@ -222,19 +228,30 @@ async fn bad_input_is_refused_and_sends_nothing() {
             other => panic!("({resource:?}, {ttl:?}, {retry:?}) gave {other:?}"),
         }
     }
+    for resources in [&[][..], &["a", "a"][..], &["a", ""][..]] {
+        match redlock.lock_all(resources).await {
+            Err(Error::Config(e)) => assert_ne!(e, ConfigError::NoRuntime),
+            other => panic!("{resources:?} gave {other:?}"),
+        }
+    }
+    match redlock.try_lock("quorumlock:fence:x").await {
+        Err(Error::Config(ConfigError::ReservedResource(key))) => {
+            assert_eq!(key, "quorumlock:fence:x")
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(sent().await, before, "bad input must send nothing");
     let mut lock = redlock.try_lock("r").await.unwrap();
-    let evals = common::calls(q.node(0), "evalsha").await + common::calls(q.node(0), "eval").await;
+    let after_lock = sent().await;
+    assert!(after_lock > before);
     assert!(matches!(
         lock.extend_for(Duration::ZERO).await,
         Err(Error::Config(ConfigError::ZeroTtl))
     ));
-    let evals_after =
-        common::calls(q.node(0), "evalsha").await + common::calls(q.node(0), "eval").await;
-    assert_eq!(evals, evals_after, "a refused extension must send nothing");
     assert_eq!(
-        common::calls(q.node(0), "set").await,
-        before + 1,
-        "only the valid lock sent a SET"
+        sent().await,
+        after_lock,
+        "a refused extension must send nothing"
     );
     lock.release().await.unwrap();
 }
@@ -251,19 +268,32 @@ async fn script_hashes_match_the_server_and_noscript_falls_back() {
             Reply::Status("OK".into())
         );
     }
+    // Node 2 lost the key: the extension restores it there (a script of its own).
+    assert_eq!(
+        q.node(2).command(&["DEL", "scripts"]).await.unwrap(),
+        Reply::Integer(1)
+    );
     lock.extend().await.unwrap();
+    let token = lock.token().as_str().to_string();
+    common::eventually("the extension restored the key on node 2", || async {
+        common::get(q.node(2), "scripts").await.as_deref() == Some(token.as_str())
+    })
+    .await;
     assert!(lock.release().await.unwrap().released >= 2);
     // The third node's delete may still be on its way when release returns at the quorum.
     common::eventually("every node released", || async {
         holders(&q, "scripts").await == 0
     })
     .await;
+    // Acquiring with fencing (two scripts) and on several resources works too.
+    let lock = redlock.lock_all(&["scripts", "more"]).await.unwrap();
+    assert!(lock.release().await.unwrap().released >= 2);
     // The fallback cached the scripts again, under the hashes the client uses.
     for (body, sha) in quorumlock::testkit::scripts() {
         let loaded = q.node(0).command(&["SCRIPT", "LOAD", body]).await.unwrap();
         assert_eq!(loaded.as_str(), Some(sha.as_str()));
         let exists = q
-            .node(1)
+            .node(2)
             .command(&["SCRIPT", "EXISTS", sha.as_str()])
             .await
             .unwrap();
