@@ -88,6 +88,16 @@ pub enum Error {
         ago: Duration,
     },
 
+    /// A kept lock ([`KeptLock`](crate::KeptLock)) was lost before the work under it ended;
+    /// the work was stopped before the lock's validity ran out.
+    #[error("the lock on `{resource}` was lost: {reason}")]
+    Lost {
+        /// The locked resource.
+        resource: String,
+        /// Why it was lost.
+        reason: crate::LostReason,
+    },
+
     /// Invalid configuration or arguments. Nothing was sent to any node.
     #[error("invalid configuration: {0}")]
     Config(#[from] ConfigError),
@@ -254,6 +264,9 @@ pub enum ConfigError {
     /// A retry policy that could never make an attempt.
     #[error("the retry policy can never make an attempt: {0}")]
     InvalidRetry(&'static str),
+    /// Keep-alive settings that do not fit the lock's ttl.
+    #[error("invalid keep-alive settings: {0}")]
+    InvalidKeepAlive(String),
     /// An empty resource name.
     #[error("the resource name is empty")]
     EmptyResource,

@@ -4,6 +4,7 @@
 
 mod config;
 mod error;
+mod keep;
 mod lock;
 mod node;
 mod quorum;
@@ -16,6 +17,7 @@ pub mod testkit;
 
 pub use config::{Config, NodeUrl, RedLockBuilder, Retry, ENV_VARS, MAX_NODES};
 pub use error::{ConfigError, Error, NodeError, NodeErrorKind};
+pub use keep::{KeepAlive, KeptLock, LockHandle, LostReason};
 pub use lock::{Lock, Released};
 pub use quorum::{drift, quorum, validity, DRIFT_FLOOR};
 pub use redlock::RedLock;

@@ -16,6 +16,7 @@ use futures::FutureExt;
 
 use crate::config::{Config, RedLockBuilder, Retry, Ttl};
 use crate::error::{ConfigError, Error, NodeError};
+use crate::keep::{KeepAlive, LockHandle};
 use crate::lock::{Acquisition, Keys, Lock};
 use crate::node::{Answer, Node, NodeResult};
 use crate::quorum::{quorum, validity, Ballot, Decision, Tally};
@@ -155,6 +156,33 @@ impl RedLock {
         retry: Retry,
     ) -> Result<Lock, Error> {
         self.lock_all_with(&[resource], ttl, retry).await
+    }
+
+    /// Runs `work` while holding `resource`, kept alive with [`KeepAlive::new`]'s defaults,
+    /// and releases the lock when `work` ends. See [`KeptLock::run`].
+    ///
+    /// ```no_run
+    /// # async fn f(redlock: quorumlock::RedLock) -> Result<(), quorumlock::Error> {
+    /// let rows = redlock
+    ///     .with_lock("nightly-export", |held| async move {
+    ///         // held.fencing_token() goes with every write to storage
+    ///         42
+    ///     })
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`lock`](Self::lock) when the lock cannot be taken (`work` does not run);
+    /// [`Error::Lost`] when it was lost while `work` ran (`work` was cancelled).
+    pub async fn with_lock<F, Fut, T>(&self, resource: &str, work: F) -> Result<T, Error>
+    where
+        F: FnOnce(LockHandle) -> Fut,
+        Fut: Future<Output = T>,
+    {
+        let keep = KeepAlive::new();
+        keep.check(self.config().ttl)?;
+        self.lock(resource).await?.keep_alive(keep)?.run(work).await
     }
 
     /// Locks several resources at once, all or nothing, with the configured ttl and retry
