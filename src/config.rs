@@ -247,6 +247,8 @@ pub struct Config {
     pub(crate) retry: Retry,
     pub(crate) key_prefix: String,
     pub(crate) fencing: bool,
+    /// Set only by the test kit's deliberately broken client.
+    pub(crate) votes_needed: Option<usize>,
 }
 
 impl Config {
@@ -351,6 +353,7 @@ pub struct RedLockBuilder {
     retry: Retry,
     key_prefix: String,
     fencing: bool,
+    votes_needed: Option<usize>,
 }
 
 impl Default for RedLockBuilder {
@@ -364,6 +367,7 @@ impl Default for RedLockBuilder {
             retry: Retry::default(),
             key_prefix: String::new(),
             fencing: true,
+            votes_needed: None,
         }
     }
 }
@@ -553,6 +557,16 @@ impl RedLockBuilder {
         self
     }
 
+    /// **Breaks the lock, for tests only**: an operation succeeds with `votes` yes votes
+    /// instead of a majority. The test suite uses it to show that its exclusion checker
+    /// catches a client that skips the quorum check.
+    #[cfg(feature = "testkit")]
+    #[doc(hidden)]
+    pub fn testkit_skip_quorum(mut self, votes: usize) -> Self {
+        self.votes_needed = Some(votes.max(1));
+        self
+    }
+
     /// Checks every setting without connecting to anything.
     ///
     /// # Errors
@@ -599,6 +613,7 @@ impl RedLockBuilder {
             retry: self.retry,
             key_prefix: self.key_prefix.clone(),
             fencing: self.fencing,
+            votes_needed: self.votes_needed,
         })
     }
 

@@ -97,6 +97,9 @@ pub(crate) struct Tally {
     pub(crate) failed: usize,
     /// Suspect nodes that have not answered yet.
     pub(crate) presumed_failed: usize,
+    /// The yes votes needed: the quorum of `nodes` (lowered only by the test kit's
+    /// deliberately broken client).
+    needed: usize,
 }
 
 impl Tally {
@@ -113,11 +116,18 @@ impl Tally {
             no: 0,
             failed: 0,
             presumed_failed: suspects,
+            needed: quorum(nodes),
         }
     }
 
+    /// The same tally needing `needed` yes votes instead of a majority.
+    pub(crate) const fn needing(mut self, needed: usize) -> Self {
+        self.needed = needed;
+        self
+    }
+
     pub(crate) const fn quorum(&self) -> usize {
-        quorum(self.nodes)
+        self.needed
     }
 
     /// Counts one node's answer; `suspect` says whether the tally presumed it failed.

@@ -405,7 +405,8 @@ impl RedLock {
             })
             .collect();
         let mut round = Round {
-            tally: Tally::presuming(self.nodes(), suspects.count_ones() as usize),
+            tally: Tally::presuming(self.nodes(), suspects.count_ones() as usize)
+                .needing(self.config().votes_needed.unwrap_or(self.quorum())),
             failures: Vec::new(),
             answered: 0,
             answers: Vec::with_capacity(self.nodes()),

@@ -1,0 +1,255 @@
+//! Fencing tokens, multi-resource locks, and extensions on nodes that lost the keys.
+
+mod common;
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::{client, get, holders};
+use quorumlock::testkit::{LocalQuorum, Reply};
+use quorumlock::{Error, Retry};
+
+const LONG: Duration = Duration::from_secs(60);
+
+async fn counter(q: &LocalQuorum, node: usize, key: &str) -> Option<u64> {
+    get(q.node(node), &format!("quorumlock:fence:{key}"))
+        .await
+        .map(|v| v.parse().expect("a number"))
+}
+
+#[tokio::test]
+async fn fencing_tokens_grow_with_every_acquisition_by_any_client() {
+    let q = LocalQuorum::start(3).await.unwrap();
+    let (a, b) = (client(&q).await, client(&q).await);
+    let mut last = 0;
+    for i in 0..10 {
+        let redlock = if i % 2 == 0 { &a } else { &b };
+        let lock = redlock.try_lock("fenced").await.unwrap();
+        let token = lock.fencing_token().expect("fencing is on by default");
+        assert!(token > last, "token {token} after {last}");
+        last = token;
+        lock.release().await.unwrap();
+    }
+    // The counter is recorded on a majority (the third node may still be on its way).
+    common::eventually("the last token is recorded on every node", || async {
+        let mut recorded = 0;
+        for n in 0..3 {
+            if counter(&q, n, "fenced").await == Some(last) {
+                recorded += 1;
+            }
+        }
+        recorded == 3
+    })
+    .await;
+}
+
+/// Any two majorities share a node, so a minority that loses its counters cannot make a
+/// token go back.
+#[tokio::test]
+async fn tokens_keep_growing_when_a_minority_loses_its_counters() {
+    let q = LocalQuorum::start(3).await.unwrap();
+    let redlock = client(&q).await;
+    let mut last = 0;
+    for round in 0..6 {
+        let lock = redlock.try_lock("amnesia").await.unwrap();
+        let token = lock.fencing_token().unwrap();
+        assert!(token > last, "round {round}: token {token} after {last}");
+        last = token;
+        lock.release().await.unwrap();
+        // Wait until every node has the counter, so that the flush below really removes it.
+        common::eventually("the counter is on every node", || async {
+            for n in 0..3 {
+                if counter(&q, n, "amnesia").await != Some(last) {
+                    return false;
+                }
+            }
+            true
+        })
+        .await;
+        let flushed = q.node(round % 3).command(&["FLUSHALL"]).await.unwrap();
+        assert_eq!(flushed, Reply::Status("OK".into()));
+    }
+}
+
+#[tokio::test]
+async fn without_fencing_there_is_no_token_and_no_counter() {
+    let q = LocalQuorum::start(3).await.unwrap();
+    let redlock = common::connected(common::builder(&q).fencing(false)).await;
+    let lock = redlock.try_lock("unfenced").await.unwrap();
+    assert_eq!(lock.fencing_token(), None);
+    assert!(holders(&q, "unfenced").await >= 2);
+    for n in 0..3 {
+        assert_eq!(counter(&q, n, "unfenced").await, None);
+    }
+    lock.release().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_multi_resource_token_exceeds_the_tokens_of_each_resource() {
+    let q = LocalQuorum::start(3).await.unwrap();
+    let redlock = client(&q).await;
+    let mut a_token = 0;
+    for _ in 0..3 {
+        let lock = redlock.try_lock("a").await.unwrap();
+        a_token = lock.fencing_token().unwrap();
+        lock.release().await.unwrap();
+    }
+    let b = redlock.try_lock("b").await.unwrap();
+    let b_token = b.fencing_token().unwrap();
+    b.release().await.unwrap();
+
+    let both = redlock.lock_all(&["b", "a"]).await.unwrap();
+    assert_eq!(both.resources(), ["b", "a"]);
+    assert_eq!(both.resource(), "b,a");
+    let token = both.fencing_token().unwrap();
+    assert!(
+        token > a_token && token > b_token,
+        "{token} vs {a_token}, {b_token}"
+    );
+    both.release().await.unwrap();
+    let b_again = redlock.try_lock("b").await.unwrap();
+    assert!(b_again.fencing_token().unwrap() > token);
+    b_again.release().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_multi_resource_lock_is_all_or_nothing() {
+    let q = LocalQuorum::start(3).await.unwrap();
+    let (a, b) = (client(&q).await, client(&q).await);
+    let held = a.lock_with("m2", LONG, Retry::none()).await.unwrap();
+    match b
+        .lock_all_with(&["m1", "m2", "m3"], LONG, Retry::none())
+        .await
+    {
+        Err(Error::Taken { .. }) => {}
+        other => panic!("{other:?}"),
+    }
+    // Nothing of the failed attempt is left on any node, and the held key is untouched.
+    for key in ["m1", "m3"] {
+        assert_eq!(holders(&q, key).await, 0, "{key}");
+    }
+    let token = held.token().as_str().to_string();
+    assert!(
+        {
+            let mut ours = 0;
+            for n in q.nodes() {
+                if get(n, "m2").await.as_deref() == Some(token.as_str()) {
+                    ours += 1;
+                }
+            }
+            ours
+        } >= 2
+    );
+    held.release().await.unwrap();
+    let all = b
+        .lock_all_with(&["m1", "m2", "m3"], LONG, Retry::none())
+        .await
+        .unwrap();
+    for key in ["m1", "m2", "m3"] {
+        assert!(holders(&q, key).await >= 2, "{key}");
+    }
+    all.release().await.unwrap();
+    common::eventually("all three released", || async {
+        holders(&q, "m1").await + holders(&q, "m2").await + holders(&q, "m3").await == 0
+    })
+    .await;
+}
+
+/// Two clients lock overlapping sets in opposite orders, many times: every call completes
+/// (no deadlock), and no two holders of overlapping sets are ever inside at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn overlapping_sets_in_opposite_orders_neither_deadlock_nor_overlap() {
+    let q = LocalQuorum::start(3).await.unwrap();
+    let inside = Arc::new(AtomicBool::new(false));
+    let done = Arc::new(AtomicU64::new(0));
+    let mut tasks = Vec::new();
+    for set in [["x", "y", "z"], ["z", "y", "x"], ["y", "z", "w"]] {
+        let redlock = client(&q).await;
+        let (inside, done) = (Arc::clone(&inside), Arc::clone(&done));
+        tasks.push(tokio::spawn(async move {
+            let retry = Retry::within(Duration::from_secs(20))
+                .delay(Duration::from_millis(1))
+                .jitter(Duration::from_millis(5));
+            for _ in 0..15 {
+                let lock = redlock
+                    .lock_all_with(&set, Duration::from_secs(5), retry)
+                    .await
+                    .expect("no deadlock: every call gets the lock in time");
+                assert!(!inside.swap(true, Ordering::SeqCst), "two holders at once");
+                tokio::time::sleep(Duration::from_millis(1)).await;
+                inside.store(false, Ordering::SeqCst);
+                done.fetch_add(1, Ordering::SeqCst);
+                lock.release().await.unwrap();
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    assert_eq!(done.load(Ordering::SeqCst), 45);
+}
+
+/// A node restarted without persistence has lost our key: the extension does not count it,
+/// and puts the key (and its fencing counter) back there for the next one.
+#[tokio::test]
+async fn an_extension_restores_the_key_on_a_node_that_restarted_empty() {
+    let mut q = LocalQuorum::start(3).await.unwrap();
+    let redlock = client(&q).await;
+    let mut lock = redlock
+        .lock_with("restored", LONG, Retry::none())
+        .await
+        .unwrap();
+    let token = lock.token().as_str().to_string();
+    let fence = lock.fencing_token().unwrap();
+    q.node_mut(0).kill().await.unwrap();
+    q.node_mut(0).restart().await.unwrap();
+    assert_eq!(get(q.node(0), "restored").await, None);
+    // The first extension after the restart may find node 0 still reconnecting; one that
+    // reaches it restores the key there (in the background).
+    let mut restored = false;
+    for _ in 0..200 {
+        lock.extend().await.unwrap();
+        if get(q.node(0), "restored").await.is_some() {
+            restored = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(restored, "the key was never restored on node 0");
+    assert_eq!(get(q.node(0), "restored").await, Some(token));
+    assert_eq!(counter(&q, 0, "restored").await, Some(fence));
+    lock.release().await.unwrap();
+}
+
+/// Restoring never revives a lost lock: when a majority lost the keys, the extension fails
+/// and sets nothing anywhere.
+#[tokio::test]
+async fn an_extension_does_not_revive_a_lock_lost_on_a_majority() {
+    let q = LocalQuorum::start(3).await.unwrap();
+    let redlock = client(&q).await;
+    let mut lock = redlock
+        .lock_with("gone", LONG, Retry::none())
+        .await
+        .unwrap();
+    common::eventually("all three nodes hold the key", || async {
+        holders(&q, "gone").await == 3
+    })
+    .await;
+    for n in 0..2 {
+        assert_eq!(
+            q.node(n).command(&["DEL", "gone"]).await.unwrap(),
+            Reply::Integer(1)
+        );
+    }
+    match lock.extend().await {
+        Err(Error::NotHeld { held, .. }) => assert!(held <= 1),
+        other => panic!("{other:?}"),
+    }
+    assert!(!lock.is_valid());
+    // A later command on the same connections runs after anything the extension sent.
+    lock.release().await.ok();
+    for n in 0..2 {
+        assert_eq!(get(q.node(n), "gone").await, None, "node {n}");
+    }
+}

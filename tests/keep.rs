@@ -1,0 +1,242 @@
+//! Auto-extension: a kept lock outlives its ttl, its loss is signalled before its validity
+//! ends, work under it is cancelled when it is lost, and stopping it leaks nothing.
+
+mod common;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::{client, holders};
+use quorumlock::testkit::LocalQuorum;
+use quorumlock::{ConfigError, Error, KeepAlive, LostReason, Retry};
+
+const SECOND: Duration = Duration::from_secs(1);
+
+/// Bounds a wait that must end (a liveness bound, not a timing assertion).
+async fn within<T>(what: &str, f: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(Duration::from_secs(30), f)
+        .await
+        .unwrap_or_else(|_| panic!("{what} did not happen"))
+}
+
+#[tokio::test]
+async fn a_kept_lock_outlives_its_ttl_and_excludes_others() {
+    let q = LocalQuorum::start(3).await.unwrap();
+    let (a, b) = (client(&q).await, client(&q).await);
+    let kept = a
+        .lock_with("kept", SECOND, Retry::none())
+        .await
+        .unwrap()
+        .keep_alive(KeepAlive::new())
+        .unwrap();
+    let handle = kept.handle();
+    let first_deadline = handle.valid_until();
+    // Three extensions of a 1 s lock: it has outlived its first validity.
+    common::eventually("three extensions", || async { handle.extensions() >= 3 }).await;
+    assert!(handle.valid_until() > first_deadline);
+    assert!(
+        Instant::now() > first_deadline,
+        "three extensions take over a ttl"
+    );
+    assert!(kept.is_held());
+    assert!(matches!(b.try_lock("kept").await, Err(Error::Taken { .. })));
+    assert_eq!(handle.lost_reason(), None);
+    kept.release().await.unwrap();
+    common::no_holders(&q, "kept").await;
+}
+
+#[tokio::test]
+async fn loss_is_signalled_before_the_validity_ends_when_a_majority_freezes() {
+    let mut q = LocalQuorum::start(3).await.unwrap();
+    let redlock = client(&q).await;
+    let kept = redlock
+        .lock_with("frozen-out", Duration::from_secs(2), Retry::none())
+        .await
+        .unwrap()
+        .keep_alive(KeepAlive::new().margin(Duration::from_millis(300)))
+        .unwrap();
+    q.node_mut(0).freeze().unwrap();
+    q.node_mut(1).freeze().unwrap();
+    // No extension can succeed from here on, so the validity can only shrink.
+    let deadline = kept.valid_until();
+    let reason = within("the loss signal", kept.lost()).await;
+    let signalled = Instant::now();
+    assert!(
+        signalled < deadline,
+        "signalled {:?} after the validity ended",
+        signalled - deadline
+    );
+    assert!(
+        matches!(reason, LostReason::NotExtended { .. }),
+        "{reason:?}"
+    );
+    assert!(!kept.is_held());
+    assert_eq!(kept.validity(), Duration::ZERO);
+    q.node_mut(0).resume().unwrap();
+    q.node_mut(1).resume().unwrap();
+    match kept.release().await {
+        Err(Error::Lost { reason: r, .. }) => assert_eq!(r, reason),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn loss_is_signalled_when_another_owner_took_the_keys() {
+    let q = LocalQuorum::start(3).await.unwrap();
+    let redlock = client(&q).await;
+    let kept = redlock
+        .lock_with("stolen", SECOND, Retry::none())
+        .await
+        .unwrap()
+        .keep_alive(KeepAlive::new())
+        .unwrap();
+    for node in q.nodes() {
+        node.command(&["SET", "stolen", "someone-else"])
+            .await
+            .unwrap();
+    }
+    let reason = within("the loss signal", kept.lost()).await;
+    assert!(
+        matches!(reason, LostReason::NotHeld { held: 0, nodes: 3 }),
+        "{reason:?}"
+    );
+    drop(kept);
+    // Dropping released our keys only where they were ours: the other owner's stay.
+    for node in q.nodes() {
+        assert_eq!(
+            common::get(node, "stolen").await.as_deref(),
+            Some("someone-else")
+        );
+    }
+}
+
+#[tokio::test]
+async fn run_cancels_the_work_when_the_lock_is_lost_and_releases_after() {
+    let mut q = LocalQuorum::start(3).await.unwrap();
+    let redlock = client(&q).await;
+    let kept = redlock
+        .lock_with("work", Duration::from_secs(2), Retry::none())
+        .await
+        .unwrap()
+        .keep_alive(KeepAlive::new().margin(Duration::from_millis(300)))
+        .unwrap();
+    let deadline = kept.valid_until();
+    let cancelled = Arc::new(AtomicBool::new(false));
+    struct OnDrop(Arc<AtomicBool>);
+    impl Drop for OnDrop {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+    let guard = OnDrop(Arc::clone(&cancelled));
+    q.node_mut(0).freeze().unwrap();
+    q.node_mut(1).freeze().unwrap();
+    let outcome = within(
+        "the work's cancellation",
+        kept.run(|_held| async move {
+            let _guard = guard;
+            std::future::pending::<()>().await
+        }),
+    )
+    .await;
+    let returned = Instant::now();
+    assert!(cancelled.load(Ordering::SeqCst), "the work was not dropped");
+    assert!(returned < deadline, "cancelled after the validity ended");
+    match outcome {
+        Err(Error::Lost { resource, reason }) => {
+            assert_eq!(resource, "work");
+            assert!(matches!(reason, LostReason::NotExtended { .. }));
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn with_lock_runs_the_work_under_the_lock_and_releases_it() {
+    let q = LocalQuorum::start(3).await.unwrap();
+    let (a, b) = (client(&q).await, client(&q).await);
+    let out = a
+        .with_lock("scoped", |held| {
+            let b = b.clone();
+            async move {
+                assert!(held.is_held());
+                assert!(held.fencing_token().is_some());
+                matches!(b.try_lock("scoped").await, Err(Error::Taken { .. }))
+            }
+        })
+        .await
+        .unwrap();
+    assert!(out, "another client got the lock while the work ran");
+    // Released when the work ended (the ttl is 10 s: expiry cannot be what frees it).
+    common::no_holders(&q, "scoped").await;
+}
+
+#[tokio::test]
+async fn the_hold_limit_ends_the_lock_on_time() {
+    let q = LocalQuorum::start(3).await.unwrap();
+    let redlock = client(&q).await;
+    let limit = Duration::from_millis(2_500);
+    let acquired = Instant::now();
+    let kept = redlock
+        .lock_with("limited", SECOND, Retry::none())
+        .await
+        .unwrap()
+        .keep_alive(KeepAlive::new().max_hold(limit))
+        .unwrap();
+    let handle = kept.handle();
+    let reason = within("the hold limit", kept.lost()).await;
+    assert_eq!(reason, LostReason::HoldLimit { limit });
+    assert!(handle.extensions() >= 1, "it was extended before the limit");
+    // Never held beyond the limit: the last extension was cut short.
+    assert!(handle.valid_until() <= acquired + limit + SECOND / 100);
+    drop(kept);
+    common::no_holders(&q, "limited").await;
+}
+
+#[tokio::test]
+async fn dropping_a_kept_lock_stops_its_task_and_releases_it() {
+    let q = LocalQuorum::start(3).await.unwrap();
+    let redlock = client(&q).await;
+    let kept = redlock
+        .lock_with("dropped", Duration::from_secs(60), Retry::none())
+        .await
+        .unwrap()
+        .keep_alive(KeepAlive::new())
+        .unwrap();
+    let handle = kept.handle();
+    drop(kept);
+    // The keeper's end closes the status channel, which ends `lost()`.
+    let reason = within("the keeper's end", handle.lost()).await;
+    assert!(matches!(reason, LostReason::NotExtended { .. }));
+    // With a 60 s ttl only the release can free it this soon.
+    common::no_holders(&q, "dropped").await;
+}
+
+#[tokio::test]
+async fn keep_alive_settings_that_cannot_work_are_refused() {
+    let q = LocalQuorum::start(1).await.unwrap();
+    let redlock = client(&q).await;
+    let bad = [
+        KeepAlive::new().extend_when_left(0.0),
+        KeepAlive::new().extend_when_left(1.0),
+        KeepAlive::new().extend_when_left(f64::NAN),
+        KeepAlive::new().margin(Duration::ZERO),
+        KeepAlive::new().margin(Duration::from_secs(5)),
+        KeepAlive::new().max_hold(Duration::ZERO),
+        KeepAlive::new().retry_delay(Duration::ZERO),
+    ];
+    for keep in bad {
+        let lock = redlock
+            .lock_with("settings", Duration::from_secs(10), Retry::none())
+            .await
+            .unwrap();
+        match lock.keep_alive(keep) {
+            Err(Error::Config(ConfigError::InvalidKeepAlive(_))) => {}
+            other => panic!("{keep:?}: {other:?}"),
+        }
+        // The refused lock was released (dropped) in the background.
+        common::no_holders(&q, "settings").await;
+    }
+    assert_eq!(holders(&q, "settings").await, 0);
+}
