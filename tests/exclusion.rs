@@ -1,5 +1,7 @@
 //! Many concurrent holders, checked by an in-process exclusion checker that would catch two
-//! holders at once (overlap) and a lost update (read-sleep-write on a shared counter).
+//! holders at once (overlap), a lost update (read-sleep-write on a shared counter), and a
+//! fencing token that does not grow in critical-section order. A deliberately broken client
+//! (one that skips the quorum check) shows that the checker does catch violations.
 
 mod common;
 
@@ -16,16 +18,27 @@ struct Checker {
     counter: AtomicU64,
     overlaps: AtomicU64,
     holds: AtomicU64,
+    /// The last fencing token seen entering the critical section, and how many tokens were
+    /// not greater than the one before them.
+    last_token: AtomicU64,
+    regressions: AtomicU64,
 }
 
 impl Checker {
-    async fn critical_section(&self, id: usize) {
+    async fn critical_section(&self, id: usize, token: Option<u64>) {
         if self
             .holder
             .compare_exchange(0, id, Ordering::SeqCst, Ordering::SeqCst)
             .is_err()
         {
             self.overlaps.fetch_add(1, Ordering::SeqCst);
+        }
+        if let Some(token) = token {
+            // As storage would: a token not above the last one accepted is refused.
+            let before = self.last_token.fetch_max(token, Ordering::SeqCst);
+            if token <= before {
+                self.regressions.fetch_add(1, Ordering::SeqCst);
+            }
         }
         let seen = self.counter.load(Ordering::SeqCst);
         tokio::time::sleep(Duration::from_millis(1)).await;
@@ -34,6 +47,13 @@ impl Checker {
         let _ = self
             .holder
             .compare_exchange(id, 0, Ordering::SeqCst, Ordering::SeqCst);
+    }
+
+    /// Whether any violation was seen.
+    fn violated(&self) -> bool {
+        self.overlaps.load(Ordering::SeqCst) > 0
+            || self.regressions.load(Ordering::SeqCst) > 0
+            || self.counter.load(Ordering::SeqCst) != self.holds.load(Ordering::SeqCst)
     }
 
     fn assert_exclusive(&self) {
@@ -48,6 +68,11 @@ impl Checker {
             "two holders at once"
         );
         assert_eq!(self.counter.load(Ordering::SeqCst), holds, "lost updates");
+        assert_eq!(
+            self.regressions.load(Ordering::SeqCst),
+            0,
+            "fencing tokens out of order"
+        );
     }
 }
 
@@ -71,7 +96,7 @@ async fn contend(
                         .lock_with("shared", Duration::from_secs(2), retry)
                         .await
                     {
-                        checker.critical_section(id).await;
+                        checker.critical_section(id, lock.fencing_token()).await;
                         assert!(lock.is_valid(), "the critical section outlived the lock");
                         let _ = lock.release().await;
                     }
@@ -94,6 +119,46 @@ async fn many_tasks_on_one_resource_never_overlap() {
     let checker = Arc::new(Checker::default());
     contend(clients, 8, 10, Arc::clone(&checker)).await;
     checker.assert_exclusive();
+}
+
+/// The same contention and faults as below, with clients that skip the quorum check (one
+/// yes vote wins): the checker must report a violation, or it proves nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_checker_catches_a_client_that_skips_the_quorum_check() {
+    let mut q = LocalQuorum::start(5).await.unwrap();
+    let mut clients = Vec::new();
+    for _ in 0..3 {
+        clients.push(common::connected(common::builder(&q).testkit_skip_quorum(1)).await);
+    }
+    let checker = Arc::new(Checker::default());
+    q.node_mut(1).freeze().unwrap();
+    q.node_mut(4).kill().await.unwrap();
+    for _ in 0..20 {
+        contend(clients.clone(), 4, 10, Arc::clone(&checker)).await;
+        if checker.violated() {
+            break;
+        }
+    }
+    q.node_mut(1).resume().unwrap();
+    eprintln!(
+        "broken client: {} holds, {} overlaps, {} lost updates, {} token regressions",
+        checker.holds.load(Ordering::SeqCst),
+        checker.overlaps.load(Ordering::SeqCst),
+        checker
+            .holds
+            .load(Ordering::SeqCst)
+            .saturating_sub(checker.counter.load(Ordering::SeqCst)),
+        checker.regressions.load(Ordering::SeqCst),
+    );
+    assert!(
+        checker.holds.load(Ordering::SeqCst) > 0,
+        "nobody ever held the lock"
+    );
+    assert!(
+        checker.violated(),
+        "the broken client was never caught ({} holds)",
+        checker.holds.load(Ordering::SeqCst)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -142,7 +207,9 @@ async fn contenders_stop_waiting_for_a_frozen_node() {
                 for _ in 0..250 {
                     match redlock.try_lock("frozen-contention").await {
                         Ok(lock) => {
-                            checker.critical_section(c * 2 + t + 1).await;
+                            checker
+                                .critical_section(c * 2 + t + 1, lock.fencing_token())
+                                .await;
                             let _ = lock.release().await;
                         }
                         Err(e) => {
