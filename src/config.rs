@@ -247,6 +247,8 @@ pub struct Config {
     pub(crate) retry: Retry,
     pub(crate) key_prefix: String,
     pub(crate) fencing: bool,
+    pub(crate) quarantine: bool,
+    pub(crate) max_ttl: Duration,
     /// Set only by the test kit's deliberately broken client.
     pub(crate) votes_needed: Option<usize>,
 }
@@ -284,10 +286,25 @@ impl Config {
     pub fn fencing(&self) -> bool {
         self.fencing
     }
+    /// Whether restarted nodes are quarantined.
+    pub fn quarantine(&self) -> bool {
+        self.quarantine
+    }
+    /// The longest ttl a lock or an extension may have.
+    pub fn max_ttl(&self) -> Duration {
+        self.max_ttl
+    }
 
     /// Checks a ttl for use with this configuration.
     pub(crate) fn check_ttl(&self, ttl: Duration) -> Result<Ttl, ConfigError> {
-        Ttl::new(ttl, self.drift_factor)
+        let checked = Ttl::new(ttl, self.drift_factor)?;
+        if ttl > self.max_ttl {
+            return Err(ConfigError::TtlAboveMax {
+                ttl,
+                max: self.max_ttl,
+            });
+        }
+        Ok(checked)
     }
 }
 
@@ -353,6 +370,8 @@ pub struct RedLockBuilder {
     retry: Retry,
     key_prefix: String,
     fencing: bool,
+    quarantine: bool,
+    max_ttl: Option<Duration>,
     votes_needed: Option<usize>,
 }
 
@@ -367,13 +386,15 @@ impl Default for RedLockBuilder {
             retry: Retry::default(),
             key_prefix: String::new(),
             fencing: true,
+            quarantine: true,
+            max_ttl: None,
             votes_needed: None,
         }
     }
 }
 
 /// The environment variables read by [`RedLockBuilder::from_env`].
-pub const ENV_VARS: [&str; 11] = [
+pub const ENV_VARS: [&str; 13] = [
     "QUORUMLOCK_NODES",
     "QUORUMLOCK_TTL",
     "QUORUMLOCK_DRIFT_FACTOR",
@@ -385,6 +406,8 @@ pub const ENV_VARS: [&str; 11] = [
     "QUORUMLOCK_RETRY_JITTER",
     "QUORUMLOCK_KEY_PREFIX",
     "QUORUMLOCK_FENCING",
+    "QUORUMLOCK_QUARANTINE",
+    "QUORUMLOCK_MAX_TTL",
 ];
 
 impl RedLockBuilder {
@@ -408,6 +431,8 @@ impl RedLockBuilder {
     /// | `QUORUMLOCK_RETRY_JITTER` | random extra pause, up to | `100ms` |
     /// | `QUORUMLOCK_KEY_PREFIX` | prefix for every Redis key | `locks:` |
     /// | `QUORUMLOCK_FENCING` | fencing tokens on or off | `true`, `false` |
+    /// | `QUORUMLOCK_QUARANTINE` | quarantine of restarted nodes on or off | `true`, `false` |
+    /// | `QUORUMLOCK_MAX_TTL` | the longest ttl of any lock or extension | `1m` |
     ///
     /// Durations are [humantime](https://docs.rs/humantime) strings: `250ms`, `10s`, `2m`.
     ///
@@ -425,7 +450,7 @@ impl RedLockBuilder {
     /// As [`from_env`](Self::from_env).
     pub fn from_vars(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
         let mut b = RedLockBuilder::default();
-        let [nodes, ttl, drift, node_to, conn_to, attempts, within, delay, jitter, prefix, fencing] =
+        let [nodes, ttl, drift, node_to, conn_to, attempts, within, delay, jitter, prefix, fencing, quarantine, max_ttl] =
             ENV_VARS;
         if let Some(v) = lookup(nodes) {
             b.nodes = split_nodes(&v);
@@ -474,11 +499,13 @@ impl RedLockBuilder {
             b.key_prefix = v;
         }
         if let Some(v) = lookup(fencing) {
-            b.fencing = match v.trim().to_ascii_lowercase().as_str() {
-                "1" | "true" | "on" | "yes" => true,
-                "0" | "false" | "off" | "no" => false,
-                _ => return Err(env_error(fencing, &v, "expected true or false".into())),
-            };
+            b.fencing = env_bool(fencing, &v)?;
+        }
+        if let Some(v) = lookup(quarantine) {
+            b.quarantine = env_bool(quarantine, &v)?;
+        }
+        if let Some(d) = env_duration(&lookup, max_ttl)? {
+            b.max_ttl = Some(d);
         }
         Ok(b)
     }
@@ -557,6 +584,27 @@ impl RedLockBuilder {
         self
     }
 
+    /// Whether a node that restarted, or is younger than [`max_ttl`](Self::max_ttl), and
+    /// does not persist every write (`appendfsync always`) is quarantined: its votes do not
+    /// count until it has been up for longer than `max_ttl`. This is the delayed-restart rule
+    /// of the Redlock algorithm, enforced by the client: a node that came back empty could
+    /// otherwise grant a lock that another client still holds. It costs availability (a
+    /// restarted node is out for up to `max_ttl`), never safety. Defaults to on; turn it off
+    /// only when restarts are delayed by other means.
+    pub fn quarantine(mut self, on: bool) -> Self {
+        self.quarantine = on;
+        self
+    }
+
+    /// The longest ttl of any lock or extension ([`RedLock::lock_with`],
+    /// [`Lock::extend_for`](crate::Lock::extend_for)); a longer one is refused. A node is
+    /// quarantined this long after a restart. Clients sharing nodes should agree on it.
+    /// Defaults to the [`ttl`](Self::ttl).
+    pub fn max_ttl(mut self, max: Duration) -> Self {
+        self.max_ttl = Some(max);
+        self
+    }
+
     /// **Breaks the lock, for tests only**: an operation succeeds with `votes` yes votes
     /// instead of a majority. The test suite uses it to show that its exclusion checker
     /// catches a client that skips the quorum check.
@@ -597,6 +645,14 @@ impl RedLockBuilder {
             return Err(ConfigError::InvalidDriftFactor(self.drift_factor));
         }
         Ttl::new(self.ttl, self.drift_factor)?;
+        let max_ttl = self.max_ttl.unwrap_or(self.ttl);
+        Ttl::new(max_ttl, self.drift_factor)?;
+        if self.ttl > max_ttl {
+            return Err(ConfigError::TtlAboveMax {
+                ttl: self.ttl,
+                max: max_ttl,
+            });
+        }
         if self.node_timeout.is_zero() {
             return Err(ConfigError::ZeroTimeout("node timeout"));
         }
@@ -613,6 +669,8 @@ impl RedLockBuilder {
             retry: self.retry,
             key_prefix: self.key_prefix.clone(),
             fencing: self.fencing,
+            quarantine: self.quarantine,
+            max_ttl,
             votes_needed: self.votes_needed,
         })
     }
@@ -631,7 +689,15 @@ impl RedLockBuilder {
         if tokio::runtime::Handle::try_current().is_err() {
             return Err(ConfigError::NoRuntime);
         }
-        RedLock::connect(config)
+        RedLock::connect(config, true)
+    }
+}
+
+fn env_bool(var: &'static str, v: &str) -> Result<bool, ConfigError> {
+    match v.trim().to_ascii_lowercase().as_str() {
+        "1" | "true" | "on" | "yes" => Ok(true),
+        "0" | "false" | "off" | "no" => Ok(false),
+        _ => Err(env_error(var, v, "expected true or false".into())),
     }
 }
 

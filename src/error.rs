@@ -159,6 +159,15 @@ pub enum NodeErrorKind {
     Protocol,
     /// Redis answered with an error (out of memory, read-only replica, script error, ...).
     Server,
+    /// The node restarted (or is young) and does not persist every write: its votes do not
+    /// count until it has been up for longer than the longest ttl (the delayed-restart rule).
+    Quarantined,
+    /// The node is a replica, not an independent master: its votes never count.
+    Replica,
+    /// The node is the same server (same run_id) as an earlier node in the list.
+    SameServer,
+    /// The node's connection is new and has not been checked yet.
+    Unchecked,
 }
 
 impl fmt::Display for NodeErrorKind {
@@ -169,6 +178,10 @@ impl fmt::Display for NodeErrorKind {
             NodeErrorKind::Auth => "not authorized",
             NodeErrorKind::Protocol => "protocol error",
             NodeErrorKind::Server => "server error",
+            NodeErrorKind::Quarantined => "quarantined",
+            NodeErrorKind::Replica => "not a master",
+            NodeErrorKind::SameServer => "same server twice",
+            NodeErrorKind::Unchecked => "not checked yet",
         })
     }
 }
@@ -246,6 +259,29 @@ pub enum ConfigError {
         ttl: Duration,
         /// The drift allowance for that ttl.
         drift: Duration,
+    },
+    /// A ttl longer than the configured maximum.
+    #[error(
+        "the ttl ({}) is longer than the maximum ttl ({}); raise max_ttl (QUORUMLOCK_MAX_TTL)",
+        format_duration(*ttl), format_duration(*max)
+    )]
+    TtlAboveMax {
+        /// The ttl asked for.
+        ttl: Duration,
+        /// The configured maximum.
+        max: Duration,
+    },
+    /// Two configured URLs reach the same Redis server (the same run_id).
+    #[error("node {second} (`{url}`) is the same server as node {first} (run_id {run_id}): every node must be a different Redis master")]
+    SameServer {
+        /// The URL of the repeated node, password hidden.
+        url: String,
+        /// Position of the first URL.
+        first: usize,
+        /// Position of the repeat.
+        second: usize,
+        /// The server's run_id.
+        run_id: String,
     },
     /// The ttl does not fit Redis's millisecond expiry.
     #[error("the ttl ({}) is too large", format_duration(*ttl))]

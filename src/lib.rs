@@ -2,13 +2,18 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 
+mod admission;
 mod config;
 mod error;
+mod health;
+mod inspect;
 mod keep;
 mod lock;
 mod node;
+mod probe;
 mod quorum;
 mod redlock;
+mod report;
 mod scripts;
 mod token;
 
@@ -21,4 +26,5 @@ pub use keep::{KeepAlive, KeptLock, LockHandle, LostReason};
 pub use lock::{Lock, Released};
 pub use quorum::{drift, quorum, validity, DRIFT_FLOOR};
 pub use redlock::RedLock;
+pub use report::{Finding, NodeReport, Severity};
 pub use token::Token;

@@ -13,8 +13,10 @@ use fred::types::config::{Config as FredConfig, ReconnectPolicy, TcpConfig};
 use fred::types::{Builder, Expiration, FromValue, Key, SetOptions, Value};
 use tokio::task::JoinHandle;
 
+use crate::admission::{self, Admission, Fleet};
 use crate::config::{Config, NodeUrl};
 use crate::error::{ConfigError, NodeError, NodeErrorKind};
+use crate::health::Excluded;
 use crate::quorum::Ballot;
 use crate::scripts::{self, Script};
 
@@ -101,6 +103,8 @@ pub(crate) struct Node {
     last_error: Arc<Mutex<Option<String>>>,
     /// Set when the node's last command failed (timeout, connection), cleared by any answer.
     suspect: Arc<AtomicBool>,
+    /// Whether its votes count now.
+    admission: Admission,
     tasks: Vec<JoinHandle<Result<(), FredError>>>,
 }
 
@@ -110,6 +114,8 @@ impl Node {
         index: usize,
         url: &NodeUrl,
         config: &Config,
+        fleet: Arc<Fleet>,
+        preload: bool,
     ) -> Result<Node, ConfigError> {
         let invalid = |e: FredError| ConfigError::InvalidUrl {
             url: url.redacted().to_string(),
@@ -146,26 +152,36 @@ impl Node {
         let sink = Arc::clone(&last_error);
         let label: Arc<str> = Arc::from(url.redacted());
         let log_label = Arc::clone(&label);
+        let admission = Admission::new(index, Arc::clone(&label), fleet);
+        let (on_error, errors_client) = (admission.clone(), client.clone());
         let errors = client.on_error(move |(error, _server)| {
             tracing::debug!(node = index, url = %log_label, %error, "connection error");
             if let Ok(mut slot) = sink.lock() {
                 *slot = Some(error.details().to_string());
             }
+            // The connection broke: the server may come back as a new one.
+            on_error.recheck(&errors_client, false);
             async { Ok(()) }
         });
-        // Cache the scripts on every (re)connection, so that a command that a frozen node runs
-        // late finds them too: by then nobody waits to send the EVAL fallback.
-        let loader = client.clone();
+        let (on_connect, loader) = (admission.clone(), client.clone());
         let connected = client.on_reconnect(move |_server| {
+            // A new connection is checked before its votes count (a restarted server, a
+            // replica, another URL of a server already configured).
+            on_connect.recheck(&loader, true);
             let client = loader.clone();
             async move {
-                tokio::spawn(async move {
-                    for body in scripts::ALL {
-                        if let Err(error) = client.script_load::<String, _>(body).await {
-                            tracing::debug!(node = index, %error, "could not cache a script");
+                // Cache the scripts on every (re)connection, so that a command that a frozen
+                // node runs late finds them too: by then nobody waits to send the EVAL
+                // fallback.
+                if preload {
+                    tokio::spawn(async move {
+                        for body in scripts::ALL {
+                            if let Err(error) = client.script_load::<String, _>(body).await {
+                                tracing::debug!(node = index, %error, "could not cache a script");
+                            }
                         }
-                    }
-                });
+                    });
+                }
                 Ok(())
             }
         });
@@ -177,6 +193,7 @@ impl Node {
             timeout: config.node_timeout,
             last_error,
             suspect: Arc::new(AtomicBool::new(false)),
+            admission,
             tasks: vec![router, errors, connected],
         })
     }
@@ -194,9 +211,42 @@ impl Node {
         self.client.is_connected()
     }
 
-    /// Resolves when the node is connected, or never.
+    /// Connected, and its connection checked (its votes may still not count: see
+    /// [`excluded`](Self::excluded)).
+    pub(crate) fn is_ready(&self) -> bool {
+        self.client.is_connected() && self.admission.is_checked()
+    }
+
+    /// Why the node's votes do not count now, if they do not.
+    pub(crate) fn excluded(&self) -> Option<Excluded> {
+        self.admission.excluded()
+    }
+
+    pub(crate) fn admission(&self) -> &Admission {
+        &self.admission
+    }
+
+    pub(crate) fn client(&self) -> &Client {
+        &self.client
+    }
+
+    pub(crate) fn label(&self) -> &str {
+        &self.url
+    }
+
+    pub(crate) fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// Resolves when the node is connected and its connection checked, or never.
     pub(crate) async fn connected(&self) {
-        while !self.client.is_connected() {
+        while !self.is_ready() {
+            if self.client.is_connected() {
+                // Connected; the check runs in another task. (`wait_for_connect` would return
+                // at once here, and this loop would never yield to it.)
+                tokio::time::sleep(Duration::from_millis(5)).await;
+                continue;
+            }
             // `wait_for_connect` reports the *next* connection attempt; re-check the state
             // now and then so that a connection made just before subscribing is not missed.
             let _ = tokio::time::timeout(Duration::from_millis(20), self.client.wait_for_connect())
@@ -215,6 +265,7 @@ impl Node {
         let client = self.client.clone();
         let ctx = self.context();
         async move {
+            ctx.admitted().await?;
             let reply: Result<Option<String>, FredError> = client
                 .set(
                     key,
@@ -226,7 +277,7 @@ impl Node {
                 .await;
             // `Option<String>`, not `bool`: fred turns the nil reply for an existing key into
             // a parse error when asked for a bool.
-            ctx.judge(reply.map(|r| Acquired(r.map(|_| 0))))
+            ctx.vote(reply.map(|r| Acquired(r.map(|_| 0)))).await
         }
     }
 
@@ -242,13 +293,15 @@ impl Node {
         let client = self.client.clone();
         let ctx = self.context();
         async move {
+            ctx.admitted().await?;
             let args = vec![token, Value::Integer(ttl_ms), Value::Integer(locks as i64)];
             let reply = run_script::<Value>(&client, &ACQUIRE, keys, args).await;
-            ctx.judge(reply.and_then(|value| match value {
+            ctx.vote(reply.and_then(|value| match value {
                 Value::Null => Ok(Acquired(None)),
                 Value::Integer(fence) if fence >= 0 => Ok(Acquired(Some(fence as u64))),
                 other => Err(unexpected("ACQUIRE", &other)),
             }))
+            .await
         }
     }
 
@@ -264,13 +317,14 @@ impl Node {
         let client = self.client.clone();
         let ctx = self.context();
         async move {
+            ctx.admitted().await?;
             let args = vec![
                 token,
                 Value::from(fence.to_string()),
                 Value::Integer(locks as i64),
             ];
             let reply = run_script::<i64>(&client, &FENCE, keys, args).await;
-            ctx.judge(reply.map(|n| n == 1))
+            ctx.vote(reply.map(|n| n == 1)).await
         }
     }
 
@@ -317,15 +371,17 @@ impl Node {
         let client = self.client.clone();
         let ctx = self.context();
         async move {
+            ctx.admitted().await?;
             let locks = keys.len() as i64;
             let args = vec![token, Value::Integer(ttl_ms), Value::Integer(locks)];
             let reply = run_script::<i64>(&client, &EXTEND, keys, args).await;
-            ctx.judge(reply.and_then(|n| match n {
+            ctx.vote(reply.and_then(|n| match n {
                 0 => Ok(Extended::Refused),
                 1 => Ok(Extended::Kept),
                 2 => Ok(Extended::Missing),
                 other => Err(unexpected("EXTEND", &Value::Integer(other))),
             }))
+            .await
         }
     }
 
@@ -361,6 +417,7 @@ impl Node {
             timeout: self.timeout,
             last_error: Arc::clone(&self.last_error),
             suspect: Arc::clone(&self.suspect),
+            admission: self.admission.clone(),
         }
     }
 }
@@ -398,9 +455,60 @@ struct ErrorContext {
     timeout: Duration,
     last_error: Arc<Mutex<Option<String>>>,
     suspect: Arc<AtomicBool>,
+    admission: Admission,
 }
 
 impl ErrorContext {
+    /// Refuses to send a vote-counting command to a node whose votes do not count. A node
+    /// whose new connection is being checked is waited for, up to the node timeout; one that
+    /// is not connected gets the command, which fails (or waits for the connection) as usual.
+    async fn admitted(&self) -> Result<(), NodeError> {
+        self.wait_for_check().await;
+        match self.admission.excluded() {
+            Some(Excluded::Unchecked) if !self.client.is_connected() => Ok(()),
+            Some(excluded) => Err(self.excluded(&excluded)),
+            None => Ok(()),
+        }
+    }
+
+    /// After an answer: does the node's vote count? An answer on a connection that is being
+    /// checked counts once the check admits the node (up to the node timeout).
+    async fn still_admitted(&self) -> Result<(), NodeError> {
+        self.wait_for_check().await;
+        match self.admission.excluded() {
+            Some(excluded) => Err(self.excluded(&excluded)),
+            None => Ok(()),
+        }
+    }
+
+    /// Waits, up to the node timeout, for the check of a connected node's new connection.
+    async fn wait_for_check(&self) {
+        if self.client.is_connected() && !self.admission.is_checked() {
+            let deadline = tokio::time::Instant::now() + self.timeout;
+            while !self.admission.is_checked() && tokio::time::Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        }
+    }
+
+    /// Like [`judge`](Self::judge), for a command whose answer is a vote: the answer counts
+    /// only if the node's votes count now, after the answer came. (A restart between the
+    /// check before sending and the answer is caught here.)
+    async fn vote<T>(&self, reply: Result<T, FredError>) -> NodeResult<T> {
+        let vote = self.judge(reply)?;
+        self.still_admitted().await?;
+        Ok(vote)
+    }
+
+    fn excluded(&self, excluded: &Excluded) -> NodeError {
+        NodeError {
+            index: self.index,
+            node: self.url.to_string(),
+            kind: admission::kind(excluded),
+            message: excluded.to_string(),
+        }
+    }
+
     /// Turns a reply into a vote, and keeps the node's suspect flag up to date: an answer
     /// clears it; a timeout or a connection failure sets it. (A server error is an answer.)
     fn judge<T>(&self, reply: Result<T, FredError>) -> NodeResult<T> {
@@ -413,6 +521,10 @@ impl ErrorContext {
                 let error = self.error(&e);
                 let unresponsive = matches!(error.kind, NodeErrorKind::Timeout | NodeErrorKind::Io);
                 self.suspect.store(unresponsive, Ordering::Relaxed);
+                if error.kind == NodeErrorKind::Io {
+                    // The connection broke: the server may come back as a new one.
+                    self.admission.recheck(&self.client, false);
+                }
                 Err(error)
             }
         }

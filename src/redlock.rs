@@ -14,6 +14,7 @@ use fred::types::{Key, Value};
 use futures::stream::{FuturesUnordered, StreamExt};
 use futures::FutureExt;
 
+use crate::admission::Fleet;
 use crate::config::{Config, RedLockBuilder, Retry, Ttl};
 use crate::error::{ConfigError, Error, NodeError};
 use crate::keep::{KeepAlive, LockHandle};
@@ -78,12 +79,18 @@ impl RedLock {
         RedLockBuilder::new()
     }
 
-    pub(crate) fn connect(config: Config) -> Result<RedLock, ConfigError> {
+    pub(crate) fn connect(config: Config, preload: bool) -> Result<RedLock, ConfigError> {
+        let fleet = Arc::new(Fleet::new(
+            config.nodes.len(),
+            config.quarantine,
+            config.max_ttl,
+            config.node_timeout,
+        ));
         let nodes = config
             .nodes
             .iter()
             .enumerate()
-            .map(|(i, url)| Node::connect(i, url, &config))
+            .map(|(i, url)| Node::connect(i, url, &config, Arc::clone(&fleet), preload))
             .collect::<Result<Vec<_>, _>>()?;
         Ok(RedLock {
             inner: Arc::new(Inner { config, nodes }),
@@ -93,6 +100,10 @@ impl RedLock {
     /// The validated configuration.
     pub fn config(&self) -> &Config {
         &self.inner.config
+    }
+
+    pub(crate) fn node_list(&self) -> &[Node] {
+        &self.inner.nodes
     }
 
     /// How many nodes are configured.
@@ -105,14 +116,16 @@ impl RedLock {
         quorum(self.nodes())
     }
 
-    /// How many nodes are connected right now.
+    /// How many nodes are connected, and their connections checked, right now.
     pub fn connected_nodes(&self) -> usize {
-        self.inner.nodes.iter().filter(|n| n.is_connected()).count()
+        self.inner.nodes.iter().filter(|n| n.is_ready()).count()
     }
 
-    /// Waits until every node is connected, or until `within` has passed, and returns how
-    /// many are connected. Locking does not need this (commands to a node that is still
-    /// connecting wait for it, up to the node timeout); it is for start-up checks.
+    /// Waits until every node is connected and its connection checked (who the server is,
+    /// whether it restarted), or until `within` has passed, and returns how many are. Locking
+    /// does not need this, but the first attempts after start-up fail with
+    /// [`NodeErrorKind::Unchecked`](crate::NodeErrorKind::Unchecked) votes until the nodes
+    /// are checked; it is for start-up.
     pub async fn wait_for_nodes(&self, within: Duration) -> usize {
         let all = futures::future::join_all(self.inner.nodes.iter().map(|n| n.connected()));
         let _ = tokio::time::timeout(within, all).await;

@@ -286,6 +286,7 @@ async fn password_protected_nodes_need_the_password() {
     let q = LocalQuorum::start_with(3, opts).await.unwrap();
     let with = connected(
         quorumlock::RedLock::builder()
+            .quarantine(false)
             .nodes(q.urls_with_password())
             .retry(Retry::none()),
     )
@@ -316,6 +317,7 @@ async fn password_protected_nodes_need_the_password() {
         .map(|u| u.replace("redis://", "redis://:wrong@"))
         .collect();
     let wrong = quorumlock::RedLock::builder()
+        .quarantine(false)
         .nodes(wrong)
         .retry(Retry::none())
         .build()
@@ -346,6 +348,7 @@ async fn a_peer_that_is_not_redis_is_a_failed_node() {
     let mut urls = q.urls();
     urls[2] = fake.clone();
     let redlock = quorumlock::RedLock::builder()
+        .quarantine(false)
         .nodes(urls)
         .retry(Retry::none())
         .build()
@@ -357,6 +360,7 @@ async fn a_peer_that_is_not_redis_is_a_failed_node() {
 
     let urls = vec![q.urls()[0].clone(), fake, "redis://127.0.0.1:1".to_string()];
     let redlock = quorumlock::RedLock::builder()
+        .quarantine(false)
         .nodes(urls)
         .retry(Retry::none())
         .build()
@@ -437,6 +441,7 @@ async fn acl_users_in_the_url_are_used_and_missing_permissions_are_reported() {
     };
     let redlock = connected(
         quorumlock::RedLock::builder()
+            .quarantine(false)
             .nodes(with_user("locker:locker-pw"))
             .retry(Retry::none()),
     )
@@ -452,6 +457,7 @@ async fn acl_users_in_the_url_are_used_and_missing_permissions_are_reported() {
     // Without fencing, a plain SET NX takes the lock; the release needs a script.
     let limited = connected(
         quorumlock::RedLock::builder()
+            .quarantine(false)
             .nodes(with_user("noscripts:ns-pw"))
             .fencing(false)
             .retry(Retry::none()),
@@ -470,6 +476,7 @@ async fn acl_users_in_the_url_are_used_and_missing_permissions_are_reported() {
     // With fencing, acquiring needs a script too: refused, and nothing is set.
     let fenced = connected(
         quorumlock::RedLock::builder()
+            .quarantine(false)
             .nodes(with_user("noscripts:ns-pw"))
             .retry(Retry::none()),
     )

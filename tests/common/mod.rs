@@ -7,13 +7,17 @@ use std::time::Duration;
 use quorumlock::testkit::{LocalNode, LocalQuorum, Reply};
 use quorumlock::{RedLock, RedLockBuilder};
 
-/// A builder for `quorum` with test-friendly defaults (one attempt; generous node timeout
-/// so that a loaded CI machine does not turn a healthy node into a failed one).
+/// A builder for `quorum` with test-friendly defaults: one attempt; a generous node timeout
+/// so that a loaded CI machine does not turn a healthy node into a failed one; ttls up to a
+/// minute; and no quarantine, since the test servers are seconds old and keep nothing across
+/// a restart (tests/safeguards.rs covers the quarantine).
 pub fn builder(quorum: &LocalQuorum) -> RedLockBuilder {
     RedLock::builder()
         .nodes(quorum.urls())
         .retry(quorumlock::Retry::none())
         .node_timeout(Duration::from_millis(250))
+        .max_ttl(Duration::from_secs(60))
+        .quarantine(false)
 }
 
 /// A connected client for `quorum`.

@@ -1,0 +1,272 @@
+//! What the client checks about each node, and the rules that decide whether its votes
+//! count: a node that restarted without persisting every write is quarantined for longer than
+//! the longest ttl (the delayed-restart rule, enforced by the client); a replica, or a second
+//! URL for a server already configured, never counts.
+//!
+//! The facts come from `INFO` and `CONFIG GET` (see `probe.rs`); everything here is pure and
+//! unit-tested.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::time::Duration;
+
+/// What one probe of a node found. `None` means unknown: the server refused to say (ACLs).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Facts {
+    pub(crate) run_id: Option<String>,
+    pub(crate) version: Option<String>,
+    pub(crate) uptime: Option<Duration>,
+    /// `master` or `slave` (Redis's word).
+    pub(crate) role: Option<String>,
+    pub(crate) aof_enabled: Option<bool>,
+    pub(crate) appendfsync: Option<String>,
+    pub(crate) maxmemory: Option<u64>,
+    pub(crate) maxmemory_policy: Option<String>,
+}
+
+impl Facts {
+    /// Reads the fields of `INFO server`, `INFO replication` and `INFO persistence` output
+    /// (any of them, in one text or several).
+    pub(crate) fn read_info(&mut self, info: &str) {
+        let fields = parse_info(info);
+        let get = |k: &str| fields.get(k).map(|v| v.to_string());
+        if let Some(v) = get("run_id") {
+            self.run_id = Some(v);
+        }
+        if let Some(v) = get("redis_version") {
+            self.version = Some(v);
+        }
+        if let Some(v) = fields.get("uptime_in_seconds").and_then(|v| v.parse().ok()) {
+            self.uptime = Some(Duration::from_secs(v));
+        }
+        if let Some(v) = get("role") {
+            self.role = Some(v);
+        }
+        if let Some(v) = fields.get("aof_enabled") {
+            self.aof_enabled = Some(*v == "1");
+        }
+    }
+
+    /// Reads `CONFIG GET` pairs.
+    pub(crate) fn read_config(&mut self, pairs: &[(String, String)]) {
+        for (k, v) in pairs {
+            match k.as_str() {
+                "appendfsync" => self.appendfsync = Some(v.clone()),
+                "appendonly" => self.aof_enabled = Some(v == "yes"),
+                "maxmemory" => self.maxmemory = v.parse().ok(),
+                "maxmemory-policy" => self.maxmemory_policy = Some(v.clone()),
+                _ => {}
+            }
+        }
+    }
+
+    /// Whether every acknowledged write survives a crash: AOF with `appendfsync always`.
+    /// `None` when the server did not say.
+    pub(crate) fn persists_every_write(&self) -> Option<bool> {
+        match (self.aof_enabled, self.appendfsync.as_deref()) {
+            (Some(false), _) => Some(false),
+            (Some(true), Some(fsync)) => Some(fsync == "always"),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn is_replica(&self) -> bool {
+        self.role.as_deref() == Some("slave")
+    }
+
+    /// Whether the eviction settings can remove lock keys (which all have a TTL).
+    pub(crate) fn can_evict_lock_keys(&self) -> Option<bool> {
+        match (self.maxmemory, self.maxmemory_policy.as_deref()) {
+            (Some(0), _) => Some(false),
+            (_, Some("noeviction")) => Some(false),
+            (Some(_), Some(policy)) => {
+                Some(policy.starts_with("volatile-") || policy.starts_with("allkeys-"))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// `key:value` lines of `INFO` output; section headers and blank lines are skipped.
+pub(crate) fn parse_info(info: &str) -> HashMap<&str, &str> {
+    info.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| l.trim_end_matches('\r').split_once(':'))
+        .collect()
+}
+
+/// Why a node's votes do not count.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Excluded {
+    /// Connected (again), and not yet checked.
+    Unchecked,
+    /// Restarted recently without persisting every write: quarantined for `left` more.
+    Quarantined { left: Duration, why: String },
+    /// A replica, not an independent master.
+    Replica,
+    /// The same server (run_id) as an earlier node in the list.
+    SameServerAs { index: usize },
+}
+
+impl fmt::Display for Excluded {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Excluded::Unchecked => f.write_str("connected, not yet checked"),
+            Excluded::Quarantined { left, why } => write!(
+                f,
+                "quarantined for {} more: {why}",
+                humantime::format_duration(Duration::from_millis(left.as_millis() as u64))
+            ),
+            Excluded::Replica => f.write_str(
+                "the server is a replica (role:slave), not an independent master; its votes \
+                 do not count",
+            ),
+            Excluded::SameServerAs { index } => write!(
+                f,
+                "the same server (run_id) as node {index}: one server must not vote twice"
+            ),
+        }
+    }
+}
+
+/// How long a node that was just probed must stay out of the quorum, and why: `None` if its
+/// votes may count now.
+///
+/// `previous_run_id` is the run_id seen at the node's previous check (if any);
+/// `max_ttl` is the longest ttl a client may hand out. A node that persists every write
+/// (`appendfsync always`) forgets nothing and is never quarantined.
+pub(crate) fn quarantine(
+    facts: &Facts,
+    previous_run_id: Option<&str>,
+    max_ttl: Duration,
+) -> Option<(Duration, String)> {
+    if facts.persists_every_write() == Some(true) {
+        return None;
+    }
+    let restarted = match (previous_run_id, facts.run_id.as_deref()) {
+        (Some(before), Some(now)) if before != now => Some(format!(
+            "the server restarted or was replaced (run_id {} -> {})",
+            short(before),
+            short(now)
+        )),
+        _ => None,
+    };
+    let persistence = match facts.persists_every_write() {
+        Some(false) => "it does not persist every write (appendfsync always)",
+        _ => "its persistence is unknown",
+    };
+    if let Some(why) = restarted {
+        // A new server behind the same address may have any uptime (a failover, say): its
+        // data is not the data our locks were written to.
+        return Some((max_ttl, format!("{why}, and {persistence}")));
+    }
+    match facts.uptime {
+        Some(uptime) if uptime < max_ttl => Some((
+            max_ttl - uptime,
+            format!(
+                "up for only {}, less than the longest ttl ({}), and {persistence}",
+                humantime::format_duration(uptime),
+                humantime::format_duration(max_ttl)
+            ),
+        )),
+        _ => None,
+    }
+}
+
+/// The first 8 characters of a run_id, for messages.
+pub(crate) fn short(run_id: &str) -> &str {
+    run_id.get(..8).unwrap_or(run_id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const INFO: &str = "# Server\r\nredis_version:7.0.15\r\nrun_id:0123456789abcdef\r\n\
+uptime_in_seconds:42\r\n\r\n# Replication\r\nrole:master\r\nconnected_slaves:0\r\n\
+# Persistence\r\naof_enabled:0\r\n";
+
+    fn facts() -> Facts {
+        let mut f = Facts::default();
+        f.read_info(INFO);
+        f
+    }
+
+    #[test]
+    fn info_fields_are_read() {
+        let f = facts();
+        assert_eq!(f.run_id.as_deref(), Some("0123456789abcdef"));
+        assert_eq!(f.version.as_deref(), Some("7.0.15"));
+        assert_eq!(f.uptime, Some(Duration::from_secs(42)));
+        assert_eq!(f.role.as_deref(), Some("master"));
+        assert_eq!(f.aof_enabled, Some(false));
+        assert!(!f.is_replica());
+        let mut replica = Facts::default();
+        replica.read_info("role:slave\r\n");
+        assert!(replica.is_replica());
+    }
+
+    #[test]
+    fn persistence_needs_aof_and_fsync_always() {
+        let mut f = Facts::default();
+        assert_eq!(f.persists_every_write(), None);
+        f.read_config(&[("appendonly".into(), "yes".into())]);
+        assert_eq!(f.persists_every_write(), None, "fsync policy unknown");
+        f.read_config(&[("appendfsync".into(), "everysec".into())]);
+        assert_eq!(f.persists_every_write(), Some(false));
+        f.read_config(&[("appendfsync".into(), "always".into())]);
+        assert_eq!(f.persists_every_write(), Some(true));
+        f.read_config(&[("appendonly".into(), "no".into())]);
+        assert_eq!(f.persists_every_write(), Some(false));
+    }
+
+    #[test]
+    fn eviction_of_lock_keys() {
+        let mut f = Facts::default();
+        assert_eq!(f.can_evict_lock_keys(), None);
+        for (maxmemory, policy, evicts) in [
+            ("0", "allkeys-lru", false),
+            ("100mb", "noeviction", false),
+            ("1000", "allkeys-lru", true),
+            ("1000", "volatile-ttl", true),
+            ("1000", "noeviction", false),
+        ] {
+            f.read_config(&[
+                ("maxmemory".into(), maxmemory.replace("mb", "000000")),
+                ("maxmemory-policy".into(), policy.into()),
+            ]);
+            assert_eq!(
+                f.can_evict_lock_keys(),
+                Some(evicts),
+                "{maxmemory} {policy}"
+            );
+        }
+    }
+
+    #[test]
+    fn young_or_replaced_nodes_without_persistence_are_quarantined() {
+        let ttl = Duration::from_secs(60);
+        let f = facts(); // up 42 s, no AOF
+        let (left, why) = quarantine(&f, None, ttl).expect("young node");
+        assert_eq!(left, Duration::from_secs(18));
+        assert!(why.contains("up for only 42s"), "{why}");
+        assert_eq!(
+            quarantine(&f, Some("0123456789abcdef"), Duration::from_secs(30)),
+            None
+        );
+        // A different run_id: quarantined for the whole ttl, whatever the uptime.
+        let (left, why) = quarantine(&f, Some("ffffffffffffffff"), Duration::from_secs(30))
+            .expect("replaced server");
+        assert_eq!(left, Duration::from_secs(30));
+        assert!(why.contains("run_id ffffffff -> 01234567"), "{why}");
+        // Persisting every write: never quarantined.
+        let mut safe = f.clone();
+        safe.read_config(&[
+            ("appendonly".into(), "yes".into()),
+            ("appendfsync".into(), "always".into()),
+        ]);
+        assert_eq!(quarantine(&safe, Some("ffffffffffffffff"), ttl), None);
+        // Unknown uptime and run_id: nothing to go on (reported elsewhere as unknown).
+        assert_eq!(quarantine(&Facts::default(), None, ttl), None);
+    }
+}

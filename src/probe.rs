@@ -1,0 +1,163 @@
+//! Read-only questions to a node: who it is (`INFO`), how it is configured (`CONFIG GET`),
+//! which of the commands the client needs it allows, and how fast its clock runs (`TIME`).
+//! Nothing here writes to a node.
+
+use std::time::{Duration, Instant};
+
+use fred::clients::Client;
+use fred::error::{Error as FredError, ErrorKind};
+use fred::interfaces::ClientLike;
+use fred::types::{ClusterHash, CustomCommand, Value};
+
+use crate::health::Facts;
+
+/// Sends one command by name, under `timeout`.
+async fn command(
+    client: &Client,
+    name: &'static str,
+    args: Vec<Value>,
+    timeout: Duration,
+) -> Result<Value, FredError> {
+    let cmd = CustomCommand::new_static(name, ClusterHash::FirstKey, false);
+    match tokio::time::timeout(timeout, client.custom::<Value, Value>(cmd, args)).await {
+        Ok(reply) => reply,
+        Err(_) => Err(FredError::new(ErrorKind::Timeout, "no answer")),
+    }
+}
+
+/// Whether the server refused the command for lack of permission (ACLs) or because it is
+/// disabled (renamed away), as opposed to a failure to answer.
+pub(crate) fn refused(e: &FredError) -> bool {
+    let d = e.details();
+    d.starts_with("NOPERM") || d.contains("unknown command") || d.contains("no permissions")
+}
+
+/// Whether an error means the node did not answer (retry later) rather than refused.
+pub(crate) fn unanswered(e: &FredError) -> bool {
+    matches!(
+        e.kind(),
+        ErrorKind::Timeout | ErrorKind::IO | ErrorKind::Canceled | ErrorKind::Routing
+    ) || e.details().starts_with("Failed to route command")
+}
+
+/// The facts the quarantine and the reports need: `INFO server`, `replication`,
+/// `persistence`, and `CONFIG GET appendonly appendfsync maxmemory maxmemory-policy`.
+/// A section or parameter the server refuses stays unknown. Fails only if the node does not
+/// answer.
+pub(crate) async fn facts(client: &Client, timeout: Duration) -> Result<Facts, FredError> {
+    let mut facts = Facts::default();
+    for section in ["server", "replication", "persistence"] {
+        match command(client, "INFO", vec![Value::from(section)], timeout).await {
+            Ok(reply) => {
+                if let Some(text) = reply.as_str() {
+                    facts.read_info(&text);
+                }
+            }
+            Err(e) if unanswered(&e) => return Err(e),
+            Err(e) => tracing::debug!(section, error = %e, "INFO section refused"),
+        }
+    }
+    let params = ["appendonly", "appendfsync", "maxmemory", "maxmemory-policy"];
+    match command(
+        client,
+        "CONFIG",
+        std::iter::once("GET")
+            .chain(params)
+            .map(Value::from)
+            .collect(),
+        timeout,
+    )
+    .await
+    {
+        Ok(reply) => facts.read_config(&pairs(reply)),
+        Err(e) if unanswered(&e) => return Err(e),
+        Err(e) => tracing::debug!(error = %e, "CONFIG GET refused"),
+    }
+    Ok(facts)
+}
+
+/// `CONFIG GET`'s reply as (name, value) pairs: a flat array in RESP2, a map in RESP3.
+fn pairs(reply: Value) -> Vec<(String, String)> {
+    match reply {
+        Value::Map(map) => map
+            .inner()
+            .into_iter()
+            .filter_map(|(k, v)| Some((k.into_string()?, v.into_string()?)))
+            .collect(),
+        Value::Array(items) => items
+            .chunks(2)
+            .filter_map(|pair| match pair {
+                [k, v] => Some((k.as_string()?, v.as_string()?)),
+                _ => None,
+            })
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// The commands the client needs, checked without writing anything: each is sent in a form
+/// that the server rejects or ignores after its permission check. Returns the names of those
+/// refused, and of those that could not be checked.
+pub(crate) async fn permissions(client: &Client, timeout: Duration) -> (Vec<String>, Vec<String>) {
+    let absent_key = Value::from(format!("quorumlock:doctor:{:016x}", rand::random::<u64>()));
+    let checks: [(&'static str, Vec<Value>); 3] = [
+        // SET ... XX on a key that does not exist sets nothing.
+        (
+            "SET",
+            vec![absent_key.clone(), Value::from("x"), Value::from("XX")],
+        ),
+        // A script that does not compile: refused before it could run or be cached.
+        ("EVAL", vec![Value::from("("), Value::from(0)]),
+        // A SHA that is cached nowhere: NOSCRIPT when allowed.
+        ("EVALSHA", vec![Value::from("0".repeat(40)), Value::from(0)]),
+    ];
+    let (mut refused_names, mut unknown) = (Vec::new(), Vec::new());
+    for (name, args) in checks {
+        match command(client, name, args, timeout).await {
+            Ok(_) => {}
+            Err(e) if refused(&e) => refused_names.push(name.to_string()),
+            Err(e) if unanswered(&e) => unknown.push(name.to_string()),
+            // Compile error, NOSCRIPT: the command was allowed.
+            Err(_) => {}
+        }
+    }
+    (refused_names, unknown)
+}
+
+/// The node's clock rate relative to the client's monotonic clock over `window`: node
+/// seconds per client second (1.0 is perfect). `None` if `TIME` is refused or unanswered.
+pub(crate) async fn clock_rate(
+    client: &Client,
+    window: Duration,
+    timeout: Duration,
+) -> Option<f64> {
+    let first = time(client, timeout).await?;
+    tokio::time::sleep(window).await;
+    let second = time(client, timeout).await?;
+    let node = second.0.checked_sub(first.0)?.as_secs_f64();
+    let local = second.1.checked_duration_since(first.1)?.as_secs_f64();
+    (local > 0.0).then(|| node / local)
+}
+
+/// One `TIME` reading: the node's time, and the client's instant halfway through the round
+/// trip.
+async fn time(client: &Client, timeout: Duration) -> Option<(Duration, Instant)> {
+    let sent = Instant::now();
+    let reply = command(client, "TIME", Vec::new(), timeout).await.ok()?;
+    let received = Instant::now();
+    let parts = reply.into_array();
+    let secs: u64 = parts.first()?.as_string()?.parse().ok()?;
+    let micros: u64 = parts.get(1)?.as_string()?.parse().ok()?;
+    let mid = sent + received.duration_since(sent) / 2;
+    Some((
+        Duration::from_secs(secs) + Duration::from_micros(micros),
+        mid,
+    ))
+}
+
+/// One `PING` round trip.
+pub(crate) async fn round_trip(client: &Client, timeout: Duration) -> Result<Duration, FredError> {
+    let start = Instant::now();
+    command(client, "PING", Vec::new(), timeout).await?;
+    Ok(start.elapsed())
+}

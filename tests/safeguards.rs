@@ -1,0 +1,289 @@
+//! Node safeguards against real servers configured each way: quarantine of restarted nodes
+//! (and what happens without it), two URLs of one server, replicas, eviction policies, ACL
+//! users without the commands the client needs.
+
+mod common;
+
+use std::time::Duration;
+
+use quorumlock::testkit::{LocalQuorum, NodeOptions};
+use quorumlock::{ConfigError, Error, NodeErrorKind, RedLock, RedLockBuilder, Retry, Severity};
+
+const TTL: Duration = Duration::from_secs(3);
+
+fn base(q: &LocalQuorum) -> RedLockBuilder {
+    RedLock::builder()
+        .nodes(q.urls())
+        .retry(Retry::none())
+        .node_timeout(Duration::from_millis(250))
+        .ttl(TTL)
+}
+
+/// Waits until `redlock` counts every node (connected, checked, not quarantined).
+async fn all_admitted(redlock: &RedLock) {
+    common::eventually("every node admitted", || async {
+        match redlock.try_lock("probe:admitted").await {
+            Ok(lock) => {
+                let clean = lock.failures().is_empty() && lock.acquired_on() == redlock.quorum();
+                let _ = lock.release().await;
+                clean && redlock.connected_nodes() == redlock.nodes()
+            }
+            Err(_) => false,
+        }
+    })
+    .await;
+}
+
+fn kinds(e: &Error) -> Vec<(usize, NodeErrorKind)> {
+    match e {
+        Error::Taken { failures, .. } | Error::NoQuorum { failures, .. } => {
+            failures.iter().map(|f| (f.index, f.kind)).collect()
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// Young nodes are quarantined until they have been up for longer than the longest ttl,
+/// then readmitted; a node restarted later is quarantined again, then readmitted again.
+#[tokio::test]
+async fn a_restarted_node_is_quarantined_and_then_readmitted() {
+    let mut q = LocalQuorum::start(3).await.unwrap();
+    let redlock = base(&q).connect().await.unwrap();
+    // The servers are seconds old and keep nothing: no lock until they are older than 3 s.
+    match redlock.try_lock("young").await {
+        Err(e) => assert!(
+            kinds(&e)
+                .iter()
+                .all(|(_, k)| *k == NodeErrorKind::Quarantined),
+            "{e:?}"
+        ),
+        Ok(_) => panic!("locked on nodes younger than the ttl"),
+    }
+    all_admitted(&redlock).await;
+
+    q.node_mut(0).kill().await.unwrap();
+    q.node_mut(0).restart().await.unwrap();
+    common::eventually("node 0 reconnected and quarantined", || async {
+        match redlock.try_lock("after-restart").await {
+            Ok(lock) => {
+                let quarantined = lock
+                    .failures()
+                    .iter()
+                    .any(|f| f.index == 0 && f.kind == NodeErrorKind::Quarantined);
+                let _ = lock.release().await;
+                quarantined
+            }
+            Err(_) => false,
+        }
+    })
+    .await;
+    let reports = redlock.inspect(Duration::from_millis(100)).await;
+    assert!(reports[0].quarantined_for.is_some(), "{:?}", reports[0]);
+    assert!(reports[1].quarantined_for.is_none());
+    all_admitted(&redlock).await;
+}
+
+/// The case the quarantine exists for. A holds a lock on nodes 0 and 1 (node 2 is busy with
+/// another key); node 2's key goes away and node 0 restarts empty. A client without the
+/// safeguard then gets the same lock from nodes 0 and 2 while A's is still valid; a client
+/// with it does not.
+#[tokio::test]
+async fn quarantine_keeps_a_lock_exclusive_across_a_restart() {
+    let mut q = LocalQuorum::start(3).await.unwrap();
+    let a = common::connected(base(&q).quarantine(false)).await;
+    let guarded = base(&q).connect().await.unwrap();
+    all_admitted(&guarded).await;
+
+    q.node(2)
+        .command(&["SET", "ledger", "another-owner", "PX", "60000"])
+        .await
+        .unwrap();
+    let held = a.try_lock("ledger").await.unwrap();
+    q.node(2).command(&["DEL", "ledger"]).await.unwrap();
+    q.node_mut(0).kill().await.unwrap();
+    q.node_mut(0).restart().await.unwrap();
+
+    // With the safeguard: node 0 is quarantined, so only node 2 says yes.
+    common::eventually("the guarded client reconnected to node 0", || async {
+        guarded.connected_nodes() == 3
+    })
+    .await;
+    match guarded.try_lock("ledger").await {
+        Err(e) => assert!(
+            kinds(&e).contains(&(0, NodeErrorKind::Quarantined)),
+            "{e:?}"
+        ),
+        Ok(_) => panic!("the guarded client took a lock that A still holds"),
+    }
+    assert!(
+        held.is_valid(),
+        "the check above came too late to prove anything"
+    );
+
+    // Without it: a second holder while A's lock is valid.
+    let unguarded = common::connected(base(&q).quarantine(false)).await;
+    let second = unguarded.try_lock("ledger").await;
+    assert!(
+        held.is_valid(),
+        "the check above came too late to prove anything"
+    );
+    assert!(
+        second.is_ok(),
+        "without quarantine the restarted node grants the lock twice: {second:?}"
+    );
+}
+
+#[tokio::test]
+async fn two_urls_of_one_server_are_refused() {
+    let q = LocalQuorum::start(2).await.unwrap();
+    let port = q.node(0).port();
+    let urls = vec![
+        format!("redis://127.0.0.1:{port}"),
+        q.urls()[1].clone(),
+        format!("redis://localhost:{port}"),
+    ];
+    match RedLock::builder().nodes(urls.clone()).connect().await {
+        Err(ConfigError::SameServer { first, second, .. }) => assert_eq!((first, second), (0, 2)),
+        other => panic!("{other:?}"),
+    }
+    // A client built without waiting never counts the repeat either.
+    let redlock = common::connected(
+        RedLock::builder()
+            .nodes(urls)
+            .quarantine(false)
+            .retry(Retry::none()),
+    )
+    .await;
+    let lock = redlock.try_lock("twice").await.unwrap();
+    assert!(
+        lock.failures()
+            .iter()
+            .all(|f| f.index == 2 && f.kind == NodeErrorKind::SameServer),
+        "{:?}",
+        lock.failures()
+    );
+    lock.release().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_replica_never_counts() {
+    let q = LocalQuorum::start(3).await.unwrap();
+    let primary = q.node(0).port().to_string();
+    q.node(2)
+        .command(&["REPLICAOF", "127.0.0.1", &primary])
+        .await
+        .unwrap();
+    let redlock = common::connected(base(&q).quarantine(false)).await;
+    common::eventually("node 2 reported as a replica", || async {
+        match redlock.try_lock("replicated").await {
+            Ok(lock) => {
+                let seen = lock
+                    .failures()
+                    .iter()
+                    .any(|f| f.index == 2 && f.kind == NodeErrorKind::Replica);
+                let _ = lock.release().await;
+                seen
+            }
+            Err(_) => false,
+        }
+    })
+    .await;
+    let reports = redlock.inspect(Duration::from_millis(100)).await;
+    assert_eq!(reports[2].role.as_deref(), Some("replica"));
+    assert_eq!(reports[2].verdict(), Some(Severity::Unsafe));
+    q.node(2)
+        .command(&["REPLICAOF", "NO", "ONE"])
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn an_evicting_policy_is_reported() {
+    let options = NodeOptions {
+        extra_args: vec![
+            "--maxmemory".into(),
+            "100mb".into(),
+            "--maxmemory-policy".into(),
+            "allkeys-lru".into(),
+        ],
+        ..NodeOptions::default()
+    };
+    let q = LocalQuorum::start_with(1, options).await.unwrap();
+    let reports = base(&q)
+        .quarantine(false)
+        .inspect(Duration::from_millis(100))
+        .await
+        .unwrap();
+    let report = &reports[0];
+    assert_eq!(report.maxmemory_policy.as_deref(), Some("allkeys-lru"));
+    assert_eq!(report.verdict(), Some(Severity::Unsafe));
+    assert!(
+        report
+            .findings
+            .iter()
+            .any(|f| f.severity == Severity::Unsafe && f.message.contains("allkeys-lru")),
+        "{:?}",
+        report.findings
+    );
+}
+
+#[tokio::test]
+async fn an_acl_user_without_scripts_or_info_is_reported_by_name_and_as_unknown() {
+    let q = LocalQuorum::start(1).await.unwrap();
+    for (user, denied) in [
+        ("noscripts", &["-eval", "-evalsha"][..]),
+        ("noinfo", &["-info", "-config"][..]),
+    ] {
+        let mut args = vec!["ACL", "SETUSER", user, "on", ">pw", "~*", "+@all"];
+        args.extend_from_slice(denied);
+        q.node(0).command(&args).await.unwrap();
+    }
+    let port = q.node(0).port();
+    let inspect = |user: &'static str| async move {
+        RedLock::builder()
+            .node(format!("redis://{user}:pw@127.0.0.1:{port}"))
+            .quarantine(false)
+            .inspect(Duration::from_millis(100))
+            .await
+    };
+    let report = inspect("noscripts").await.unwrap().remove(0);
+    assert_eq!(report.refused_commands, ["EVAL", "EVALSHA"]);
+    assert_eq!(report.verdict(), Some(Severity::Unsafe));
+
+    let report = inspect("noinfo").await.unwrap().remove(0);
+    assert!(report.reachable);
+    assert_eq!(report.run_id, None, "unknown, not guessed");
+    assert_eq!(report.maxmemory_policy, None);
+    assert_eq!(report.appendfsync, None);
+    assert_eq!(
+        report.verdict(),
+        Some(Severity::Unknown),
+        "{:?}",
+        report.findings
+    );
+}
+
+#[tokio::test]
+async fn inspecting_writes_nothing() {
+    let q = LocalQuorum::start(1).await.unwrap();
+    let before = common::calls(q.node(0), "set").await;
+    let reports = base(&q)
+        .quarantine(false)
+        .inspect(Duration::from_millis(100))
+        .await
+        .unwrap();
+    assert!(reports[0].reachable);
+    let info = q.node(0).command(&["DBSIZE"]).await.unwrap();
+    assert_eq!(info, quorumlock::testkit::Reply::Integer(0));
+    // The SET permission probe ran (SET ... XX on an absent key) and changed nothing.
+    assert_eq!(common::calls(q.node(0), "set").await, before + 1);
+    let cached = q.node(0).command(&["INFO", "memory"]).await.unwrap();
+    let text = match cached {
+        quorumlock::testkit::Reply::Bulk(Some(b)) => String::from_utf8(b).unwrap(),
+        other => panic!("{other:?}"),
+    };
+    assert!(
+        text.lines().any(|l| l == "number_of_cached_scripts:0"),
+        "a script was cached"
+    );
+}
