@@ -26,8 +26,10 @@ struct Ledger {
     balance: AtomicU64,  // read-sleep-write: a lost update shows up as a short count
     overlaps: AtomicU64, // times a worker found someone else inside
     acquired: AtomicU64,
-    conflicts: AtomicU64, // attempts that found the resource held elsewhere
-    failed: AtomicU64,    // attempts that failed for other reasons (no quorum, ...)
+    conflicts: AtomicU64,   // attempts that found the resource held elsewhere
+    failed: AtomicU64,      // attempts that failed for other reasons (no quorum, ...)
+    last_token: AtomicU64,  // the largest fencing token seen in a critical section
+    regressions: AtomicU64, // tokens not greater than the one before them
     latencies_us: Mutex<Vec<u64>>,
 }
 
@@ -63,6 +65,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         RUN_FOR.as_secs()
     );
 
+    // The servers keep nothing across a restart, so the clients quarantine every node until
+    // it has been up for longer than the longest ttl (2 s): the delayed-restart rule.
+    println!(
+        "waiting until the nodes are older than the 2s max ttl (quarantine of young nodes) ..."
+    );
+    tokio::time::sleep(Duration::from_millis(2_100)).await;
+
     let ledger = Arc::new(Ledger::default());
     let start = Instant::now();
     let mut workers = Vec::new();
@@ -72,8 +81,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             .nodes(quorum.urls())
             .ttl(Duration::from_secs(2))
             .retry(Retry::none())
-            .build()?;
-        redlock.wait_for_nodes(Duration::from_secs(2)).await;
+            .connect()
+            .await?;
         for w in 0..WORKERS_PER_CLIENT {
             let id = c * WORKERS_PER_CLIENT + w + 1;
             workers.push(tokio::spawn(worker(
@@ -112,7 +121,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                     .node_mut(4)
                     .restart()
                     .await
-                    .map(|_| "all 5 nodes up (node 4 restarted empty)"),
+                    .map(|_| "node 4 restarted empty: quarantined for 2s"),
             };
             status = result?;
             if !tty {
@@ -157,6 +166,11 @@ async fn worker(id: usize, redlock: RedLock, ledger: Arc<Ledger>, start: Instant
                     .is_err()
                 {
                     ledger.overlaps.fetch_add(1, Ordering::SeqCst);
+                }
+                if let Some(token) = lock.fencing_token() {
+                    if ledger.last_token.fetch_max(token, Ordering::SeqCst) >= token {
+                        ledger.regressions.fetch_add(1, Ordering::SeqCst);
+                    }
                 }
                 let balance = ledger.balance.load(Ordering::SeqCst);
                 tokio::time::sleep(Duration::from_millis(1)).await;
@@ -210,7 +224,8 @@ fn summary(ledger: &Ledger) -> bool {
     let acquired = ledger.acquired.load(Ordering::SeqCst);
     let balance = ledger.balance.load(Ordering::SeqCst);
     let overlaps = ledger.overlaps.load(Ordering::SeqCst);
-    let ok = overlaps == 0 && balance == acquired;
+    let regressions = ledger.regressions.load(Ordering::SeqCst);
+    let ok = overlaps == 0 && balance == acquired && regressions == 0;
     println!("\nsummary");
     println!("  acquisitions      {acquired}");
     println!(
@@ -226,6 +241,10 @@ fn summary(ledger: &Ledger) -> bool {
         percentile(&l, 0.5),
         percentile(&l, 0.99),
         percentile(&l, 1.0)
+    );
+    println!(
+        "  fencing tokens    up to {}, {regressions} out of order",
+        ledger.last_token.load(Ordering::SeqCst)
     );
     println!(
         "  exclusion check   {}: {overlaps} overlapping holders, ledger {balance} after {acquired} read-sleep-write updates",

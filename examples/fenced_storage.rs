@@ -9,7 +9,7 @@
 use std::sync::Mutex;
 use std::time::Duration;
 
-use quorumlock::testkit::LocalQuorum;
+use quorumlock::testkit::{LocalQuorum, NodeOptions};
 use quorumlock::{RedLock, Retry};
 
 /// The protected resource: a document store that remembers the largest fencing token it has
@@ -56,7 +56,8 @@ impl Store {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let quorum = LocalQuorum::start(3).await?;
+    // Nodes that persist every write: clients do not quarantine them when they are young.
+    let quorum = LocalQuorum::start_with(3, NodeOptions::persistent()).await?;
     let client = || {
         RedLock::builder()
             .nodes(quorum.urls())

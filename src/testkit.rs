@@ -151,6 +151,17 @@ pub struct NodeOptions {
     pub extra_args: Vec<String>,
 }
 
+impl NodeOptions {
+    /// Nodes that persist every write (`appendfsync always`), as production nodes should: a
+    /// client does not quarantine them after a restart, so locks work as soon as they start.
+    pub fn persistent() -> Self {
+        NodeOptions {
+            persistence: Persistence::AofAlways,
+            ..NodeOptions::default()
+        }
+    }
+}
+
 /// Lifecycle state of a [`LocalNode`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NodeState {
