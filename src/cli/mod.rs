@@ -1,0 +1,166 @@
+//! The command line: parsing, logging, the runtime, and one module per subcommand.
+//!
+//! To add a subcommand: a module with its `clap::Args` struct and an
+//! `async fn(args) -> Result<u8, Failure>` returning the exit code, one variant in
+//! [`Command`] and one arm in [`dispatch`].
+
+mod child;
+mod exit;
+mod options;
+mod run;
+mod status;
+
+use std::process::ExitCode;
+
+use clap::error::ErrorKind;
+use clap::{Parser, Subcommand};
+use tracing_subscriber::filter::LevelFilter;
+
+use exit::{Failure, SOFTWARE, USAGE};
+
+/// Run a command under a lock held on a majority of independent Redis masters (Redlock),
+/// or show who holds one.
+#[derive(Debug, Parser)]
+#[command(name = "quorumlock", version, after_help = AFTER_HELP)]
+struct Cli {
+    /// Log to stderr: -v for debug, -vv for trace [default: $QUORUMLOCK_LOG, or off]
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    verbose: u8,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+const AFTER_HELP: &str = "\
+Nodes come from --nodes or QUORUMLOCK_NODES, e.g.
+  QUORUMLOCK_NODES=redis://a:6379,redis://b:6379,redis://c:6379 quorumlock run job -- ./job.sh
+`quorumlock help run` lists the exit codes and environment variables.";
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run a command while holding a lock on RESOURCE, kept alive until the command ends
+    Run(run::RunArgs),
+    /// Show, node by node, who holds RESOURCE's lock (read-only)
+    Status(status::StatusArgs),
+}
+
+/// Parses the command line, runs the subcommand, and turns its outcome into an exit code.
+pub(crate) fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return ExitCode::from(parse_error(&e)),
+    };
+    let code = match init_logging(cli.verbose).and_then(|()| runtime(cli.command)) {
+        Ok(code) => code,
+        Err(failure) => {
+            eprintln!("quorumlock: {}", failure.message);
+            failure.code
+        }
+    };
+    ExitCode::from(code)
+}
+
+fn runtime(command: Command) -> Result<u8, Failure> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::new(SOFTWARE, format!("cannot start the async runtime: {e}")))?;
+    runtime.block_on(dispatch(command))
+}
+
+async fn dispatch(command: Command) -> Result<u8, Failure> {
+    match command {
+        Command::Run(args) => run::run(args).await,
+        Command::Status(args) => status::status(args).await,
+    }
+}
+
+/// Help and version go to stdout with exit 0; usage errors are one line on stderr with
+/// exit 64 (clap's own code is 2).
+fn parse_error(e: &clap::Error) -> u8 {
+    match e.kind() {
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
+            let _ = e.print();
+            0
+        }
+        ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            let _ = e.print();
+            USAGE
+        }
+        _ => {
+            eprintln!("quorumlock: {}", one_line(&e.render().to_string()));
+            USAGE
+        }
+    }
+}
+
+/// clap's error text on one line: without its `error:` prefix and closing hint, with the
+/// usage in parentheses.
+fn one_line(text: &str) -> String {
+    let text = text.trim_start().strip_prefix("error:").unwrap_or(text);
+    let mut line = String::new();
+    let mut usage = None;
+    for l in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        if let Some(u) = l.strip_prefix("Usage:") {
+            usage = Some(u.trim());
+        } else if !l.starts_with("For more information") {
+            if !line.is_empty() {
+                line.push_str(if l.starts_with("tip:") { "; " } else { " " });
+            }
+            line.push_str(l);
+        }
+    }
+    if let Some(usage) = usage {
+        line.push_str(&format!(" (usage: {usage})"));
+    }
+    line
+}
+
+/// `tracing` events to stderr, at the level of `-v`/`-vv` or `QUORUMLOCK_LOG`
+/// (off, error, warn, info, debug, trace), whichever is more verbose.
+fn init_logging(verbose: u8) -> Result<(), Failure> {
+    let from_env = match std::env::var("QUORUMLOCK_LOG") {
+        Ok(v) if !v.trim().is_empty() => v.trim().parse::<LevelFilter>().map_err(|_| {
+            Failure::usage(format!(
+                "QUORUMLOCK_LOG=`{v}`: expected off, error, warn, info, debug or trace"
+            ))
+        })?,
+        _ => LevelFilter::OFF,
+    };
+    let from_flags = match verbose {
+        0 => LevelFilter::OFF,
+        1 => LevelFilter::DEBUG,
+        _ => LevelFilter::TRACE,
+    };
+    let level = from_env.max(from_flags);
+    if level == LevelFilter::OFF {
+        return Ok(());
+    }
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_max_level(level)
+        .with_ansi(false)
+        .try_init()
+        .map_err(|e| Failure::new(SOFTWARE, format!("cannot set up logging: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn usage_errors_are_one_line() {
+        let e = Cli::try_parse_from(["quorumlock", "run", "r"]).err();
+        let text = e.map(|e| one_line(&e.render().to_string()));
+        let text = text.unwrap_or_default();
+        assert!(text.contains("<COMMAND>"), "{text}");
+        assert!(text.ends_with("<RESOURCE> -- <COMMAND>...)"), "{text}");
+        assert!(!text.contains('\n') && !text.starts_with("error"), "{text}");
+    }
+}

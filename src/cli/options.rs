@@ -1,0 +1,170 @@
+//! What every subcommand shares: the node list, duration flags, and the `QUORUMLOCK_*`
+//! variables with the command line laid over them.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use clap::Args;
+use quorumlock::{RedLockBuilder, ENV_VARS};
+
+use super::exit::Failure;
+
+pub(crate) const NODES: &str = "QUORUMLOCK_NODES";
+pub(crate) const TTL: &str = "QUORUMLOCK_TTL";
+pub(crate) const RETRY_ATTEMPTS: &str = "QUORUMLOCK_RETRY_ATTEMPTS";
+pub(crate) const RETRY_WITHIN: &str = "QUORUMLOCK_RETRY_WITHIN";
+
+/// `--nodes`, for every subcommand that talks to the nodes.
+#[derive(Debug, Args)]
+pub(crate) struct NodesArg {
+    /// Comma-separated node URLs, each an independent Redis master:
+    /// redis://[user[:password]@]host[:port][/db], or rediss:// for TLS
+    /// [default: $QUORUMLOCK_NODES]
+    #[arg(long, value_name = "URLS")]
+    pub(crate) nodes: Option<String>,
+}
+
+/// A humantime duration (`500ms`, `10s`, `2m`) greater than zero.
+pub(crate) fn positive_duration(s: &str) -> Result<Duration, String> {
+    match duration(s)? {
+        d if d.is_zero() => Err("must be greater than zero".into()),
+        d => Ok(d),
+    }
+}
+
+/// A humantime duration (`500ms`, `10s`, `2m`), zero included.
+pub(crate) fn duration(s: &str) -> Result<Duration, String> {
+    humantime::parse_duration(s.trim())
+        .map_err(|e| format!("{e} (expected a duration such as 500ms, 10s or 2m)"))
+}
+
+/// The `QUORUMLOCK_*` variables as a subcommand sees them: flags first, then the
+/// environment, then the subcommand's defaults. The library parses and checks them all
+/// ([`RedLockBuilder::from_vars`] and `build()`), so a flag means exactly what its variable
+/// means.
+#[derive(Debug, Clone)]
+pub(crate) struct Vars {
+    values: HashMap<&'static str, String>,
+}
+
+impl Vars {
+    /// The variables of the process's environment (one that is not valid UTF-8 counts as
+    /// unset, as for [`RedLockBuilder::from_env`]).
+    pub(crate) fn from_env() -> Vars {
+        Vars::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    pub(crate) fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Vars {
+        let values = ENV_VARS
+            .into_iter()
+            .filter_map(|name| lookup(name).map(|v| (name, v)))
+            .collect();
+        Vars { values }
+    }
+
+    /// Sets `name`, whatever the environment says.
+    pub(crate) fn set(&mut self, name: &'static str, value: impl Into<String>) {
+        self.values.insert(name, value.into());
+    }
+
+    /// Sets `name` from a flag, if the flag was given.
+    pub(crate) fn flag(&mut self, name: &'static str, value: Option<impl Into<String>>) {
+        if let Some(value) = value {
+            self.set(name, value);
+        }
+    }
+
+    /// Unsets `name`.
+    pub(crate) fn unset(&mut self, name: &str) {
+        self.values.remove(name);
+    }
+
+    /// Sets `name` unless it is set already.
+    pub(crate) fn default(&mut self, name: &'static str, value: impl Into<String>) {
+        self.values.entry(name).or_insert_with(|| value.into());
+    }
+
+    pub(crate) fn get(&self, name: &str) -> Option<&str> {
+        self.values.get(name).map(String::as_str)
+    }
+
+    pub(crate) fn is_set(&self, name: &str) -> bool {
+        self.values.contains_key(name)
+    }
+
+    /// A builder from these variables; nothing checked yet beyond parsing.
+    pub(crate) fn builder(&self) -> Result<RedLockBuilder, Failure> {
+        Ok(RedLockBuilder::from_vars(|name| {
+            self.get(name).map(str::to_string)
+        })?)
+    }
+
+    /// The node URLs as given (passwords included), split as the library splits them, in
+    /// the same order as `Config::nodes`.
+    pub(crate) fn node_urls(&self) -> Vec<String> {
+        self.get(NODES)
+            .unwrap_or_default()
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(String::from)
+            .collect()
+    }
+}
+
+/// A duration as a variable's value; humantime reads back exactly what it writes.
+pub(crate) fn var_duration(d: Duration) -> String {
+    humantime::format_duration(d).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vars(env: &[(&str, &str)]) -> Vars {
+        Vars::from_lookup(|name| {
+            env.iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, v)| v.to_string())
+        })
+    }
+
+    #[test]
+    fn flags_override_the_environment_which_overrides_defaults() {
+        let mut v = vars(&[(NODES, "redis://a"), (TTL, "5s"), ("UNRELATED", "x")]);
+        v.flag(NODES, Some("redis://b, redis://c,"));
+        v.flag(TTL, None::<String>);
+        v.default(TTL, "30s");
+        v.default(RETRY_ATTEMPTS, "1");
+        assert_eq!(v.node_urls(), ["redis://b", "redis://c"]);
+        assert_eq!(v.get(TTL), Some("5s"));
+        assert_eq!(v.get(RETRY_ATTEMPTS), Some("1"));
+        assert!(!v.is_set("UNRELATED"));
+        let config = v.builder().ok().and_then(|b| b.validate().ok());
+        let config = config.expect("a valid configuration");
+        assert_eq!(config.ttl(), Duration::from_secs(5));
+        assert_eq!(config.nodes().len(), 2);
+    }
+
+    #[test]
+    fn durations_round_trip_through_variables() {
+        for d in [
+            Duration::from_millis(1),
+            Duration::from_millis(1500),
+            Duration::from_nanos(1_000_000_007),
+            Duration::from_secs(3600 * 30),
+        ] {
+            assert_eq!(duration(&var_duration(d)), Ok(d));
+        }
+    }
+
+    #[test]
+    fn zero_is_a_duration_but_not_a_positive_one() {
+        assert_eq!(duration("0s"), Ok(Duration::ZERO));
+        assert!(positive_duration("0s").is_err());
+        assert!(positive_duration("0ms").is_err());
+        assert_eq!(positive_duration(" 2m "), Ok(Duration::from_secs(120)));
+        assert!(duration("soon").is_err());
+        assert!(duration("10").is_err());
+    }
+}

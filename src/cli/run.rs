@@ -1,0 +1,323 @@
+//! `quorumlock run`: take a lock, run a command while keeping the lock alive, stop the
+//! command before the lock's validity ends if the lock is lost, release the lock.
+
+use std::ffi::OsString;
+use std::time::Duration;
+
+use clap::Args;
+use humantime::format_duration;
+use nix::sys::signal::Signal;
+use quorumlock::{ConfigError, KeepAlive, KeptLock, ENV_VARS};
+
+use super::child::{exit_code, Relay, Running, Spec};
+use super::exit::{Failure, LOST};
+use super::options::{
+    duration, positive_duration, var_duration, NodesArg, Vars, NODES, RETRY_ATTEMPTS, RETRY_WITHIN,
+    TTL,
+};
+
+/// The ttl when neither `--ttl` nor `QUORUMLOCK_TTL` is given.
+const DEFAULT_TTL: &str = "30s";
+
+/// `quorumlock run`.
+#[derive(Debug, Args)]
+#[command(after_long_help = after_help())]
+pub(crate) struct RunArgs {
+    #[command(flatten)]
+    nodes: NodesArg,
+
+    /// How long the lock's keys live unless extended; while COMMAND runs the lock is
+    /// extended, every ttl/2 [default: $QUORUMLOCK_TTL, or 30s]
+    #[arg(long, value_name = "DURATION", value_parser = positive_duration)]
+    ttl: Option<Duration>,
+
+    /// How long to keep trying, with random pauses, while the resource is held elsewhere
+    /// or no quorum answers; 0 makes one attempt [default: $QUORUMLOCK_RETRY_WITHIN or
+    /// $QUORUMLOCK_RETRY_ATTEMPTS, or 0]
+    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    wait: Option<Duration>,
+
+    /// If the lock is lost, COMMAND gets SIGTERM at least 2 x grace before the lock's
+    /// validity ends, and SIGKILL grace later; 2 x grace must be under ttl/2 [default: ttl/10]
+    #[arg(long, value_name = "DURATION", value_parser = positive_duration)]
+    grace: Option<Duration>,
+
+    /// Run COMMAND in quorumlock's process group, so that it can read from the terminal;
+    /// signals then go to COMMAND only, not to the processes it starts
+    #[arg(long)]
+    foreground: bool,
+
+    /// The resource to lock: its Redis key, after $QUORUMLOCK_KEY_PREFIX
+    #[arg(value_name = "RESOURCE")]
+    resource: String,
+
+    /// The command to run while holding the lock, and its arguments
+    #[arg(last = true, required = true, value_name = "COMMAND")]
+    command: Vec<OsString>,
+}
+
+/// The long help's epilogue, with the library's variables listed from [`ENV_VARS`].
+fn after_help() -> String {
+    let mut lines = vec![String::new()];
+    for (i, var) in ENV_VARS.iter().enumerate() {
+        let end = if i + 1 == ENV_VARS.len() { '.' } else { ',' };
+        let item = format!("{var}{end}");
+        let line = lines.last_mut().filter(|l| l.len() + item.len() < 90);
+        match line {
+            Some(line) if !line.is_empty() => line.push_str(&format!(" {item}")),
+            Some(line) => line.push_str(&item),
+            None => lines.push(item),
+        }
+    }
+    let vars = lines.join("\n  ");
+    format!(
+        "\
+COMMAND runs with stdin, stdout and stderr inherited, and with QUORUMLOCK_RESOURCE and
+QUORUMLOCK_FENCING_TOKEN (decimal, grows with every acquisition; unset when fencing is off)
+added to its environment. The lock is released when COMMAND ends.
+
+COMMAND leads a new process group, and signals go to the whole group: SIGTERM and SIGKILL
+when the lock is lost (and then also to whatever is left of the group after COMMAND exits),
+and SIGINT, SIGTERM, SIGHUP and SIGQUIT received by quorumlock, which relays them and waits
+for COMMAND (signals that quorumlock was started with ignored, as under nohup, stay
+ignored). As with timeout(1), COMMAND is then not in the terminal's foreground: use
+--foreground for a command that reads from the terminal.
+
+Exit status:
+  COMMAND's  COMMAND ran and the lock was held throughout (128+N if killed by signal N)
+  64         usage or configuration error
+  69         no quorum of nodes could be reached, or it answered too late
+  70         internal error
+  75         the resource is held elsewhere (still, after --wait)
+  76         the lock was lost while COMMAND ran; COMMAND was stopped before the lock's
+             validity ended
+  126, 127   COMMAND cannot be executed, or was not found
+  128+N      quorumlock got signal N before COMMAND started
+
+The library's variables apply (see its README); flags override them:
+  {vars}
+
+Example:
+  QUORUMLOCK_NODES=redis://a:6379,redis://b:6379,redis://c:6379 \\
+    quorumlock run --ttl 1m --wait 10s nightly-report -- ./report.sh --all"
+    )
+}
+
+impl RunArgs {
+    /// The variables this run uses: flags over the environment over the defaults.
+    fn vars(&self, mut vars: Vars) -> Vars {
+        vars.flag(NODES, self.nodes.nodes.clone());
+        vars.flag(TTL, self.ttl.map(var_duration));
+        vars.default(TTL, DEFAULT_TTL);
+        match self.wait {
+            Some(d) if d.is_zero() => {
+                vars.unset(RETRY_WITHIN);
+                vars.set(RETRY_ATTEMPTS, "1");
+            }
+            Some(d) => {
+                vars.unset(RETRY_ATTEMPTS);
+                vars.set(RETRY_WITHIN, var_duration(d));
+            }
+            None if vars.is_set(RETRY_WITHIN) || vars.is_set(RETRY_ATTEMPTS) => {}
+            None => vars.set(RETRY_ATTEMPTS, "1"),
+        }
+        vars
+    }
+}
+
+/// The margin and grace period for a lock of `ttl`.
+fn grace_for(ttl: Duration, grace: Option<Duration>) -> Result<(Duration, KeepAlive), Failure> {
+    let grace = grace.unwrap_or(ttl / 10);
+    // KeepAlive's defaults extend when half the ttl is left; the loss signal must come
+    // before that point, or it would fire while the lock is healthy.
+    let margin = grace.saturating_mul(2);
+    if grace.is_zero() || margin >= ttl / 2 {
+        return Err(Failure::usage(format!(
+            "--grace {} does not fit a {} ttl: twice the grace period must be under half the \
+             ttl (the lock is extended when half of it is left)",
+            format_duration(grace),
+            format_duration(ttl)
+        )));
+    }
+    Ok((grace, KeepAlive::new().margin(margin)))
+}
+
+pub(crate) async fn run(args: RunArgs) -> Result<u8, Failure> {
+    if args.resource.is_empty() {
+        return Err(ConfigError::EmptyResource.into());
+    }
+    let builder = args.vars(Vars::from_env()).builder()?;
+    let config = builder.validate()?;
+    let (grace, keep) = grace_for(config.ttl(), args.grace)?;
+    // Caught from now on: a Ctrl-C while waiting for the lock ends quorumlock cleanly.
+    let mut relay = Relay::install()?;
+    let lock = tokio::select! {
+        lock = async {
+            // Waits, up to the connect timeout, for the nodes to connect and be checked, so
+            // that the first attempt does not fail only because they are still connecting;
+            // refuses two URLs of one server.
+            let redlock = builder.connect().await?;
+            Ok::<_, Failure>(redlock.lock(&args.resource).await?)
+        } => lock?,
+        sig = relay.recv() => return Ok(128 + sig as u8),
+    };
+    let kept = lock.keep_alive(keep)?;
+    tracing::debug!(resource = %args.resource, fencing_token = ?kept.fencing_token(), validity = ?kept.validity(), "locked");
+
+    let spec = Spec {
+        argv: &args.command,
+        resource: &args.resource,
+        fencing_token: kept.fencing_token(),
+        foreground: args.foreground,
+    };
+    let mut running = match spec.spawn() {
+        Ok(running) => running,
+        Err(failure) => {
+            release(kept).await;
+            return Err(failure);
+        }
+    };
+
+    let lost = kept.lost();
+    tokio::pin!(lost);
+    let outcome = loop {
+        tokio::select! {
+            // A command that ended as the loss was signalled ended while the lock was valid.
+            biased;
+            status = running.child.wait() => break Ok(status),
+            reason = &mut lost => break Err(reason),
+            sig = relay.recv() => running.signal(sig),
+        }
+    };
+    match outcome {
+        Ok(Ok(status)) => {
+            release(kept).await;
+            Ok(exit_code(status))
+        }
+        Ok(Err(e)) => {
+            // We no longer know whether the command runs: stop it as if the lock was lost.
+            let stopped = stop(&mut running, &mut relay, grace).await;
+            release(kept).await;
+            Err(Failure::new(
+                LOST,
+                format!("waiting for the command failed: {e}; {stopped}"),
+            ))
+        }
+        Err(reason) => {
+            let stopped = stop(&mut running, &mut relay, grace).await;
+            release(kept).await;
+            Err(Failure::new(
+                LOST,
+                format!("lost the lock on `{}`: {reason}; {stopped}", args.resource),
+            ))
+        }
+    }
+}
+
+/// Stops the command after the lock was lost: SIGTERM now, SIGKILL after `grace` if it has
+/// not exited; whatever is left of its process group is killed once it has. Says what was
+/// done.
+async fn stop(running: &mut Running, relay: &mut Relay, grace: Duration) -> String {
+    running.signal(Signal::SIGTERM);
+    let deadline = tokio::time::sleep(grace);
+    tokio::pin!(deadline);
+    let exited = loop {
+        tokio::select! {
+            biased;
+            // Exited (or waiting failed: then too, kill whatever is left).
+            _ = running.child.wait() => break true,
+            _ = &mut deadline => break false,
+            sig = relay.recv() => running.signal(sig),
+        }
+    };
+    if exited {
+        running.kill_leftovers();
+        return "the command was sent SIGTERM".to_string();
+    }
+    running.signal(Signal::SIGKILL);
+    let _ = running.child.wait().await;
+    format!(
+        "the command was sent SIGTERM, then SIGKILL after {}",
+        format_duration(grace)
+    )
+}
+
+/// Releases the lock and waits for the nodes. A failure leaves keys that expire by
+/// themselves: worth a warning when the lock was still held, not an error.
+async fn release(kept: KeptLock) {
+    let resource = kept.resource().to_string();
+    let held = kept.is_held();
+    match kept.release().await {
+        Ok(released) => tracing::debug!(%resource, ?released, "released"),
+        Err(e) if held => eprintln!(
+            "quorumlock: warning: could not release the lock on `{resource}` ({e}); its keys \
+             expire by themselves"
+        ),
+        Err(e) => tracing::debug!(%resource, error = %e, "release after the loss"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(wait: Option<Duration>) -> RunArgs {
+        RunArgs {
+            nodes: NodesArg { nodes: None },
+            ttl: None,
+            wait,
+            grace: None,
+            foreground: false,
+            resource: "r".into(),
+            command: vec!["true".into()],
+        }
+    }
+
+    #[test]
+    fn the_command_after_the_separator_keeps_its_own_flags() {
+        #[derive(Debug, clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            run: RunArgs,
+        }
+        let argv = ["q", "--ttl", "1s", "r", "--", "ls", "--ttl", "--", "x"];
+        let parsed = <Cli as clap::Parser>::try_parse_from(argv).map(|cli| cli.run);
+        let run = parsed.expect("parses");
+        assert_eq!(run.resource, "r");
+        assert_eq!(run.ttl, Some(Duration::from_secs(1)));
+        assert_eq!(run.command, ["ls", "--ttl", "--", "x"]);
+    }
+
+    fn retry_of(vars: &Vars) -> (Option<&str>, Option<&str>) {
+        (vars.get(RETRY_ATTEMPTS), vars.get(RETRY_WITHIN))
+    }
+
+    #[test]
+    fn wait_decides_the_retry_policy_over_the_environment() {
+        let env = || {
+            let mut v = Vars::from_lookup(|_| None);
+            v.set(RETRY_WITHIN, "5s");
+            v
+        };
+        let one = args(Some(Duration::ZERO)).vars(env());
+        assert_eq!(retry_of(&one), (Some("1"), None));
+        let within = args(Some(Duration::from_millis(1500))).vars(env());
+        assert_eq!(retry_of(&within), (None, Some("1s 500ms")));
+        let from_env = args(None).vars(env());
+        assert_eq!(retry_of(&from_env), (None, Some("5s")));
+        let default = args(None).vars(Vars::from_lookup(|_| None));
+        assert_eq!(retry_of(&default), (Some("1"), None));
+        assert_eq!(default.get(TTL), Some(DEFAULT_TTL));
+    }
+
+    #[test]
+    fn grace_defaults_to_a_tenth_of_the_ttl_and_must_fit_it() {
+        let ttl = Duration::from_secs(30);
+        let (grace, keep) = grace_for(ttl, None).expect("fits");
+        assert_eq!(grace, Duration::from_secs(3));
+        assert_eq!(keep, KeepAlive::new().margin(Duration::from_secs(6)));
+        assert!(grace_for(ttl, Some(Duration::from_millis(7499))).is_ok());
+        assert!(grace_for(ttl, Some(Duration::from_millis(7500))).is_err());
+        assert!(grace_for(Duration::from_secs(1), Some(Duration::from_millis(300))).is_err());
+    }
+}

@@ -1,0 +1,572 @@
+//! The `quorumlock` binary against real servers: its exit codes, what the command gets
+//! (environment, stdin/stdout), keeping the lock while the command runs, and stopping the
+//! command before the lock's validity ends when the lock is lost.
+
+mod common;
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use common::{calls, client, eventually, get};
+use quorumlock::testkit::{LocalQuorum, Reply};
+use quorumlock::{Error, RedLock, Retry, ENV_VARS};
+use tokio::io::AsyncWriteExt;
+use tokio::process::Command;
+
+const BIN: &str = env!("CARGO_BIN_EXE_quorumlock");
+
+/// Shell: waits for a file `stop` to appear, for at most a minute (so that nothing outlives a
+/// failing test for long).
+const UNTIL_STOP: &str =
+    "i=0; while [ ! -e stop ] && [ $i -lt 3000 ]; do sleep 0.02; i=$((i+1)); done";
+
+/// Shell: sleeps in short steps, for at most a minute in all.
+const BUSY: &str = "i=0; while [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done";
+
+/// The binary with no `QUORUMLOCK_*` variable but `QUORUMLOCK_NODES=urls` (unless empty).
+fn quorumlock(urls: &[String]) -> Command {
+    let mut c = Command::new(BIN);
+    for var in ENV_VARS {
+        c.env_remove(var);
+    }
+    for var in [
+        "QUORUMLOCK_LOG",
+        "QUORUMLOCK_RESOURCE",
+        "QUORUMLOCK_FENCING_TOKEN",
+    ] {
+        c.env_remove(var);
+    }
+    if !urls.is_empty() {
+        c.env("QUORUMLOCK_NODES", urls.join(","));
+    }
+    // The test servers are seconds old and keep nothing across a restart: the library would
+    // quarantine them (tests/safeguards.rs covers that).
+    c.env("QUORUMLOCK_QUARANTINE", "false")
+        .stdin(Stdio::null())
+        .kill_on_drop(true);
+    c
+}
+
+/// `run RESOURCE -- sh -c SCRIPT`, with extra flags before RESOURCE.
+fn run_sh(q: &LocalQuorum, flags: &[&str], resource: &str, script: &str) -> Command {
+    let mut c = quorumlock(&q.urls());
+    c.arg("run")
+        .args(flags)
+        .args([resource, "--", "sh", "-c", script]);
+    c
+}
+
+#[derive(Debug)]
+struct Outcome {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+/// Runs `cmd` to its end (killed after a minute: a hang fails the test).
+async fn outcome(cmd: &mut Command) -> Outcome {
+    let out = tokio::time::timeout(Duration::from_secs(60), cmd.output())
+        .await
+        .expect("quorumlock exits within a minute")
+        .expect("quorumlock runs");
+    Outcome {
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// Waits (polling, at most 10 s) until `path` exists, and returns when it was seen.
+async fn appears(path: &Path) -> Instant {
+    eventually(&format!("{} exists", path.display()), || async {
+        path.exists()
+    })
+    .await;
+    Instant::now()
+}
+
+/// Whether another client could take `resource` right now (and gives it back at once).
+async fn is_free(redlock: &RedLock, resource: &str) -> bool {
+    match redlock.try_lock(resource).await {
+        Ok(lock) => {
+            lock.release().await.expect("release");
+            true
+        }
+        Err(Error::Taken { .. }) => false,
+        Err(e) => panic!("try_lock({resource}): {e}"),
+    }
+}
+
+/// Whether the process `pid` has ended (gone, or a zombie nobody reaped yet).
+fn has_ended(pid: &str) -> bool {
+    match std::fs::read_to_string(format!("/proc/{}/stat", pid.trim())) {
+        Err(_) => true,
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
+    }
+}
+
+/// A process the test started indirectly, killed when the test ends if it is still there.
+struct Job(String);
+
+impl Drop for Job {
+    fn drop(&mut self) {
+        if let Ok(pid) = self.0.trim().parse() {
+            if !has_ended(self.0.trim()) {
+                let pid = nix::unistd::Pid::from_raw(pid);
+                let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
+            }
+        }
+    }
+}
+
+/// Waits for a `quorumlock` started with `tokio::spawn(command.output())`, for at most a
+/// minute.
+async fn finished(
+    run: tokio::task::JoinHandle<std::io::Result<std::process::Output>>,
+) -> std::process::Output {
+    match tokio::time::timeout(Duration::from_secs(60), run).await {
+        Ok(joined) => joined.expect("joined").expect("quorumlock ran"),
+        Err(_) => panic!("quorumlock did not exit within a minute"),
+    }
+}
+
+fn scratch() -> tempfile::TempDir {
+    tempfile::tempdir().expect("temporary directory")
+}
+
+#[tokio::test]
+async fn exits_with_the_commands_own_code_and_releases_the_lock() {
+    let q = LocalQuorum::start(3).await.unwrap();
+    let redlock = client(&q).await;
+    for (script, code) in [("true", 0), ("exit 7", 7), ("kill -KILL $$", 137)] {
+        let out = outcome(&mut run_sh(&q, &[], "own-code", script)).await;
+        assert_eq!(out.code, Some(code), "{script}: {out:?}");
+        assert_eq!(out.stderr, "", "{script}");
+        // Released, not left to expire: the default ttl is 30 s.
+        assert!(is_free(&redlock, "own-code").await, "{script}");
+    }
+    // --nodes overrides QUORUMLOCK_NODES.
+    let mut cli = quorumlock(&["redis://127.0.0.1:1".to_string()]);
+    let urls = q.urls().join(",");
+    cli.args(["run", "--nodes", &urls, "own-code", "--", "true"]);
+    assert_eq!(outcome(&mut cli).await.code, Some(0));
+}
+
+#[tokio::test]
+async fn gives_the_command_the_resource_and_a_growing_fencing_token() {
+    let q = LocalQuorum::start(3).await.unwrap();
+    let script = r#"echo "$QUORUMLOCK_RESOURCE ${QUORUMLOCK_FENCING_TOKEN-unset}""#;
+    let mut tokens = Vec::new();
+    for _ in 0..2 {
+        let out = outcome(&mut run_sh(&q, &[], "env-res", script)).await;
+        assert_eq!(out.code, Some(0), "{out:?}");
+        let token = out.stdout.strip_prefix("env-res ").map(str::trim);
+        let token: u64 = token.and_then(|t| t.parse().ok()).expect("a decimal token");
+        tokens.push(token);
+    }
+    assert!(tokens[0] >= 1 && tokens[1] > tokens[0], "{tokens:?}");
+
+    // Without fencing there is no token, not even one inherited from the environment.
+    let mut cli = run_sh(&q, &[], "env-res", script);
+    cli.env("QUORUMLOCK_FENCING", "false")
+        .env("QUORUMLOCK_FENCING_TOKEN", "999");
+    let out = outcome(&mut cli).await;
+    assert_eq!(
+        (out.code, out.stdout.as_str()),
+        (Some(0), "env-res unset\n")
+    );
+}
+
+#[tokio::test]
+async fn passes_stdin_stdout_and_stderr_through() {
+    let q = LocalQuorum::start(3).await.unwrap();
+    let mut cli = run_sh(&q, &[], "pipes", "cat; echo to-stderr >&2");
+    let mut child = cli
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(b"line one\nline two\n").await.unwrap();
+    drop(stdin);
+    let out = tokio::time::timeout(Duration::from_secs(60), child.wait_with_output());
+    let out = out.await.expect("quorumlock exits").unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(out.stdout, b"line one\nline two\n");
+    assert_eq!(out.stderr, b"to-stderr\n");
+}
+
+#[tokio::test]
+async fn exits_75_when_the_resource_is_held_elsewhere_and_leaves_the_holders_keys() {
+    let q = LocalQuorum::start(3).await.unwrap();
+    let redlock = client(&q).await;
+    let held = redlock.lock("busy").await.unwrap();
+    let dir = scratch();
+    for flags in [&[][..], &["--wait", "300ms"]] {
+        let mut cli = run_sh(&q, flags, "busy", "touch ran");
+        let out = outcome(cli.current_dir(dir.path())).await;
+        assert_eq!(out.code, Some(75), "{flags:?}: {out:?}");
+        assert!(out.stderr.starts_with("quorumlock: "), "{}", out.stderr);
+        assert!(
+            out.stderr.contains("held by another owner"),
+            "{}",
+            out.stderr
+        );
+        assert!(!dir.path().join("ran").exists(), "the command ran");
+        // The failed attempts deleted only their own keys.
+        for node in q.nodes() {
+            assert_eq!(
+                get(node, "busy").await.as_deref(),
+                Some(held.token().as_str())
+            );
+        }
+    }
+    held.release().await.unwrap();
+}
+
+#[tokio::test]
+async fn with_wait_it_takes_the_lock_once_the_holder_lets_it_expire() {
+    let q = LocalQuorum::start(3).await.unwrap();
+    let redlock = client(&q).await;
+    // Held, never extended nor released, for 1 s.
+    let held = redlock
+        .lock_with("expiring", Duration::from_secs(1), Retry::none())
+        .await
+        .unwrap();
+    let out = outcome(&mut run_sh(&q, &["--wait", "20s"], "expiring", "true")).await;
+    assert_eq!(out.code, Some(0), "{out:?}");
+    drop(held);
+}
+
+#[tokio::test]
+async fn exits_69_when_a_majority_of_nodes_is_down() {
+    let mut q = LocalQuorum::start(3).await.unwrap();
+    q.node_mut(0).kill().await.unwrap();
+    q.node_mut(2).kill().await.unwrap();
+    let dir = scratch();
+    let mut cli = run_sh(&q, &[], "majority-down", "touch ran");
+    cli.env("QUORUMLOCK_CONNECT_TIMEOUT", "200ms")
+        .current_dir(dir.path());
+    let out = outcome(&mut cli).await;
+    assert_eq!(out.code, Some(69), "{out:?}");
+    assert!(
+        out.stderr.starts_with("quorumlock: no quorum"),
+        "{}",
+        out.stderr
+    );
+    assert!(!dir.path().join("ran").exists(), "the command ran");
+
+    let mut status = quorumlock(&q.urls());
+    status.args(["status", "majority-down"]);
+    let out = outcome(status.env("QUORUMLOCK_CONNECT_TIMEOUT", "200ms")).await;
+    assert_eq!(out.code, Some(69), "{out:?}");
+    assert_eq!(
+        out.stdout.matches("unreachable").count(),
+        2,
+        "{}",
+        out.stdout
+    );
+}
+
+#[tokio::test]
+async fn exits_64_with_one_line_on_bad_input() {
+    let down = ["redis://127.0.0.1:1".to_string()];
+    /// Arguments, environment, and a part of the message.
+    type Case<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], &'a str);
+    #[rustfmt::skip]
+    let cases: &[Case] = &[
+        (&["run", "--nodes", "not a url", "r", "--", "true"], &[], "invalid node URL"),
+        (&["run", "--nodes", "http://127.0.0.1", "r", "--", "true"], &[], "scheme"),
+        (&["run", "--nodes", "", "r", "--", "true"], &[], "no nodes"),
+        (&["run", "--nodes", " , ", "r", "--", "true"], &[], "no nodes"),
+        (&["run", "--nodes", "redis://a,redis://a:6379", "r", "--", "true"], &[], "same server"),
+        (&["run", "--ttl", "0s", "r", "--", "true"], &[], "greater than zero"),
+        (&["run", "--ttl", "soon", "r", "--", "true"], &[], "--ttl"),
+        (&["run", "--wait", "forever", "r", "--", "true"], &[], "--wait"),
+        (&["run", "--grace", "0s", "r", "--", "true"], &[], "greater than zero"),
+        (&["run", "--ttl", "1s", "--grace", "250ms", "r", "--", "true"], &[], "--grace"),
+        (&["run", "", "--", "true"], &[], "resource name is empty"),
+        (&["run", "quorumlock:fence:r", "--", "true"], &[], "reserved"),
+        (&["run", "r"], &[], "<COMMAND>"),
+        (&["run", "r", "--"], &[], "<COMMAND>"),
+        (&["run", "r", "true"], &[], "unexpected argument 'true'"),
+        (&["run", "--frobnicate", "r", "--", "true"], &[], "--frobnicate"),
+        (&["lock", "r"], &[], "unrecognized subcommand"),
+        (&["status", ""], &[], "resource name is empty"),
+        (&["status", "--nodes", "", "r"], &[], "no nodes"),
+        (&["run", "r", "--", "true"], &[("QUORUMLOCK_TTL", "soon")], "QUORUMLOCK_TTL"),
+        (&["run", "r", "--", "true"], &[("QUORUMLOCK_TTL", "0s")], "greater than zero"),
+        (&["run", "r", "--", "true"], &[("QUORUMLOCK_LOG", "loud")], "QUORUMLOCK_LOG"),
+    ];
+    for (args, env, expected) in cases {
+        let mut cli = quorumlock(&down);
+        cli.env("QUORUMLOCK_CONNECT_TIMEOUT", "50ms")
+            .args(*args)
+            .envs(env.iter().copied());
+        let out = outcome(&mut cli).await;
+        let what = format!("{args:?} {env:?}: {out:?}");
+        assert_eq!(out.code, Some(64), "{what}");
+        assert!(out.stderr.starts_with("quorumlock: "), "{what}");
+        assert_eq!(out.stderr.lines().count(), 1, "{what}");
+        assert!(out.stderr.contains(expected), "{what}");
+    }
+    // No nodes anywhere.
+    let out = outcome(quorumlock(&[]).args(["run", "r", "--", "true"])).await;
+    assert_eq!(out.code, Some(64), "{out:?}");
+    assert!(out.stderr.starts_with("quorumlock: no nodes"), "{out:?}");
+    // No subcommand: the help, on stderr.
+    let out = outcome(&mut quorumlock(&down)).await;
+    assert_eq!(out.code, Some(64), "{out:?}");
+    assert!(out.stderr.contains("Usage: quorumlock"), "{out:?}");
+    // Asking for help or the version is no error.
+    for (args, expected) in [
+        (&["--help"][..], "Usage: quorumlock"),
+        (&["help", "run"], "Exit status:"),
+        (&["run", "--help"], "Exit status:"),
+        (&["--version"], "quorumlock "),
+    ] {
+        let out = outcome(quorumlock(&down).args(args)).await;
+        assert_eq!(out.code, Some(0), "{args:?}: {out:?}");
+        assert!(out.stdout.contains(expected), "{args:?}: {out:?}");
+    }
+}
+
+#[tokio::test]
+async fn exits_64_for_two_urls_of_one_server() {
+    let q = LocalQuorum::start(3).await.unwrap();
+    let again = format!("redis://localhost:{}", q.node(0).port());
+    let nodes = [q.urls(), vec![again]].concat().join(",");
+    let mut cli = quorumlock(&[]);
+    let out = outcome(cli.args(["run", "--nodes", &nodes, "twice", "--", "true"])).await;
+    assert_eq!(out.code, Some(64), "{out:?}");
+    assert!(out.stderr.starts_with("quorumlock: "), "{out:?}");
+    assert!(
+        out.stderr.contains("is the same server as node 0"),
+        "{out:?}"
+    );
+}
+
+#[tokio::test]
+async fn exits_127_or_126_when_the_command_cannot_run_and_releases_the_lock() {
+    let q = LocalQuorum::start(3).await.unwrap();
+    let redlock = client(&q).await;
+    let dir = scratch();
+    let not_executable = dir.path().join("script.sh");
+    std::fs::write(&not_executable, "#!/bin/sh\ntrue\n").unwrap();
+    let not_executable = not_executable.to_str().unwrap();
+    for (command, code, message) in [
+        (
+            "/nonexistent/command",
+            127,
+            "/nonexistent/command: command not found",
+        ),
+        ("no-such-command-for-quorumlock", 127, "command not found"),
+        (not_executable, 126, "cannot execute"),
+    ] {
+        let mut cli = quorumlock(&q.urls());
+        let out = outcome(cli.args(["run", "cannot-run", "--", command])).await;
+        assert_eq!(out.code, Some(code), "{command}: {out:?}");
+        assert!(out.stderr.starts_with("quorumlock: "), "{out:?}");
+        assert!(out.stderr.contains(message), "{out:?}");
+        assert!(is_free(&redlock, "cannot-run").await, "{command}");
+    }
+}
+
+#[tokio::test]
+async fn keeps_the_lock_while_the_command_outlives_its_ttl() {
+    let q = LocalQuorum::start(3).await.unwrap();
+    let redlock = client(&q).await;
+    let dir = scratch();
+    let script = format!("touch started; {UNTIL_STOP}");
+    let mut cli = run_sh(&q, &["--ttl", "1s"], "outlives", &script);
+    let run = tokio::spawn(cli.current_dir(dir.path()).output());
+    let started = appears(&dir.path().join("started")).await;
+    // Three ttls: without extensions the keys would have expired twice over.
+    let mut checks = 0;
+    while started.elapsed() < Duration::from_secs(3) {
+        assert!(
+            !is_free(&redlock, "outlives").await,
+            "taken after {:?}",
+            started.elapsed()
+        );
+        checks += 1;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    std::fs::write(dir.path().join("stop"), "").unwrap();
+    let out = finished(run).await;
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert!(checks >= 10, "{checks}");
+    assert!(is_free(&redlock, "outlives").await);
+}
+
+#[tokio::test]
+async fn stops_the_command_before_the_validity_ends_when_a_majority_is_frozen() {
+    let mut q = LocalQuorum::start(3).await.unwrap();
+    let dir = scratch();
+    let ttl = Duration::from_secs(4);
+    // The command notes SIGTERM and goes on: it takes SIGKILL to stop it.
+    let script = format!("trap 'touch term' TERM; echo $$ > pid; touch started; {BUSY}");
+    let mut cli = run_sh(&q, &["--ttl", "4s"], "frozen", &script);
+    cli.current_dir(dir.path());
+    // The lock cannot be acquired before this, so its validity cannot end before
+    // launched + ttl - drift (extensions only push it later).
+    let launched = Instant::now();
+    let run = tokio::spawn(cli.output());
+    appears(&dir.path().join("started")).await;
+    let pid = Job(std::fs::read_to_string(dir.path().join("pid")).unwrap());
+    q.node_mut(0).freeze().unwrap();
+    q.node_mut(1).freeze().unwrap();
+    let terminated = appears(&dir.path().join("term")).await;
+    eventually("the command has ended", || async { has_ended(&pid.0) }).await;
+    let killed = Instant::now();
+    let out = finished(run).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(76), "{stderr}");
+    // (The shell may report its `sleep` terminated first.)
+    let last = stderr.lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with("quorumlock: lost the lock on `frozen`"),
+        "{stderr}"
+    );
+    assert!(
+        last.ends_with("sent SIGTERM, then SIGKILL after 400ms"),
+        "{stderr}"
+    );
+    // Safety, not speed: SIGTERM arrived, and the command was gone, before the validity
+    // could have ended (each was seen later than it happened).
+    let drift = ttl / 100 + Duration::from_millis(2);
+    let earliest_end = launched + ttl - drift;
+    for (what, seen) in [("SIGTERM", terminated), ("the end of the command", killed)] {
+        assert!(
+            seen < earliest_end,
+            "{what} seen {:?} after the validity could have ended",
+            seen - earliest_end
+        );
+    }
+}
+
+#[tokio::test]
+async fn stops_the_commands_whole_process_group_when_the_lock_is_taken_over() {
+    let q = LocalQuorum::start(3).await.unwrap();
+    let dir = scratch();
+    // The command exits on SIGTERM; its background job ignores it.
+    let script = format!(
+        "(trap '' TERM; exec sleep 120) >/dev/null 2>&1 &
+        echo $! > job
+        trap 'touch term; exit 143' TERM
+        touch started
+        {BUSY}"
+    );
+    let mut cli = run_sh(&q, &["--ttl", "1s"], "taken-over", &script);
+    let run = tokio::spawn(cli.current_dir(dir.path()).output());
+    appears(&dir.path().join("started")).await;
+    let job = Job(std::fs::read_to_string(dir.path().join("job")).unwrap());
+    // Someone else's key on a majority: the next extension finds the lock gone.
+    for node in &q.nodes()[..2] {
+        let reply = node
+            .command(&["SET", "taken-over", "intruder"])
+            .await
+            .unwrap();
+        assert_eq!(reply, Reply::Status("OK".into()));
+    }
+    let out = finished(run).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(76), "{stderr}");
+    assert!(stderr.contains("a majority no longer holds it"), "{stderr}");
+    assert!(dir.path().join("term").exists());
+    // What the command left in its group is killed once it has exited.
+    eventually("the background job has ended", || async {
+        has_ended(&job.0)
+    })
+    .await;
+    // Our release left the other owner's keys alone.
+    for node in &q.nodes()[..2] {
+        assert_eq!(get(node, "taken-over").await.as_deref(), Some("intruder"));
+    }
+}
+
+#[tokio::test]
+async fn relays_sigterm_to_the_command_and_releases_the_lock() {
+    let q = LocalQuorum::start(3).await.unwrap();
+    let redlock = client(&q).await;
+    let dir = scratch();
+    let script = format!("trap 'touch term; exit 5' TERM; touch started; {BUSY}");
+    let mut cli = run_sh(&q, &[], "relayed", &script);
+    let mut child = cli.current_dir(dir.path()).spawn().unwrap();
+    appears(&dir.path().join("started")).await;
+    let pid = nix::unistd::Pid::from_raw(child.id().unwrap() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+    let status = tokio::time::timeout(Duration::from_secs(60), child.wait()).await;
+    let status = status.expect("quorumlock exits").unwrap();
+    assert_eq!(status.code(), Some(5), "{status:?}");
+    assert!(dir.path().join("term").exists());
+    assert!(is_free(&redlock, "relayed").await);
+}
+
+#[tokio::test]
+async fn runs_the_command_in_its_own_process_group_unless_foreground() {
+    let q = LocalQuorum::start(3).await.unwrap();
+    // The command prints its process group and its pid.
+    let script = r#"cut -d' ' -f5 /proc/$$/stat; echo $$"#;
+    let ours = nix::unistd::getpgrp().to_string();
+    for (flags, own_group) in [(&[][..], true), (&["--foreground"], false)] {
+        let out = outcome(&mut run_sh(&q, flags, "groups", script)).await;
+        assert_eq!(out.code, Some(0), "{out:?}");
+        let lines: Vec<&str> = out.stdout.lines().collect();
+        let [group, pid] = lines[..] else {
+            panic!("{out:?}")
+        };
+        let expected = if own_group { pid } else { ours.as_str() };
+        assert_eq!(group, expected, "{flags:?}");
+    }
+}
+
+/// How many writing commands each node has run.
+async fn writes(q: &LocalQuorum) -> Vec<u64> {
+    let mut counts = Vec::new();
+    for node in q.nodes() {
+        for command in ["set", "del", "eval", "evalsha", "script", "pexpire", "incr"] {
+            counts.push(calls(node, command).await);
+        }
+    }
+    counts
+}
+
+#[tokio::test]
+async fn status_reports_free_and_held_without_writing() {
+    let mut q = LocalQuorum::start(3).await.unwrap();
+    let redlock = client(&q).await;
+    let status = |q: &LocalQuorum| {
+        let mut c = quorumlock(&q.urls());
+        c.args(["status", "probe"]);
+        c
+    };
+
+    let before = writes(&q).await;
+    let out = outcome(&mut status(&q)).await;
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(out.stdout.matches(": free").count(), 4, "{}", out.stdout);
+    assert_eq!(writes(&q).await, before, "status wrote to a node");
+
+    let held = redlock.lock("probe").await.unwrap();
+    let before = writes(&q).await;
+    let out = outcome(&mut status(&q)).await;
+    assert_eq!(out.code, Some(75), "{out:?}");
+    let holder = format!("held by {}…", &held.token().as_str()[..8]);
+    assert_eq!(out.stdout.matches(&holder).count(), 4, "{}", out.stdout);
+    assert_eq!(writes(&q).await, before, "status wrote to a node");
+    held.release().await.unwrap();
+
+    q.node_mut(1).kill().await.unwrap();
+    let out = outcome(&mut status(&q)).await;
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let down = format!(
+        "node 1 {}: unreachable: connection refused",
+        q.node(1).url()
+    );
+    assert!(out.stdout.contains(&down), "{}", out.stdout);
+}

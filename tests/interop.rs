@@ -1,0 +1,242 @@
+//! Interoperation with another Redlock client, redlock-py (PyPI `redlock-py`): both use the
+//! resource name as the key, so each excludes the other, and neither deletes the other's key.
+//!
+//! Needs `python3` with `venv` and PyPI: the first run creates a virtual environment in the
+//! target directory (`target/tmp/interop-venv`) and installs redlock-py and redis into it;
+//! later runs reuse it. tests/interop/redlock_py.py drives redlock-py.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command as StdCommand;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use common::{client, eventually, get, no_holders};
+use quorumlock::testkit::LocalQuorum;
+use quorumlock::{Error, Retry, ENV_VARS};
+use tokio::process::Command;
+
+const BIN: &str = env!("CARGO_BIN_EXE_quorumlock");
+const HELPER: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/interop/redlock_py.py");
+const PACKAGES: [&str; 2] = ["redlock-py==1.0.8", "redis>=4,<8"];
+
+/// The virtual environment's python, with redlock-py and redis installed. Installs them the
+/// first time; fails the test (never skips it) when that is impossible.
+fn python() -> &'static Path {
+    static PYTHON: OnceLock<PathBuf> = OnceLock::new();
+    PYTHON.get_or_init(|| {
+        let venv = Path::new(env!("CARGO_TARGET_TMPDIR")).join("interop-venv");
+        let python = venv.join("bin").join("python");
+        if imports(&python) {
+            return python;
+        }
+        must(
+            StdCommand::new("python3")
+                .args(["-m", "venv", "--clear"])
+                .arg(&venv),
+            "create a virtual environment with `python3 -m venv` (on Debian/Ubuntu: \
+             `apt-get install python3-venv`)",
+        );
+        must(
+            StdCommand::new(&python)
+                .args([
+                    "-m",
+                    "pip",
+                    "install",
+                    "--quiet",
+                    "--disable-pip-version-check",
+                ])
+                .args(PACKAGES),
+            "install redlock-py and redis from PyPI with pip (is PyPI reachable?)",
+        );
+        assert!(
+            imports(&python),
+            "redlock-py and redis were installed into {} but cannot be imported",
+            venv.display()
+        );
+        python
+    })
+}
+
+fn imports(python: &Path) -> bool {
+    StdCommand::new(python)
+        .args(["-c", "import redlock, redis"])
+        .output()
+        .is_ok_and(|out| out.status.success())
+}
+
+fn must(command: &mut StdCommand, what: &str) {
+    match command.output() {
+        Ok(out) if out.status.success() => {}
+        Ok(out) => panic!(
+            "could not {what}: {:?} failed with {}:\n{}{}",
+            command,
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+        Err(e) => panic!("could not {what}: {command:?}: {e}"),
+    }
+}
+
+/// Runs the helper: `op PORTS args...`; returns its exit code and stdout.
+async fn redlock_py(q: &LocalQuorum, op: &str, args: &[&str]) -> (Option<i32>, String) {
+    let ports: Vec<String> = q.nodes().iter().map(|n| n.port().to_string()).collect();
+    let mut python = Command::new(python());
+    python
+        .arg(HELPER)
+        .arg(op)
+        .arg(ports.join(","))
+        .args(args)
+        .kill_on_drop(true);
+    let out = finished(python.output()).await;
+    assert!(
+        out.stderr.is_empty(),
+        "redlock-py {op} {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    (out.status.code(), stdout)
+}
+
+/// The output of a process, which must end within a minute.
+async fn finished(
+    output: impl std::future::Future<Output = std::io::Result<std::process::Output>>,
+) -> std::process::Output {
+    tokio::time::timeout(Duration::from_secs(60), output)
+        .await
+        .expect("exits within a minute")
+        .expect("runs")
+}
+
+/// redlock-py's lock: its value, or `None` if it was refused.
+async fn py_lock(q: &LocalQuorum, resource: &str) -> Option<String> {
+    match redlock_py(q, "lock", &[resource, "10000"]).await {
+        (Some(0), value) => Some(value),
+        (Some(3), refused) if refused == "refused" => None,
+        other => panic!("redlock-py lock: {other:?}"),
+    }
+}
+
+/// redlock-py's unlock, with a lock object carrying `value`.
+async fn py_unlock(q: &LocalQuorum, resource: &str, value: &str) {
+    let outcome = redlock_py(q, "unlock", &[resource, value]).await;
+    assert_eq!(outcome.0, Some(0), "redlock-py unlock: {outcome:?}");
+}
+
+/// The key's value on every node.
+async fn values(q: &LocalQuorum, key: &str) -> Vec<Option<String>> {
+    let mut values = Vec::new();
+    for node in q.nodes() {
+        values.push(get(node, key).await);
+    }
+    values
+}
+
+/// `quorumlock run RESOURCE -- sh -c SCRIPT` in `dir`.
+fn quorumlock_run(q: &LocalQuorum, resource: &str, script: &str, dir: &Path) -> Command {
+    let mut c = Command::new(BIN);
+    for var in ENV_VARS {
+        c.env_remove(var);
+    }
+    // The test servers are seconds old: no quarantine (tests/safeguards.rs covers it).
+    c.env("QUORUMLOCK_NODES", q.urls().join(","))
+        .env("QUORUMLOCK_QUARANTINE", "false")
+        .args(["run", resource, "--", "sh", "-c", script])
+        .current_dir(dir)
+        .kill_on_drop(true);
+    c
+}
+
+#[tokio::test]
+async fn redlock_py_cannot_lock_while_our_cli_holds_the_resource() {
+    python();
+    let q = LocalQuorum::start(3).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    // Waits for `stop`, for at most a minute.
+    let script = "i=0; touch started; while [ ! -e stop ] && [ $i -lt 3000 ]; do sleep 0.02; i=$((i+1)); done";
+    let run = tokio::spawn(quorumlock_run(&q, "shared", script, dir.path()).output());
+    let started = dir.path().join("started");
+    eventually("the command started", || async { started.exists() }).await;
+
+    assert_eq!(py_lock(&q, "shared").await, None);
+    // Our token on every node, as the key named after the resource.
+    let ours = values(&q, "shared").await;
+    assert!(
+        ours[0].is_some() && ours.iter().all(|v| *v == ours[0]),
+        "{ours:?}"
+    );
+
+    std::fs::write(dir.path().join("stop"), "").unwrap();
+    let out = finished(async { run.await.expect("joined") }).await;
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    // Released: redlock-py takes the same key now.
+    let theirs = py_lock(&q, "shared").await.expect("free after our release");
+    assert_eq!(values(&q, "shared").await, vec![Some(theirs.clone()); 3]);
+    py_unlock(&q, "shared", &theirs).await;
+    assert_eq!(values(&q, "shared").await, vec![None; 3]);
+}
+
+#[tokio::test]
+async fn our_cli_exits_75_while_redlock_py_holds_the_resource() {
+    python();
+    let q = LocalQuorum::start(3).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let theirs = py_lock(&q, "shared").await.expect("free");
+
+    let out = finished(quorumlock_run(&q, "shared", "touch ran", dir.path()).output()).await;
+    assert_eq!(out.status.code(), Some(75), "{out:?}");
+    assert!(!dir.path().join("ran").exists(), "the command ran");
+    // Our failed attempt's compare-and-delete left redlock-py's key alone.
+    assert_eq!(values(&q, "shared").await, vec![Some(theirs.clone()); 3]);
+
+    py_unlock(&q, "shared", &theirs).await;
+    let out = finished(quorumlock_run(&q, "shared", "touch ran", dir.path()).output()).await;
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert!(dir.path().join("ran").exists());
+}
+
+#[tokio::test]
+async fn redlock_py_cannot_unlock_our_lock_with_a_stale_or_forged_value() {
+    python();
+    let q = LocalQuorum::start(3).await.unwrap();
+    let redlock = client(&q).await;
+    let stale = py_lock(&q, "shared").await.expect("free");
+    py_unlock(&q, "shared", &stale).await;
+
+    let ours = redlock.lock("shared").await.unwrap();
+    py_unlock(&q, "shared", &stale).await;
+    py_unlock(&q, "shared", "forged-value").await;
+    let token = Some(ours.token().as_str().to_string());
+    assert_eq!(values(&q, "shared").await, vec![token; 3]);
+    assert_eq!(py_lock(&q, "shared").await, None, "still ours");
+    ours.release().await.unwrap();
+}
+
+#[tokio::test]
+async fn our_stale_lock_does_not_delete_redlock_pys_key() {
+    python();
+    let q = LocalQuorum::start(3).await.unwrap();
+    let redlock = client(&q).await;
+    let stale = redlock
+        .lock_with("shared", Duration::from_millis(300), Retry::none())
+        .await
+        .unwrap();
+    no_holders(&q, "shared").await; // expired
+    let theirs = py_lock(&q, "shared").await.expect("free once expired");
+
+    assert!(
+        matches!(stale.release().await, Err(Error::NotHeld { held: 0, .. })),
+        "released someone else's lock"
+    );
+    assert_eq!(values(&q, "shared").await, vec![Some(theirs.clone()); 3]);
+    // And our next lock is refused while theirs lasts.
+    assert!(matches!(
+        redlock.try_lock("shared").await,
+        Err(Error::Taken { .. })
+    ));
+    assert_eq!(values(&q, "shared").await, vec![Some(theirs.clone()); 3]);
+    py_unlock(&q, "shared", &theirs).await;
+    assert_eq!(values(&q, "shared").await, vec![None; 3]);
+}
