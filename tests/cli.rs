@@ -461,7 +461,13 @@ async fn stops_the_commands_whole_process_group_when_the_lock_is_taken_over() {
         touch started
         {BUSY}"
     );
-    let mut cli = run_sh(&q, &["--ttl", "1s"], "taken-over", &script);
+    // A grace long enough for a loaded machine to run the shell's trap before SIGKILL.
+    let mut cli = run_sh(
+        &q,
+        &["--ttl", "2s", "--grace", "400ms"],
+        "taken-over",
+        &script,
+    );
     let run = tokio::spawn(cli.current_dir(dir.path()).output());
     appears(&dir.path().join("started")).await;
     let job = Job(std::fs::read_to_string(dir.path().join("job")).unwrap());
