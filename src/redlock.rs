@@ -7,12 +7,14 @@
 //! its own timeout, see `node.rs`).
 
 use std::future::Future;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use fred::types::{Key, Value};
 use futures::stream::{FuturesUnordered, StreamExt};
 use futures::FutureExt;
+use tokio::sync::Notify;
 
 use crate::admission::Fleet;
 use crate::config::{Config, RedLockBuilder, Retry, Ttl};
@@ -47,6 +49,7 @@ pub struct RedLock {
 struct Inner {
     config: Config,
     nodes: Vec<Node>,
+    background: Arc<Background>,
 }
 
 /// The prefix of the fencing counters' keys: `quorumlock:fence:` + the lock's key.
@@ -93,7 +96,11 @@ impl RedLock {
             .map(|(i, url)| Node::connect(i, url, &config, Arc::clone(&fleet), preload))
             .collect::<Result<Vec<_>, _>>()?;
         Ok(RedLock {
-            inner: Arc::new(Inner { config, nodes }),
+            inner: Arc::new(Inner {
+                config,
+                nodes,
+                background: Arc::default(),
+            }),
         })
     }
 
@@ -426,7 +433,7 @@ impl RedLock {
         };
         // Owned by a guard so that the undecided commands are finished in the background
         // however this function ends: decided, or dropped half-way by a cancelled caller.
-        let mut pending = InBackgroundOnDrop(pending);
+        let mut pending = InBackgroundOnDrop(pending, Arc::clone(&self.inner.background));
         while let Some((index, vote)) = pending.0.next().await {
             let suspect = suspects & (1 << index) != 0;
             let decision = match vote {
@@ -461,7 +468,10 @@ impl RedLock {
                 background.push(release);
             }
         }
-        drop(InBackgroundOnDrop(background));
+        drop(InBackgroundOnDrop(
+            background,
+            Arc::clone(&self.inner.background),
+        ));
         while waited.next().await.is_some() {}
     }
 
@@ -479,31 +489,82 @@ impl RedLock {
             .filter(|node| mask & (1 << node.index()) != 0)
             .map(op)
             .collect();
-        drop(InBackgroundOnDrop(pending));
+        drop(InBackgroundOnDrop(
+            pending,
+            Arc::clone(&self.inner.background),
+        ));
     }
 
     /// Starts a release of `key` on every node without waiting for it (needs a runtime; a
     /// no-op without one, the keys then expire after their ttl).
     pub(crate) fn release_detached(&self, keys: Vec<Key>, value: Value) {
-        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            let this = self.clone();
-            runtime.spawn(async move { this.release_round(&keys, &value, 0).await });
-        }
+        let this = self.clone();
+        self.inner
+            .background
+            .spawn(async move { this.release_round(&keys, &value, 0).await });
+    }
+
+    /// Waits until the work this client does in the background has finished, or until
+    /// `within` has passed; returns whether it finished. That work is: the commands still in
+    /// flight when a round was decided, releases started by dropped locks, and the deletes
+    /// a release sends to nodes beyond the majority it waits for. A process about to exit
+    /// calls this so that every node gets its release (otherwise those keys expire after
+    /// their ttl). Each piece ends within about one node timeout.
+    pub async fn settle(&self, within: Duration) -> bool {
+        self.inner.background.settled(within).await
     }
 }
 
 /// Per-node futures that, when dropped, are driven to completion (answer or timeout) in a
 /// background task rather than cancelled.
-struct InBackgroundOnDrop<F: Future + Send + 'static>(FuturesUnordered<F>);
+struct InBackgroundOnDrop<F: Future + Send + 'static>(FuturesUnordered<F>, Arc<Background>);
 
 impl<F: Future + Send + 'static> Drop for InBackgroundOnDrop<F> {
     fn drop(&mut self) {
         if self.0.is_empty() {
             return;
         }
-        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            let mut pending = std::mem::take(&mut self.0);
-            runtime.spawn(async move { while pending.next().await.is_some() {} });
+        let mut pending = std::mem::take(&mut self.0);
+        self.1
+            .spawn(async move { while pending.next().await.is_some() {} });
+    }
+}
+
+/// Counts the client's background tasks, so that [`RedLock::settle`] can wait for them.
+#[derive(Debug, Default)]
+pub(crate) struct Background {
+    pending: AtomicUsize,
+    idle: Notify,
+}
+
+impl Background {
+    /// Spawns `work` on the current runtime (a no-op without one: the keys then expire).
+    fn spawn(self: &Arc<Self>, work: impl Future<Output = ()> + Send + 'static) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        self.pending.fetch_add(1, Ordering::SeqCst);
+        let this = Arc::clone(self);
+        runtime.spawn(async move {
+            work.await;
+            if this.pending.fetch_sub(1, Ordering::SeqCst) == 1 {
+                this.idle.notify_waiters();
+            }
+        });
+    }
+
+    async fn settled(&self, within: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            let idle = self.idle.notified();
+            tokio::pin!(idle);
+            idle.as_mut().enable();
+            if self.pending.load(Ordering::SeqCst) == 0 {
+                return true;
+            }
+            if tokio::time::timeout_at(deadline, idle).await.is_err() {
+                return self.pending.load(Ordering::SeqCst) == 0;
+            }
         }
     }
 }

@@ -308,3 +308,28 @@ fn locks_and_clients_are_send_and_sync() {
     check::<quorumlock::Lock>();
     check::<quorumlock::Error>();
 }
+
+/// `settle` waits for the background work: the release of a dropped lock, and the deletes
+/// a release sends beyond the majority it waits for. Counted in live tasks, then on the
+/// nodes.
+#[tokio::test]
+async fn settle_waits_for_the_background_releases() {
+    let q = LocalQuorum::start(5).await.unwrap();
+    let redlock = client(&q).await;
+    let metrics = tokio::runtime::Handle::current().metrics();
+    let warm = redlock.try_lock("settled").await.unwrap();
+    warm.release().await.unwrap();
+    assert!(redlock.settle(Duration::from_secs(5)).await);
+    let idle = metrics.num_alive_tasks();
+    for round in 0..10 {
+        let lock = redlock
+            .lock_with("settled", Duration::from_secs(60), Retry::none())
+            .await
+            .unwrap();
+        drop(lock);
+        assert!(metrics.num_alive_tasks() > idle, "no release was started");
+        assert!(redlock.settle(Duration::from_secs(5)).await);
+        assert_eq!(metrics.num_alive_tasks(), idle, "round {round}");
+        assert_eq!(holders(&q, "settled").await, 0, "round {round}");
+    }
+}

@@ -7,7 +7,7 @@ use std::time::Duration;
 use clap::Args;
 use humantime::format_duration;
 use nix::sys::signal::Signal;
-use quorumlock::{ConfigError, KeepAlive, KeptLock, ENV_VARS};
+use quorumlock::{ConfigError, KeepAlive, KeptLock, RedLock, ENV_VARS};
 
 use super::child::{exit_code, Relay, Running, Spec};
 use super::exit::{Failure, LOST};
@@ -151,14 +151,15 @@ pub(crate) async fn run(args: RunArgs) -> Result<u8, Failure> {
     let (grace, keep) = grace_for(config.ttl(), args.grace)?;
     // Caught from now on: a Ctrl-C while waiting for the lock ends quorumlock cleanly.
     let mut relay = Relay::install()?;
-    let lock = tokio::select! {
-        lock = async {
+    let (redlock, lock) = tokio::select! {
+        locked = async {
             // Waits, up to the connect timeout, for the nodes to connect and be checked, so
             // that the first attempt does not fail only because they are still connecting;
             // refuses two URLs of one server.
             let redlock = builder.connect().await?;
-            Ok::<_, Failure>(redlock.lock(&args.resource).await?)
-        } => lock?,
+            let lock = redlock.lock(&args.resource).await?;
+            Ok::<_, Failure>((redlock, lock))
+        } => locked?,
         sig = relay.recv() => return Ok(128 + sig as u8),
     };
     let kept = lock.keep_alive(keep)?;
@@ -173,7 +174,7 @@ pub(crate) async fn run(args: RunArgs) -> Result<u8, Failure> {
     let mut running = match spec.spawn() {
         Ok(running) => running,
         Err(failure) => {
-            release(kept).await;
+            release(&redlock, kept).await;
             return Err(failure);
         }
     };
@@ -191,13 +192,13 @@ pub(crate) async fn run(args: RunArgs) -> Result<u8, Failure> {
     };
     match outcome {
         Ok(Ok(status)) => {
-            release(kept).await;
+            release(&redlock, kept).await;
             Ok(exit_code(status))
         }
         Ok(Err(e)) => {
             // We no longer know whether the command runs: stop it as if the lock was lost.
             let stopped = stop(&mut running, &mut relay, grace).await;
-            release(kept).await;
+            release(&redlock, kept).await;
             Err(Failure::new(
                 LOST,
                 format!("waiting for the command failed: {e}; {stopped}"),
@@ -205,7 +206,7 @@ pub(crate) async fn run(args: RunArgs) -> Result<u8, Failure> {
         }
         Err(reason) => {
             let stopped = stop(&mut running, &mut relay, grace).await;
-            release(kept).await;
+            release(&redlock, kept).await;
             Err(Failure::new(
                 LOST,
                 format!("lost the lock on `{}`: {reason}; {stopped}", args.resource),
@@ -242,9 +243,11 @@ async fn stop(running: &mut Running, relay: &mut Relay, grace: Duration) -> Stri
     )
 }
 
-/// Releases the lock and waits for the nodes. A failure leaves keys that expire by
-/// themselves: worth a warning when the lock was still held, not an error.
-async fn release(kept: KeptLock) {
+/// Releases the lock and waits for the nodes, all of them (the release returns at a
+/// majority and finishes the others in the background, which an exiting process would cut
+/// short). A failure leaves keys that expire by themselves: worth a warning when the lock
+/// was still held, not an error.
+async fn release(redlock: &RedLock, kept: KeptLock) {
     let resource = kept.resource().to_string();
     let held = kept.is_held();
     match kept.release().await {
@@ -254,6 +257,10 @@ async fn release(kept: KeptLock) {
              expire by themselves"
         ),
         Err(e) => tracing::debug!(%resource, error = %e, "release after the loss"),
+    }
+    let within = redlock.config().node_timeout() * 2;
+    if !redlock.settle(within).await {
+        tracing::debug!(%resource, "some nodes did not confirm the release in time");
     }
 }
 
