@@ -87,12 +87,20 @@ impl RedLock {
 async fn inspect_node(node: &Node, clock_window: Duration, rules: Rules) -> NodeReport {
     let (client, timeout) = (node.client(), node.timeout());
     let mut seen = Observed::default();
+    let not_connected = || match node.last_error() {
+        Some(e) => format!("not connected: {e}"),
+        None => "not connected".to_string(),
+    };
+    if !node.is_connected() {
+        seen.error = Some(not_connected());
+        return report::report(node.index(), node.label(), seen, rules);
+    }
     match probe::round_trip(client, timeout).await {
         Err(e) => {
             seen.error = Some(if node.is_connected() {
                 e.details().to_string()
             } else {
-                "not connected".to_string()
+                not_connected()
             });
         }
         Ok(rtt) => {

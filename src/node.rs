@@ -238,6 +238,11 @@ impl Node {
         self.timeout
     }
 
+    /// The last connection error the client reported.
+    pub(crate) fn last_error(&self) -> Option<String> {
+        self.last_error.lock().ok().and_then(|slot| slot.clone())
+    }
+
     /// Resolves when the node is connected and its connection checked, or never.
     pub(crate) async fn connected(&self) {
         while !self.is_ready() {

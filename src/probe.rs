@@ -124,35 +124,89 @@ pub(crate) async fn permissions(client: &Client, timeout: Duration) -> (Vec<Stri
     (refused_names, unknown)
 }
 
-/// The node's clock rate relative to the client's monotonic clock over `window`: node
-/// seconds per client second (1.0 is perfect). `None` if `TIME` is refused or unanswered.
+/// The node's clock rate relative to the client's monotonic clock over `window`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct ClockRate {
+    /// The estimate: node seconds per client second (1.0 is perfect).
+    pub(crate) rate: f64,
+    /// The range the true rate lies in, given when the replies could have been made.
+    pub(crate) low: f64,
+    pub(crate) high: f64,
+}
+
+/// Measures the clock rate: the fastest of a few `TIME` round trips at the start and at the
+/// end of `window`. A reading was taken somewhere between sending and receiving, so the rate
+/// lies between `Δnode / (received₂ − sent₁)` and `Δnode / (sent₂ − received₁)`; a stall
+/// widens that range instead of skewing the estimate unseen. `None` if `TIME` is refused or
+/// unanswered.
 pub(crate) async fn clock_rate(
     client: &Client,
     window: Duration,
     timeout: Duration,
-) -> Option<f64> {
-    let first = time(client, timeout).await?;
+) -> Option<ClockRate> {
+    let first = fastest_time(client, timeout).await?;
     tokio::time::sleep(window).await;
-    let second = time(client, timeout).await?;
-    let node = second.0.checked_sub(first.0)?.as_secs_f64();
-    let local = second.1.checked_duration_since(first.1)?.as_secs_f64();
-    (local > 0.0).then(|| node / local)
+    let second = fastest_time(client, timeout).await?;
+    let node = second.node.checked_sub(first.node)?.as_secs_f64();
+    let widest = second
+        .received
+        .checked_duration_since(first.sent)?
+        .as_secs_f64();
+    let narrowest = second
+        .sent
+        .checked_duration_since(first.received)?
+        .as_secs_f64();
+    let middle = second
+        .mid()
+        .checked_duration_since(first.mid())?
+        .as_secs_f64();
+    (narrowest > 0.0 && middle > 0.0).then(|| ClockRate {
+        rate: node / middle,
+        low: node / widest,
+        high: node / narrowest,
+    })
 }
 
-/// One `TIME` reading: the node's time, and the client's instant halfway through the round
-/// trip.
-async fn time(client: &Client, timeout: Duration) -> Option<(Duration, Instant)> {
+/// One `TIME` reading and when it was asked for and answered.
+#[derive(Debug, Clone, Copy)]
+struct Reading {
+    node: Duration,
+    sent: Instant,
+    received: Instant,
+}
+
+impl Reading {
+    fn mid(&self) -> Instant {
+        self.sent + self.received.duration_since(self.sent) / 2
+    }
+}
+
+/// The reading with the shortest round trip of three.
+async fn fastest_time(client: &Client, timeout: Duration) -> Option<Reading> {
+    let mut best: Option<Reading> = None;
+    for _ in 0..3 {
+        if let Some(r) = time(client, timeout).await {
+            let rtt = r.received.duration_since(r.sent);
+            if best.is_none_or(|b| rtt < b.received.duration_since(b.sent)) {
+                best = Some(r);
+            }
+        }
+    }
+    best
+}
+
+async fn time(client: &Client, timeout: Duration) -> Option<Reading> {
     let sent = Instant::now();
     let reply = command(client, "TIME", Vec::new(), timeout).await.ok()?;
     let received = Instant::now();
     let parts = reply.into_array();
     let secs: u64 = parts.first()?.as_string()?.parse().ok()?;
     let micros: u64 = parts.get(1)?.as_string()?.parse().ok()?;
-    let mid = sent + received.duration_since(sent) / 2;
-    Some((
-        Duration::from_secs(secs) + Duration::from_micros(micros),
-        mid,
-    ))
+    Some(Reading {
+        node: Duration::from_secs(secs) + Duration::from_micros(micros),
+        sent,
+        received,
+    })
 }
 
 /// One `PING` round trip.

@@ -6,6 +6,7 @@ use std::fmt;
 use std::time::Duration;
 
 use crate::health::{Excluded, Facts};
+use crate::probe::ClockRate;
 
 /// How serious a finding is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -112,7 +113,7 @@ pub(crate) struct Observed {
     pub(crate) error: Option<String>,
     pub(crate) round_trip: Option<Duration>,
     pub(crate) facts: Option<Facts>,
-    pub(crate) clock_rate: Option<f64>,
+    pub(crate) clock_rate: Option<ClockRate>,
     pub(crate) refused: Vec<String>,
     pub(crate) unchecked: Vec<String>,
     pub(crate) excluded: Option<Excluded>,
@@ -201,9 +202,10 @@ pub(crate) fn report(index: usize, node: &str, seen: Observed, rules: Rules) -> 
             ),
         }
         match seen.clock_rate {
-            Some(rate) => {
+            Some(ClockRate { rate, low, high }) => {
                 let skew = (rate - 1.0).abs();
-                if skew > rules.drift_factor {
+                let (lo, hi) = (1.0 - rules.drift_factor, 1.0 + rules.drift_factor);
+                if low > hi || high < lo {
                     add(
                         Severity::Unsafe,
                         format!(
@@ -211,6 +213,15 @@ pub(crate) fn report(index: usize, node: &str, seen: Observed, rules: Rules) -> 
                              drift factor {}: did it jump?",
                             skew * 100.0,
                             rules.drift_factor
+                        ),
+                    );
+                } else if high - low > rules.drift_factor {
+                    add(
+                        Severity::Unknown,
+                        format!(
+                            "clock rate imprecise ({low:.4}x to {high:.4}x): the node or the \
+                             client stalled during the window; inspect again or with a longer \
+                             window"
                         ),
                     );
                 } else if skew > rules.drift_factor / 2.0 {
@@ -224,7 +235,10 @@ pub(crate) fn report(index: usize, node: &str, seen: Observed, rules: Rules) -> 
                     );
                 }
             }
-            None => add(Severity::Unknown, "TIME refused: clock rate unknown".into()),
+            None => add(
+                Severity::Unknown,
+                "TIME refused or unanswered: clock rate unknown".into(),
+            ),
         }
         if !seen.refused.is_empty() {
             add(
@@ -271,7 +285,7 @@ pub(crate) fn report(index: usize, node: &str, seen: Observed, rules: Rules) -> 
         appendfsync: facts.appendfsync.clone(),
         maxmemory: facts.maxmemory,
         maxmemory_policy: facts.maxmemory_policy.clone(),
-        clock_rate: seen.clock_rate,
+        clock_rate: seen.clock_rate.map(|c| c.rate),
         drift_factor: rules.drift_factor,
         quarantined_for: seen.quarantined_for,
         same_server_as: seen.same_server_as,
@@ -296,7 +310,11 @@ mod tests {
         Observed {
             round_trip: Some(Duration::from_micros(200)),
             facts: Some(facts),
-            clock_rate: Some(1.0001),
+            clock_rate: Some(ClockRate {
+                rate: 1.0001,
+                low: 1.0,
+                high: 1.0002,
+            }),
             ..Observed::default()
         }
     }
@@ -331,7 +349,11 @@ mod tests {
             ])
         });
         let mut fast_clock = healthy();
-        fast_clock.clock_rate = Some(1.05);
+        fast_clock.clock_rate = Some(ClockRate {
+            rate: 1.05,
+            low: 1.04,
+            high: 1.06,
+        });
         let mut refusing = healthy();
         refusing.refused = vec!["EVAL".into(), "EVALSHA".into()];
         let mut twice = healthy();
@@ -365,6 +387,18 @@ mod tests {
             ..RULES
         };
         assert!(report(1, "b", volatile, no_quarantine).verdict() == Some(Severity::Unsafe));
+    }
+
+    #[test]
+    fn a_stalled_clock_measurement_is_imprecise_not_unsafe() {
+        let mut stalled = healthy();
+        stalled.clock_rate = Some(ClockRate {
+            rate: 1.3,
+            low: 0.9,
+            high: 1.6,
+        });
+        let r = report(0, "a", stalled, RULES);
+        assert_eq!(r.verdict(), Some(Severity::Unknown), "{:?}", r.findings);
     }
 
     #[test]

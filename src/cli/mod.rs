@@ -5,6 +5,7 @@
 //! [`Command`] and one arm in [`dispatch`].
 
 mod child;
+mod doctor;
 mod exit;
 mod options;
 mod run;
@@ -42,6 +43,8 @@ enum Command {
     Run(run::RunArgs),
     /// Show, node by node, who holds RESOURCE's lock (read-only)
     Status(status::StatusArgs),
+    /// Check every node against the algorithm's assumptions, with a verdict (read-only)
+    Doctor(doctor::DoctorArgs),
 }
 
 /// Parses the command line, runs the subcommand, and turns its outcome into an exit code.
@@ -72,6 +75,7 @@ async fn dispatch(command: Command) -> Result<u8, Failure> {
     match command {
         Command::Run(args) => run::run(args).await,
         Command::Status(args) => status::status(args).await,
+        Command::Doctor(args) => doctor::doctor(args).await,
     }
 }
 

@@ -1,0 +1,454 @@
+//! `quorumlock doctor`: what each node is and which of the algorithm's assumptions it breaks,
+//! from [`RedLockBuilder::inspect`](quorumlock::RedLockBuilder::inspect), as a table or as
+//! JSON, with an overall verdict across the nodes. Read-only: the inspection writes nothing to
+//! any node, and this adds no command of its own.
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use clap::Args;
+use quorumlock::{quorum, NodeReport, Severity};
+use serde::Serialize;
+
+use super::exit::{Failure, SOFTWARE};
+use super::options::{positive_duration, NodesArg, Vars, NODES};
+
+/// Something is unsafe.
+const UNSAFE: u8 = 1;
+/// Nothing is unsafe, but something could not be checked.
+const UNKNOWN: u8 = 2;
+
+/// `quorumlock doctor`.
+#[derive(Debug, Args)]
+#[command(after_long_help = AFTER_HELP)]
+pub(crate) struct DoctorArgs {
+    #[command(flatten)]
+    nodes: NodesArg,
+
+    /// How long to watch each node's clock, to compare its rate with this machine's: longer
+    /// is more precise
+    #[arg(long, value_name = "DURATION", value_parser = positive_duration, default_value = "1s")]
+    window: Duration,
+
+    /// Print one JSON document instead of the table (same exit status)
+    #[arg(long)]
+    json: bool,
+}
+
+const AFTER_HELP: &str = "\
+Inspects every node without taking a lock and without writing anything: PING, INFO,
+CONFIG GET, TIME twice (--window apart, for the node's clock rate), and permission probes
+for SET, EVAL and EVALSHA in forms that change nothing. Prints one row per node, then the
+findings node by node, then an overall verdict, which also says whether the safe nodes are
+still a quorum.
+
+The library's QUORUMLOCK_* variables apply, with the library's defaults: nodes are connected
+to under $QUORUMLOCK_CONNECT_TIMEOUT (1s) and asked under $QUORUMLOCK_NODE_TIMEOUT (100ms);
+clock rates are checked against $QUORUMLOCK_DRIFT_FACTOR (0.01); a node that does not persist
+every write is quarantined after a restart unless $QUORUMLOCK_QUARANTINE is false, for
+$QUORUMLOCK_MAX_TTL (default: $QUORUMLOCK_TTL, 10s; set them as your clients do).
+
+A node is unsafe if it is unreachable, a replica, the same server as an earlier node, can
+evict keys (maxmemory with a policy other than noeviction), refuses commands the client
+needs, has a clock rate off by more than the drift factor, or does not persist every write
+(appendonly yes with appendfsync always) while quarantine is off. What a server refuses to
+tell (ACLs) is printed as `unknown` (null in JSON), never guessed.
+
+Exit status:
+  0   every node is safe (with notes at most, such as a young node in quarantine)
+  1   something is unsafe
+  2   nothing is unsafe, but something could not be checked (unknown)
+  64  usage or configuration error
+
+Example:
+  QUORUMLOCK_NODES=redis://a:6379,redis://b:6379,redis://c:6379 quorumlock doctor --json";
+
+pub(crate) async fn doctor(args: DoctorArgs) -> Result<u8, Failure> {
+    let mut vars = Vars::from_env();
+    vars.flag(NODES, args.nodes.nodes.clone());
+    let builder = vars.builder()?;
+    let reports = builder.inspect(args.window).await?;
+    let overall = Overall::of(&reports);
+    if args.json {
+        let document = to_json(&reports, &overall);
+        let text =
+            serde_json::to_string_pretty(&document).map_err(|e| Failure::new(SOFTWARE, e))?;
+        println!("{text}");
+    } else {
+        print!("{}", human(&reports, &overall));
+    }
+    Ok(overall.code)
+}
+
+/// The verdict across the nodes.
+#[derive(Debug)]
+struct Overall {
+    /// `safe`, `unknown` or `unsafe`.
+    verdict: &'static str,
+    code: u8,
+    quorum: usize,
+    /// One line, without its newline.
+    summary: String,
+}
+
+impl Overall {
+    fn of(reports: &[NodeReport]) -> Overall {
+        let nodes = reports.len();
+        let quorum = quorum(nodes);
+        let with = |wanted: Severity| -> Vec<usize> {
+            reports
+                .iter()
+                .filter(|r| r.verdict() == Some(wanted))
+                .map(|r| r.index)
+                .collect()
+        };
+        let (unsafe_nodes, unknown_nodes) = (with(Severity::Unsafe), with(Severity::Unknown));
+        let safe = reports.iter().filter(|r| r.is_safe()).count();
+        // A quarantined node is safe, but its votes do not count yet.
+        let mut waits: Vec<Duration> = reports
+            .iter()
+            .filter(|r| r.is_safe())
+            .map(|r| r.quarantined_for.unwrap_or_default())
+            .collect();
+        waits.sort();
+        let availability = if safe + unknown_nodes.len() < quorum {
+            ": too few safe nodes for a quorum, locks need unsafe votes or fail".to_string()
+        } else if safe < quorum {
+            ": a quorum of safe nodes is not certain".to_string()
+        } else {
+            match waits.get(quorum - 1) {
+                Some(wait) if !wait.is_zero() => format!(
+                    "; quarantine keeps them from a quorum for {} more",
+                    compact(ceil_secs(*wait))
+                ),
+                _ => String::new(),
+            }
+        };
+        let counts = format!("{safe} of {nodes} nodes safe, quorum {quorum}{availability}");
+        let (verdict, code, summary) = if !unsafe_nodes.is_empty() {
+            let which = listed(&unsafe_nodes, "unsafe");
+            ("unsafe", UNSAFE, format!("UNSAFE: {which} ({counts})"))
+        } else if !unknown_nodes.is_empty() {
+            let which = listed(&unknown_nodes, "");
+            let summary = format!("unknown: {which} could not be fully checked ({counts})");
+            ("unknown", UNKNOWN, summary)
+        } else if reports.iter().any(|r| r.verdict().is_some()) {
+            ("safe", 0, format!("safe, with notes ({counts})"))
+        } else {
+            ("safe", 0, format!("safe ({counts})"))
+        };
+        Overall {
+            verdict,
+            code,
+            quorum,
+            summary,
+        }
+    }
+}
+
+/// `node 2 is unsafe`, `nodes 0, 2 are unsafe` (`adjective` empty: without `is/are ...`).
+fn listed(indices: &[usize], adjective: &str) -> String {
+    let list = indices
+        .iter()
+        .map(usize::to_string)
+        .collect::<Vec<_>>()
+        .join(", ");
+    let (noun, verb) = if indices.len() == 1 {
+        ("node", "is")
+    } else {
+        ("nodes", "are")
+    };
+    if adjective.is_empty() {
+        format!("{noun} {list}")
+    } else {
+        format!("{noun} {list} {verb} {adjective}")
+    }
+}
+
+/// The table, the findings and the overall verdict.
+fn human(reports: &[NodeReport], overall: &Overall) -> String {
+    let header = [
+        "node",
+        "url",
+        "reachable",
+        "rtt",
+        "version",
+        "role",
+        "run_id",
+        "uptime",
+        "persistence",
+        "eviction",
+        "clock",
+        "quarantine",
+        "verdict",
+    ];
+    let mut rows = vec![header.map(String::from).to_vec()];
+    rows.extend(reports.iter().map(row));
+    let widths: Vec<usize> = (0..header.len())
+        .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
+        .collect();
+    let mut out = String::new();
+    for r in &rows {
+        let mut line = String::new();
+        for (c, cell) in r.iter().enumerate() {
+            if c + 1 == r.len() {
+                line.push_str(cell);
+            } else {
+                let _ = write!(line, "{cell:<width$}  ", width = widths[c]);
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    let findings: Vec<String> = reports
+        .iter()
+        .flat_map(|r| {
+            r.findings
+                .iter()
+                .map(move |f| format!("node {}: {}: {}\n", r.index, f.severity, f.message))
+        })
+        .collect();
+    if !findings.is_empty() {
+        out.push('\n');
+        findings.iter().for_each(|f| out.push_str(f));
+    }
+    let _ = writeln!(out, "\n{}", overall.summary);
+    out
+}
+
+/// One node's row: every field the server did not tell is `unknown`.
+fn row(r: &NodeReport) -> Vec<String> {
+    let unknown = || "unknown".to_string();
+    let known = |v: Option<String>| v.unwrap_or_else(unknown);
+    let quarantine = match (r.reachable, r.quarantined_for) {
+        (false, _) => unknown(),
+        (true, None) => "-".to_string(),
+        (true, Some(left)) => format!("{} left", compact(ceil_secs(left))),
+    };
+    vec![
+        r.index.to_string(),
+        r.node.clone(),
+        if r.reachable { "yes" } else { "unreachable" }.to_string(),
+        known(r.round_trip.map(millis)),
+        known(r.version.clone()),
+        known(r.role.clone()),
+        known(r.run_id.as_deref().map(|id| id.chars().take(8).collect())),
+        known(r.uptime.map(compact)),
+        persistence(r.aof_enabled, r.appendfsync.as_deref()),
+        eviction(r.maxmemory, r.maxmemory_policy.as_deref()),
+        known(r.clock_rate.map(|rate| {
+            format!(
+                "{} (drift {}%)",
+                skew(rate),
+                trimmed(r.drift_factor * 100.0)
+            )
+        })),
+        quarantine,
+        match r.verdict() {
+            None => "ok",
+            Some(Severity::Note) => "note",
+            Some(Severity::Unknown) => "unknown",
+            Some(_) => "UNSAFE",
+        }
+        .to_string(),
+    ]
+}
+
+/// `aof always`, `aof everysec`, `aof off`, `aof, fsync unknown`, `unknown`. RDB snapshots are
+/// not asked about: `aof off` says what is known, and for locks a snapshot loses what a
+/// missing AOF loses.
+fn persistence(aof_enabled: Option<bool>, appendfsync: Option<&str>) -> String {
+    match (aof_enabled, appendfsync) {
+        (Some(true), Some(fsync)) => format!("aof {fsync}"),
+        (Some(true), None) => "aof, fsync unknown".to_string(),
+        (Some(false), _) => "aof off".to_string(),
+        (None, _) => "unknown".to_string(),
+    }
+}
+
+/// `noeviction`, `allkeys-lru (maxmemory 100mb)`, `allkeys-lru (no maxmemory)`, `unknown`.
+fn eviction(maxmemory: Option<u64>, policy: Option<&str>) -> String {
+    match (policy, maxmemory) {
+        (None, _) => "unknown".to_string(),
+        (Some(policy), Some(0)) if policy == "noeviction" => policy.to_string(),
+        (Some(policy), Some(0)) => format!("{policy} (no maxmemory)"),
+        (Some(policy), Some(bytes)) => format!("{policy} (maxmemory {})", size(bytes)),
+        (Some(policy), None) => format!("{policy} (maxmemory unknown)"),
+    }
+}
+
+/// Bytes in Redis's units (`100mb` is 100 × 1024 × 1024), exact or in bytes.
+fn size(bytes: u64) -> String {
+    const UNITS: [(u64, &str); 3] = [(1 << 30, "gb"), (1 << 20, "mb"), (1 << 10, "kb")];
+    UNITS
+        .iter()
+        .find(|(unit, _)| bytes % unit == 0)
+        .map(|(unit, name)| format!("{}{name}", bytes / unit))
+        .unwrap_or_else(|| format!("{bytes} bytes"))
+}
+
+/// A clock rate as a signed skew in percent: `+0.002%`.
+fn skew(rate: f64) -> String {
+    let percent = (rate - 1.0) * 100.0;
+    // No `-0.000%`.
+    let percent = if percent.abs() < 0.0005 { 0.0 } else { percent };
+    format!("{percent:+.3}%")
+}
+
+/// A number with at most three decimals and no trailing zeros: `1`, `0.5`.
+fn trimmed(x: f64) -> String {
+    let s = format!("{x:.3}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+/// Milliseconds with two decimals: `0.21ms`.
+fn millis(d: Duration) -> String {
+    format!("{:.2}ms", d.as_secs_f64() * 1000.0)
+}
+
+/// Whole seconds, rounded up: a node still quarantined never shows `0s left`.
+fn ceil_secs(d: Duration) -> Duration {
+    Duration::from_secs(d.as_secs() + u64::from(d.subsec_nanos() > 0))
+}
+
+/// A duration in its two largest units, to the second: `42s`, `5m 3s`, `2h 5m`, `3d 2h`.
+fn compact(d: Duration) -> String {
+    let s = d.as_secs();
+    match s {
+        0..60 => format!("{s}s"),
+        60..3600 => format!("{}m {}s", s / 60, s % 60),
+        3600..86400 => format!("{}h {}m", s / 3600, s % 3600 / 60),
+        _ => format!("{}d {}h", s / 86400, s % 86400 / 3600),
+    }
+}
+
+/// The JSON document, fields in this order.
+#[derive(Debug, Serialize)]
+struct Document<'a> {
+    nodes: Vec<JsonNode<'a>>,
+    quorum: usize,
+    verdict: &'static str,
+    exit_code: u8,
+}
+
+/// One report, `null` where unknown; durations in (fractional) milliseconds or seconds.
+#[derive(Debug, Serialize)]
+struct JsonNode<'a> {
+    index: usize,
+    node: &'a str,
+    reachable: bool,
+    error: Option<&'a str>,
+    round_trip_ms: Option<f64>,
+    version: Option<&'a str>,
+    role: Option<&'a str>,
+    run_id: Option<&'a str>,
+    uptime_s: Option<u64>,
+    aof_enabled: Option<bool>,
+    appendfsync: Option<&'a str>,
+    maxmemory: Option<u64>,
+    maxmemory_policy: Option<&'a str>,
+    clock_rate: Option<f64>,
+    drift_factor: f64,
+    quarantined_for_s: Option<f64>,
+    same_server_as: Option<usize>,
+    refused_commands: &'a [String],
+    /// `ok`, `note`, `unknown` or `unsafe`.
+    verdict: String,
+    findings: Vec<JsonFinding<'a>>,
+}
+
+#[derive(Debug, Serialize)]
+struct JsonFinding<'a> {
+    severity: String,
+    message: &'a str,
+}
+
+/// The JSON document: every report's fields, the quorum, the verdict.
+fn to_json<'a>(reports: &'a [NodeReport], overall: &Overall) -> Document<'a> {
+    let nodes = reports
+        .iter()
+        .map(|r| JsonNode {
+            index: r.index,
+            node: &r.node,
+            reachable: r.reachable,
+            error: r.error.as_deref(),
+            round_trip_ms: r.round_trip.map(|d| d.as_micros() as f64 / 1000.0),
+            version: r.version.as_deref(),
+            role: r.role.as_deref(),
+            run_id: r.run_id.as_deref(),
+            uptime_s: r.uptime.map(|d| d.as_secs()),
+            aof_enabled: r.aof_enabled,
+            appendfsync: r.appendfsync.as_deref(),
+            maxmemory: r.maxmemory,
+            maxmemory_policy: r.maxmemory_policy.as_deref(),
+            clock_rate: r.clock_rate,
+            drift_factor: r.drift_factor,
+            quarantined_for_s: r.quarantined_for.map(|d| d.as_millis() as f64 / 1000.0),
+            same_server_as: r.same_server_as,
+            refused_commands: &r.refused_commands,
+            verdict: r.verdict().map_or("ok".to_string(), |v| v.to_string()),
+            findings: r
+                .findings
+                .iter()
+                .map(|f| JsonFinding {
+                    severity: f.severity.to_string(),
+                    message: &f.message,
+                })
+                .collect(),
+        })
+        .collect();
+    Document {
+        nodes,
+        quorum: overall.quorum,
+        verdict: overall.verdict,
+        exit_code: overall.code,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cells_say_what_is_known_and_nothing_more() {
+        assert_eq!(persistence(Some(true), Some("always")), "aof always");
+        assert_eq!(persistence(Some(true), Some("everysec")), "aof everysec");
+        assert_eq!(persistence(Some(false), Some("always")), "aof off");
+        assert_eq!(persistence(Some(true), None), "aof, fsync unknown");
+        assert_eq!(persistence(None, Some("always")), "unknown");
+        assert_eq!(eviction(Some(0), Some("noeviction")), "noeviction");
+        assert_eq!(
+            eviction(Some(100 << 20), Some("allkeys-lru")),
+            "allkeys-lru (maxmemory 100mb)"
+        );
+        assert_eq!(
+            eviction(Some(0), Some("allkeys-lru")),
+            "allkeys-lru (no maxmemory)"
+        );
+        assert_eq!(eviction(Some(0), None), "unknown");
+        assert_eq!(size(1000), "1000 bytes");
+        assert_eq!(size(3 << 30), "3gb");
+        assert_eq!(skew(1.00002), "+0.002%");
+        assert_eq!(skew(0.99), "-1.000%");
+        assert_eq!(skew(0.9999999), "+0.000%");
+        assert_eq!(trimmed(1.0), "1");
+        assert_eq!(trimmed(0.01 * 100.0), "1");
+        assert_eq!(trimmed(0.5), "0.5");
+        assert_eq!(compact(Duration::from_secs(42)), "42s");
+        assert_eq!(compact(Duration::from_secs(303)), "5m 3s");
+        assert_eq!(compact(Duration::from_secs(7500)), "2h 5m");
+        assert_eq!(compact(Duration::from_secs(3 * 86400 + 7200)), "3d 2h");
+        assert_eq!(
+            ceil_secs(Duration::from_millis(11_200)),
+            Duration::from_secs(12)
+        );
+        assert_eq!(ceil_secs(Duration::from_secs(12)), Duration::from_secs(12));
+    }
+
+    #[test]
+    fn nodes_are_listed_in_words() {
+        assert_eq!(listed(&[2], "unsafe"), "node 2 is unsafe");
+        assert_eq!(listed(&[0, 2], "unsafe"), "nodes 0, 2 are unsafe");
+        assert_eq!(listed(&[1], ""), "node 1");
+    }
+}
