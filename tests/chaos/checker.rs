@@ -1,0 +1,732 @@
+//! Reads a history and reports what went wrong, if anything:
+//!
+//! - **overlaps**: two critical sections of one resource that overlap in monotonic time
+//!   (each one lies inside its holder's validity, so this is two valid locks at once);
+//! - **lost updates**: a resource's final counter differs from the number of critical
+//!   sections that wrote it; **stale reads**: in critical-section order, a section read
+//!   something other than what the one before it wrote;
+//! - **token regressions**: in critical-section order, a fencing token not greater than
+//!   every token before it;
+//! - **stuck calls**: an acquire or release that did not return within its deadline;
+//! - **overruns**: a critical section that ended after its lock's validity (the holder broke
+//!   assumption 5; the workload never should);
+//!
+//! and how available the lock was: the share of attempts made while a majority of nodes was
+//! healthy (not down, frozen, cut off or quarantined) that got the lock, not counting those
+//! refused because someone else held it (that is the lock working).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+
+use super::history::{Fault, Hold, Op, Outcome, Record};
+
+/// What the checker found in one history.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Report {
+    pub scenario: String,
+    pub nodes: usize,
+    pub ops: usize,
+    pub ok: usize,
+    pub taken: usize,
+    pub no_quorum: usize,
+    pub validity_expired: usize,
+    pub other: usize,
+    pub stuck: usize,
+    pub overlaps: usize,
+    pub lost_updates: u64,
+    pub stale_reads: usize,
+    pub regressions: usize,
+    pub overruns: usize,
+    pub counter_errors: usize,
+    /// Attempts made while a majority was healthy, not counting `Taken`.
+    pub healthy_attempts: usize,
+    /// Of those, the ones that got the lock.
+    pub healthy_ok: usize,
+    /// Acquire latency of granted locks, in ms: median, 99th percentile, maximum.
+    pub latency_ms: Option<(f64, f64, f64)>,
+    /// The longest failed acquire call, in ms.
+    pub slowest_failure_ms: f64,
+    /// How long fewer than a majority of nodes were healthy, for every client, in ms.
+    pub majority_down_ms: u64,
+    /// For each period without a healthy majority, the time from its end until a lock was
+    /// next granted (`None`: none was before the run ended).
+    pub recoveries_ms: Vec<Option<u64>>,
+    /// A description of each problem found (the first 20).
+    pub problems: Vec<String>,
+}
+
+const MAX_PROBLEMS: usize = 20;
+
+impl Report {
+    /// The share of healthy-majority attempts that got the lock.
+    pub fn availability(&self) -> Option<f64> {
+        (self.healthy_attempts > 0).then(|| self.healthy_ok as f64 / self.healthy_attempts as f64)
+    }
+
+    /// Whether two holders ever held one resource at once, as seen by the critical sections
+    /// or by the counter.
+    pub fn exclusion_violated(&self) -> bool {
+        self.overlaps > 0 || self.lost_updates > 0 || self.stale_reads > 0
+    }
+
+    /// Nothing went wrong: no violation of any kind, no stuck call.
+    pub fn is_clean(&self) -> bool {
+        !self.exclusion_violated()
+            && self.regressions == 0
+            && self.overruns == 0
+            && self.counter_errors == 0
+            && self.stuck == 0
+    }
+
+    /// The header of [`markdown_row`](Self::markdown_row)'s table.
+    pub fn markdown_header() -> &'static str {
+        "| scenario | attempts | locked | taken | no quorum | other | overlaps | lost updates | stale reads | token regressions | stuck | availability | acquire p50 / p99 / max (ms) |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    }
+
+    /// One row of a results table.
+    pub fn markdown_row(&self) -> String {
+        let availability = self
+            .availability()
+            .map_or("n/a".to_owned(), |a| format!("{:.1}%", a * 100.0));
+        let latency = self.latency_ms.map_or("n/a".to_owned(), |(p50, p99, max)| {
+            format!("{p50:.1} / {p99:.1} / {max:.0}")
+        });
+        format!(
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            self.scenario,
+            self.ops,
+            self.ok,
+            self.taken,
+            self.no_quorum,
+            self.validity_expired + self.other,
+            self.overlaps,
+            self.lost_updates,
+            self.stale_reads,
+            self.regressions,
+            self.stuck,
+            availability,
+            latency,
+        )
+    }
+
+    fn problem(&mut self, what: String) {
+        if self.problems.len() < MAX_PROBLEMS {
+            self.problems.push(what);
+        }
+    }
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "{}: {} attempts: {} locked, {} taken, {} no quorum, {} validity expired, {} other, {} stuck",
+            self.scenario,
+            self.ops,
+            self.ok,
+            self.taken,
+            self.no_quorum,
+            self.validity_expired,
+            self.other,
+            self.stuck
+        )?;
+        writeln!(
+            f,
+            "  violations: {} overlaps, {} lost updates, {} stale reads, {} token regressions, {} overruns, {} counter errors",
+            self.overlaps,
+            self.lost_updates,
+            self.stale_reads,
+            self.regressions,
+            self.overruns,
+            self.counter_errors
+        )?;
+        let availability = self
+            .availability()
+            .map_or("n/a".to_owned(), |a| format!("{:.1}%", a * 100.0));
+        write!(
+            f,
+            "  availability with a healthy majority: {availability} ({} of {} attempts)",
+            self.healthy_ok, self.healthy_attempts
+        )?;
+        if let Some((p50, p99, max)) = self.latency_ms {
+            write!(
+                f,
+                "; acquire p50 {p50:.1} ms, p99 {p99:.1} ms, max {max:.0} ms"
+            )?;
+        }
+        write!(f, "; slowest failed call {:.0} ms", self.slowest_failure_ms)?;
+        if self.majority_down_ms > 0 {
+            let rec: Vec<String> = self
+                .recoveries_ms
+                .iter()
+                .map(|r| r.map_or("never".to_owned(), |ms| format!("{ms} ms")))
+                .collect();
+            write!(
+                f,
+                "\n  no healthy majority for {} ms; first lock after: {}",
+                self.majority_down_ms,
+                rec.join(", ")
+            )?;
+        }
+        for p in &self.problems {
+            write!(f, "\n  - {p}")?;
+        }
+        Ok(())
+    }
+}
+
+fn ms(ns: u64) -> f64 {
+    ns as f64 / 1e6
+}
+
+/// Checks `records` (one scenario's merged history).
+pub fn check(records: &[Record]) -> Report {
+    let mut report = Report::default();
+    let mut faults: Vec<&Fault> = Vec::new();
+    let mut ops: Vec<&Op> = Vec::new();
+    let mut finals: BTreeMap<&str, i64> = BTreeMap::new();
+    for r in records {
+        match r {
+            Record::Meta {
+                scenario, nodes, ..
+            } => {
+                report.scenario = scenario.clone();
+                report.nodes = *nodes;
+            }
+            Record::Op(op) => ops.push(op),
+            Record::Fault(f) => faults.push(f),
+            Record::Counter { resource, value } => {
+                finals.insert(resource, *value);
+            }
+            Record::View { .. } => {}
+        }
+    }
+    let end_of_run = ops.iter().map(|o| o.end).max().unwrap_or(0);
+
+    count_outcomes(&mut report, &ops);
+    check_stuck(&mut report, &ops);
+
+    let mut by_resource: BTreeMap<&str, Vec<(&Op, &Hold)>> = BTreeMap::new();
+    for op in &ops {
+        if let (Outcome::Ok, Some(hold)) = (op.outcome, &op.hold) {
+            by_resource
+                .entry(&op.resource)
+                .or_default()
+                .push((op, hold));
+        }
+    }
+    for (resource, holds) in &mut by_resource {
+        holds.sort_by_key(|(_, h)| (h.cs_start, h.cs_end));
+        check_exclusion(&mut report, resource, holds);
+        check_counter(&mut report, resource, holds, finals.get(resource).copied());
+        check_tokens(&mut report, resource, holds);
+    }
+
+    availability(&mut report, &ops, &faults, end_of_run);
+    report
+}
+
+fn count_outcomes(report: &mut Report, ops: &[&Op]) {
+    let mut latencies = Vec::new();
+    for op in ops {
+        report.ops += 1;
+        let took = op.end.saturating_sub(op.start);
+        match op.outcome {
+            Outcome::Ok => {
+                report.ok += 1;
+                latencies.push(ms(took));
+            }
+            Outcome::Taken => report.taken += 1,
+            Outcome::NoQuorum => report.no_quorum += 1,
+            Outcome::ValidityExpired => report.validity_expired += 1,
+            Outcome::Other => report.other += 1,
+            Outcome::Stuck => {}
+        }
+        if op.outcome != Outcome::Ok {
+            report.slowest_failure_ms = report.slowest_failure_ms.max(ms(took));
+        }
+    }
+    latencies.sort_by(f64::total_cmp);
+    if let Some(&max) = latencies.last() {
+        let at = |q: f64| latencies[((latencies.len() - 1) as f64 * q).round() as usize];
+        report.latency_ms = Some((at(0.5), at(0.99), max));
+    }
+}
+
+fn check_stuck(report: &mut Report, ops: &[&Op]) {
+    for op in ops {
+        let deadline = op.deadline_ms.saturating_mul(1_000_000);
+        let took = op.end.saturating_sub(op.start);
+        let release = op
+            .hold
+            .as_ref()
+            .map_or(0, |h| h.released_at.saturating_sub(h.cs_end));
+        if op.outcome == Outcome::Stuck || took > deadline || release > deadline {
+            report.stuck += 1;
+            let what = format!(
+                "stuck call: {} on {} took {:.0} ms to acquire ({:?}) and {:.0} ms to release; deadline {} ms",
+                op.client,
+                op.resource,
+                ms(took),
+                op.outcome,
+                ms(release),
+                op.deadline_ms
+            );
+            report.problem(what);
+        }
+    }
+}
+
+fn check_exclusion(report: &mut Report, resource: &str, holds: &[(&Op, &Hold)]) {
+    // The section that ends last among those seen so far: any later section starting
+    // before that end overlaps it.
+    let mut latest: Option<(&Op, &Hold)> = None;
+    for &(op, hold) in holds {
+        if let Some((prev_op, prev)) = latest {
+            if hold.cs_start < prev.cs_end {
+                report.overlaps += 1;
+                let what = format!(
+                    "overlap on {resource}: {} (token {:?}) held it until {:.1} ms after {} (token {:?}) entered",
+                    prev_op.client,
+                    prev.token,
+                    ms(prev.cs_end - hold.cs_start),
+                    op.client,
+                    hold.token
+                );
+                report.problem(what);
+            }
+        }
+        if latest.is_none_or(|(_, prev)| hold.cs_end > prev.cs_end) {
+            latest = Some((op, hold));
+        }
+        if !hold.valid_at_end {
+            report.overruns += 1;
+            let what = format!(
+                "overrun on {resource}: {} ended its critical section after its lock's validity",
+                op.client
+            );
+            report.problem(what);
+        }
+    }
+}
+
+fn check_counter(
+    report: &mut Report,
+    resource: &str,
+    holds: &[(&Op, &Hold)],
+    final_value: Option<i64>,
+) {
+    let mut expected = 0i64;
+    let mut written = 0i64;
+    for &(op, hold) in holds {
+        match (hold.read, hold.wrote) {
+            (Some(read), Some(wrote)) => {
+                if read != expected {
+                    report.stale_reads += 1;
+                    let what = format!(
+                        "stale read on {resource}: {} read {read}, the holder before it wrote {expected}",
+                        op.client
+                    );
+                    report.problem(what);
+                }
+                if wrote != read + 1 {
+                    report.counter_errors += 1;
+                    let what = format!("{} read {read} but wrote {wrote} on {resource}", op.client);
+                    report.problem(what);
+                }
+                expected = wrote;
+                written += 1;
+            }
+            // An overrun skips what is left of its critical section; it is counted as one.
+            (_, None) if !hold.valid_at_end => {}
+            (read, wrote) => {
+                report.counter_errors += 1;
+                let what = format!(
+                    "counter access failed on {resource} for {}: read {read:?}, wrote {wrote:?}",
+                    op.client
+                );
+                report.problem(what);
+            }
+        }
+    }
+    match final_value {
+        Some(value) => {
+            let lost = written.abs_diff(value);
+            if lost > 0 {
+                report.lost_updates += lost;
+                let what = format!(
+                    "lost updates on {resource}: {written} critical sections wrote the counter, it ends at {value}"
+                );
+                report.problem(what);
+            }
+        }
+        None if written > 0 => {
+            report.counter_errors += 1;
+            report.problem(format!("no final counter value recorded for {resource}"));
+        }
+        None => {}
+    }
+}
+
+fn check_tokens(report: &mut Report, resource: &str, holds: &[(&Op, &Hold)]) {
+    let mut highest: Option<(u64, &str)> = None;
+    for &(op, hold) in holds {
+        let Some(token) = hold.token else { continue };
+        if let Some((before, by)) = highest {
+            if token <= before {
+                report.regressions += 1;
+                let what = format!(
+                    "token regression on {resource}: {} entered with {token} after {by} had {before}",
+                    op.client
+                );
+                report.problem(what);
+            }
+        }
+        if highest.is_none_or(|(before, _)| token > before) {
+            highest = Some((token, op.client.as_str()));
+        }
+    }
+}
+
+/// The nodes hidden from `client` at some instant of `[start, end]`.
+fn affected(
+    faults: &[&Fault],
+    client: Option<&str>,
+    start: u64,
+    end: u64,
+    end_of_run: u64,
+) -> BTreeSet<usize> {
+    let mut nodes = BTreeSet::new();
+    for f in faults {
+        let f_end = f.end.unwrap_or(end_of_run);
+        let applies = match client {
+            Some(c) => f.applies_to(c),
+            None => f.clients.is_empty(),
+        };
+        if applies && f.start <= end && start < f_end {
+            nodes.extend(f.nodes.iter().copied());
+        }
+    }
+    nodes
+}
+
+fn availability(report: &mut Report, ops: &[&Op], faults: &[&Fault], end_of_run: u64) {
+    let n = report.nodes;
+    let quorum = n / 2 + 1;
+    for op in ops {
+        if op.outcome == Outcome::Taken {
+            continue;
+        }
+        let down = affected(faults, Some(&op.client), op.start, op.end, end_of_run).len();
+        if n.saturating_sub(down) >= quorum {
+            report.healthy_attempts += 1;
+            if op.outcome == Outcome::Ok {
+                report.healthy_ok += 1;
+            }
+        }
+    }
+
+    // Periods without a healthy majority for every client, from the fault boundaries.
+    let mut bounds: Vec<u64> = faults
+        .iter()
+        .filter(|f| f.clients.is_empty())
+        .flat_map(|f| [f.start, f.end.unwrap_or(end_of_run)])
+        .collect();
+    bounds.sort_unstable();
+    bounds.dedup();
+    let mut periods: Vec<(u64, u64)> = Vec::new();
+    for w in bounds.windows(2) {
+        let (a, b) = (w[0], w[1]);
+        // Nodes affected throughout [a, b): faults that started by a and end after a.
+        let down = faults
+            .iter()
+            .filter(|f| f.clients.is_empty())
+            .filter(|f| f.start <= a && a < f.end.unwrap_or(end_of_run))
+            .flat_map(|f| f.nodes.iter().copied())
+            .collect::<BTreeSet<_>>()
+            .len();
+        if n.saturating_sub(down) < quorum {
+            match periods.last_mut() {
+                Some(last) if last.1 == a => last.1 = b,
+                _ => periods.push((a, b)),
+            }
+        }
+    }
+    for (start, end) in periods {
+        report.majority_down_ms += (end - start) / 1_000_000;
+        let first_lock = ops
+            .iter()
+            .filter(|o| o.outcome == Outcome::Ok && o.end >= end)
+            .map(|o| o.end)
+            .min();
+        report
+            .recoveries_ms
+            .push(first_lock.map(|t| (t - end) / 1_000_000));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::history::{Fault, Hold, Op, Outcome, Record};
+    use super::*;
+
+    const MS: u64 = 1_000_000;
+
+    fn meta() -> Record {
+        Record::Meta {
+            scenario: "hand-made".into(),
+            nodes: 5,
+            description: String::new(),
+            seed: None,
+            start: 0,
+            stop: 10_000 * MS,
+        }
+    }
+
+    /// A granted lock at `at` ms whose critical section lasts `len` ms.
+    fn hold(client: &str, at: u64, len: u64, token: u64, read: i64) -> Record {
+        Record::Op(Op {
+            client: client.into(),
+            resource: "r".into(),
+            op: "acquire".into(),
+            outcome: Outcome::Ok,
+            start: (at - 1) * MS,
+            end: at * MS,
+            deadline_ms: 1_000,
+            hold: Some(Hold {
+                token: Some(token),
+                cs_start: at * MS,
+                cs_end: (at + len) * MS,
+                read: Some(read),
+                wrote: Some(read + 1),
+                valid_at_end: true,
+                released_at: (at + len + 1) * MS,
+                release: "ok".into(),
+            }),
+            error: None,
+            failed_nodes: Vec::new(),
+        })
+    }
+
+    fn failed(client: &str, at: u64, took: u64, outcome: Outcome) -> Record {
+        Record::Op(Op {
+            client: client.into(),
+            resource: "r".into(),
+            op: "acquire".into(),
+            outcome,
+            start: at * MS,
+            end: (at + took) * MS,
+            deadline_ms: 1_000,
+            hold: None,
+            error: Some(format!("{outcome:?}")),
+            failed_nodes: Vec::new(),
+        })
+    }
+
+    fn counter(value: i64) -> Record {
+        Record::Counter {
+            resource: "r".into(),
+            value,
+        }
+    }
+
+    fn fault(nodes: &[usize], clients: &[&str], from: u64, to: u64) -> Record {
+        Record::Fault(Fault {
+            kind: "kill".into(),
+            nodes: nodes.to_vec(),
+            clients: clients.iter().map(|c| c.to_string()).collect(),
+            start: from * MS,
+            end: Some(to * MS),
+        })
+    }
+
+    /// Three holders one after another, a contended and a failed attempt: nothing to report.
+    fn clean() -> Vec<Record> {
+        vec![
+            meta(),
+            hold("a", 10, 5, 1, 0),
+            failed("b", 11, 3, Outcome::Taken),
+            hold("b", 20, 5, 2, 1),
+            hold("c", 30, 5, 3, 2),
+            failed("c", 40, 5, Outcome::NoQuorum),
+            counter(3),
+        ]
+    }
+
+    #[test]
+    fn a_clean_history_passes() {
+        let report = check(&clean());
+        assert!(report.is_clean(), "{report}");
+        assert_eq!(
+            (report.ops, report.ok, report.taken, report.no_quorum),
+            (5, 3, 1, 1)
+        );
+        // The taken attempt does not count against availability; the no-quorum one does.
+        assert_eq!((report.healthy_ok, report.healthy_attempts), (3, 4));
+        assert_eq!(report.latency_ms, Some((1.0, 1.0, 1.0)));
+    }
+
+    #[test]
+    fn overlapping_critical_sections_are_reported() {
+        // b enters at 12 while a holds until 15: both read 0.
+        let history = vec![
+            meta(),
+            hold("a", 10, 5, 1, 0),
+            hold("b", 12, 1, 2, 0),
+            counter(1),
+        ];
+        let report = check(&history);
+        assert_eq!(report.overlaps, 1, "{report}");
+        assert!(report.exclusion_violated() && !report.is_clean());
+        assert!(report.problems[0].contains("overlap on r"), "{report}");
+    }
+
+    #[test]
+    fn an_overlap_with_an_earlier_longer_section_is_reported() {
+        // a holds 10..50; b (20..25) and c (30..35) do not overlap each other, but both a.
+        let history = vec![
+            meta(),
+            hold("a", 10, 40, 1, 0),
+            hold("b", 20, 5, 2, 0),
+            hold("c", 30, 5, 3, 1),
+            counter(1),
+        ];
+        assert_eq!(check(&history).overlaps, 2);
+    }
+
+    #[test]
+    fn lost_updates_and_stale_reads_are_reported() {
+        // No overlap in the recorded sections, but the second read the counter before the
+        // first wrote it (as a holder the checker could not see would): a stale read, and
+        // the final counter is short.
+        let history = vec![
+            meta(),
+            hold("a", 10, 5, 1, 0),
+            hold("b", 20, 5, 2, 0),
+            counter(1),
+        ];
+        let report = check(&history);
+        assert_eq!((report.overlaps, report.stale_reads), (0, 1), "{report}");
+        assert_eq!(report.lost_updates, 1);
+        assert!(report.exclusion_violated());
+    }
+
+    #[test]
+    fn a_final_counter_that_does_not_match_is_reported() {
+        let mut history = clean();
+        history.pop();
+        history.push(counter(2));
+        let report = check(&history);
+        assert_eq!(
+            (report.lost_updates, report.stale_reads),
+            (1, 0),
+            "{report}"
+        );
+        history.pop();
+        assert_eq!(check(&history).counter_errors, 1, "a missing final value");
+    }
+
+    #[test]
+    fn token_regressions_are_reported() {
+        let history = vec![
+            meta(),
+            hold("a", 10, 5, 7, 0),
+            hold("b", 20, 5, 3, 1),
+            hold("c", 30, 5, 7, 2),
+            hold("d", 40, 5, 8, 3),
+            counter(4),
+        ];
+        let report = check(&history);
+        // 3 after 7, and 7 again after 7 (not strictly greater).
+        assert_eq!(report.regressions, 2, "{report}");
+        assert!(!report.exclusion_violated() && !report.is_clean());
+    }
+
+    #[test]
+    fn stuck_calls_are_reported() {
+        let mut history = clean();
+        history.push(failed("d", 50, 1_500, Outcome::NoQuorum));
+        history.push(failed("e", 50, 3_000, Outcome::Stuck));
+        let report = check(&history);
+        assert_eq!(report.stuck, 2, "{report}");
+        assert!(!report.is_clean());
+        assert_eq!(report.slowest_failure_ms, 3_000.0);
+    }
+
+    #[test]
+    fn a_slow_release_is_a_stuck_call() {
+        let mut history = clean();
+        if let Some(Record::Op(op)) = history.get_mut(1) {
+            if let Some(h) = op.hold.as_mut() {
+                h.released_at = h.cs_end + 2_000 * MS;
+            }
+        }
+        assert_eq!(check(&history).stuck, 1);
+    }
+
+    #[test]
+    fn an_overrun_is_reported() {
+        let mut history = clean();
+        if let Some(Record::Op(op)) = history.get_mut(4) {
+            if let Some(h) = op.hold.as_mut() {
+                h.valid_at_end = false;
+                h.wrote = None;
+            }
+        }
+        history.pop();
+        history.push(counter(2));
+        let report = check(&history);
+        assert_eq!((report.overruns, report.counter_errors), (1, 0), "{report}");
+        assert!(!report.is_clean());
+    }
+
+    #[test]
+    fn attempts_without_a_healthy_majority_do_not_count_against_availability() {
+        let history = vec![
+            meta(),
+            // Three of five nodes down from 100 to 200 ms: these two fail, and do not count.
+            fault(&[0, 1], &[], 100, 200),
+            fault(&[2], &[], 100, 200),
+            failed("a", 120, 5, Outcome::NoQuorum),
+            failed("b", 190, 20, Outcome::NoQuorum),
+            // Two down: a majority is healthy, so this failure counts.
+            fault(&[3, 4], &[], 300, 400),
+            failed("a", 320, 5, Outcome::NoQuorum),
+            hold("a", 350, 5, 1, 0),
+            counter(1),
+        ];
+        let report = check(&history);
+        assert_eq!(
+            (report.healthy_ok, report.healthy_attempts),
+            (1, 2),
+            "{report}"
+        );
+        assert_eq!(report.majority_down_ms, 100);
+        // The first lock after the majority came back: granted at 350 ms.
+        assert_eq!(report.recoveries_ms, vec![Some(150)]);
+    }
+
+    #[test]
+    fn faults_for_some_clients_only_hide_nodes_from_those() {
+        let history = vec![
+            meta(),
+            // Client a cannot see three nodes; client b sees them all.
+            fault(&[0, 1, 2], &["a"], 100, 200),
+            failed("a.w0", 120, 5, Outcome::NoQuorum),
+            failed("b.w0", 120, 5, Outcome::NoQuorum),
+        ];
+        let report = check(&history);
+        assert_eq!((report.healthy_ok, report.healthy_attempts), (0, 1));
+        // Not a period without a majority for everyone.
+        assert_eq!(report.majority_down_ms, 0);
+    }
+
+    #[test]
+    fn histories_survive_json_lines() {
+        let history = clean();
+        let text = super::super::history::to_jsonl(&history);
+        let back = super::super::history::parse_jsonl(text.as_bytes()).unwrap();
+        assert_eq!(back, history);
+    }
+}

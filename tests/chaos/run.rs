@@ -1,0 +1,358 @@
+//! One scenario's run, whatever injects the faults: the clients and workers, the fault
+//! intervals recorded as the driver injects them, and the check at the end.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use quorumlock::RedLock;
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+
+use super::checker::{check, Report};
+use super::history::{mono_ns, ns, FaultId, History, Record};
+use super::workload::{self, Counter, Ctx, Settings};
+
+/// Where a scenario's clients find the nodes and the counter.
+#[derive(Debug, Clone)]
+pub struct Target {
+    pub nodes: Vec<String>,
+    pub counter: String,
+    /// Whether the nodes persist every write (`appendfsync always`): the clients never
+    /// quarantine them, and a restart loses nothing.
+    pub persistent: bool,
+}
+
+#[derive(Debug)]
+pub struct Run {
+    pub name: String,
+    pub description: String,
+    pub target: Target,
+    pub ctx: Arc<Ctx>,
+    pub clients: Vec<(String, RedLock)>,
+    pub resources: Vec<String>,
+    pub seed: Option<u64>,
+    /// Workers per client and resource.
+    pub per_client: usize,
+    workers: Vec<JoinHandle<()>>,
+    t0: u64,
+    stop: u64,
+    /// The open fault of each node, if any.
+    open: Vec<Option<FaultId>>,
+    /// Tasks that record faults once their end is known.
+    background: Vec<JoinHandle<()>>,
+}
+
+impl Run {
+    /// Connects `clients` clients (waiting until every node counts, quarantine included)
+    /// and the counter, resets the counters of the run's two resources (`<name>:r0` and
+    /// `<name>:r1`), and starts `per_client` workers per client and resource for
+    /// `duration`.
+    pub async fn start(
+        name: &str,
+        description: &str,
+        target: Target,
+        settings: Settings,
+        clients: usize,
+        per_client: usize,
+        duration: Duration,
+    ) -> Result<Run, String> {
+        let counter = Counter::connect(&target.counter).await?;
+        let resources: Vec<String> = (0..2).map(|r| format!("{name}:r{r}")).collect();
+        for resource in &resources {
+            counter.reset(&workload::counter_key(resource)).await?;
+        }
+        let ctx = Arc::new(Ctx {
+            settings,
+            counter,
+            history: History::default(),
+        });
+        // The first check of a young node can take up to the max ttl (quarantine).
+        let within = ctx.settings.ttl + Duration::from_secs(15);
+        let clients =
+            workload::connect_clients(&ctx.settings, &target.nodes, "h", clients, within).await?;
+        let t0 = mono_ns();
+        let nodes = target.nodes.len();
+        let mut run = Run {
+            name: name.to_owned(),
+            description: description.to_owned(),
+            target,
+            ctx,
+            clients,
+            resources,
+            seed: None,
+            per_client,
+            workers: Vec::new(),
+            t0,
+            stop: t0,
+            open: vec![None; nodes],
+            background: Vec::new(),
+        };
+        let all = run.resources.clone();
+        run.spawn_workers(&all, duration);
+        Ok(run)
+    }
+
+    /// Starts workers in every client on each of `resources`, from now for `duration`.
+    pub fn spawn_workers(&mut self, resources: &[String], duration: Duration) {
+        let start = mono_ns();
+        let stop = start + ns(duration);
+        self.stop = self.stop.max(stop);
+        let workers = workload::spawn_workers(
+            &self.ctx,
+            &self.clients,
+            resources,
+            self.per_client,
+            start,
+            stop,
+        );
+        self.workers.extend(workers);
+    }
+
+    /// Notes that workers elsewhere (other processes) run until `stop`.
+    pub fn runs_until(&mut self, stop: u64) {
+        self.stop = self.stop.max(stop);
+    }
+
+    /// When the run started, on `CLOCK_MONOTONIC`.
+    pub fn t0(&self) -> u64 {
+        self.t0
+    }
+
+    /// Waits until the workers started so far have stopped.
+    pub async fn join_workers(&mut self) {
+        for w in self.workers.drain(..) {
+            w.await.expect("a worker panicked");
+        }
+    }
+
+    /// Sleeps until `secs` after the start.
+    pub async fn at(&self, secs: f64) {
+        workload::sleep_until(self.t0 + ns(Duration::from_secs_f64(secs))).await;
+    }
+
+    /// Prints `what` with the time since the start.
+    pub fn note(&self, what: &str) {
+        let at = mono_ns().saturating_sub(self.t0) as f64 / 1e9;
+        eprintln!("  {at:6.2} s  {what}");
+    }
+
+    /// Records that a fault of `kind` on `nodes` begins now.
+    pub fn fault_begins(&mut self, kind: &str, nodes: &[usize]) {
+        self.note(&format!("{kind} {nodes:?}"));
+        let id = self.ctx.history.begin_fault(kind, nodes);
+        for &i in nodes {
+            self.open[i] = Some(id);
+        }
+    }
+
+    /// Records that a fault of `kind` on `nodes` begins now for the clients whose id
+    /// starts with one of `clients` only (a partition); end it with [`Run::fault_id_ends`].
+    pub fn fault_begins_for(&mut self, kind: &str, nodes: &[usize], clients: &[&str]) -> FaultId {
+        self.note(&format!("{kind} {nodes:?} for {clients:?}"));
+        self.ctx.history.begin_fault_for(kind, nodes, clients)
+    }
+
+    /// Records that the fault `id` ends now.
+    pub fn fault_id_ends(&mut self, id: FaultId) {
+        self.note("healed");
+        self.ctx.history.end_fault(id);
+    }
+
+    /// Adds records made elsewhere (clients in other processes).
+    pub fn merge(&mut self, records: Vec<Record>) {
+        self.ctx.history.extend(records);
+    }
+
+    /// Records that the faults of `nodes` end at `at`.
+    pub fn fault_ends(&mut self, nodes: &[usize], at: u64) {
+        self.note(&format!("back {nodes:?}"));
+        for &i in nodes {
+            if let Some(id) = self.open[i].take() {
+                self.ctx.history.end_fault_at(id, at);
+            }
+        }
+    }
+
+    /// Records that `nodes`, started again at `at` after losing their data (they do not
+    /// persist), are quarantined by the clients for the max ttl, if the clients quarantine.
+    ///
+    /// The clients count a quarantine from when they notice the restart (when they
+    /// reconnect, which their backoff can delay by up to 2 s), so its end is asked of the
+    /// clients themselves (`RedLock::inspect`) in the background; the last client's end is
+    /// recorded.
+    pub fn restarted(&mut self, nodes: &[usize], at: u64) {
+        self.fault_ends(nodes, at);
+        if self.ctx.settings.quarantine && !self.target.persistent {
+            let clients: Vec<RedLock> = self.clients.iter().map(|(_, r)| r.clone()).collect();
+            let history = self.ctx.history.clone();
+            let nodes = nodes.to_vec();
+            let fallback = at + ns(self.ctx.settings.ttl);
+            self.background.push(tokio::spawn(async move {
+                let end = quarantine_end(&clients, &nodes, fallback).await;
+                history.fault_between("quarantine", &nodes, at, end);
+            }));
+        }
+    }
+
+    /// Waits until every client has a checked connection to every node.
+    pub async fn wait_reconnected(&self, within: Duration) {
+        for (_, redlock) in &self.clients {
+            redlock.wait_for_nodes(within).await;
+        }
+    }
+
+    /// Waits for the workers, records the counters, checks the history, and writes it to
+    /// `out` as `<name>.jsonl`, with the report in `<name>.txt` and a results table of one
+    /// row in `<name>.row.md` (scripts/chaos joins them).
+    pub async fn finish(mut self, out: &Path) -> Report {
+        workload::sleep_until(self.stop).await;
+        self.join_workers().await;
+        for task in self.background.drain(..) {
+            task.await.expect("a recording task panicked");
+        }
+        workload::record_counters(&self.ctx, &self.resources)
+            .await
+            .expect("read the counters");
+        self.ctx.history.close_open_faults();
+        self.ctx.history.push(Record::Meta {
+            scenario: self.name.clone(),
+            nodes: self.target.nodes.len(),
+            description: self.description.clone(),
+            seed: self.seed,
+            start: self.t0,
+            stop: self.stop,
+        });
+        let records = self.ctx.history.records();
+        let report = check(&records);
+        let path = out.join(format!("{}.jsonl", self.name));
+        let written = super::history::write_jsonl(&path, &records)
+            .and_then(|()| {
+                std::fs::write(out.join(format!("{}.txt", self.name)), report.to_string())
+            })
+            .and_then(|()| {
+                let table = format!("{}\n{}\n", Report::markdown_header(), report.markdown_row());
+                std::fs::write(out.join(format!("{}.row.md", self.name)), table)
+            });
+        eprintln!("{report}");
+        match written {
+            Ok(()) => eprintln!("  history: {}", path.display()),
+            Err(e) => eprintln!("  history not written to {}: {e}", path.display()),
+        }
+        report
+    }
+}
+
+/// When the quarantine of `nodes` ends, as the clients see it: polls each client until it
+/// reports them quarantined (for at most 5 s) and returns the latest end; `fallback` if no
+/// client ever does.
+async fn quarantine_end(clients: &[RedLock], nodes: &[usize], fallback: u64) -> u64 {
+    let give_up = mono_ns() + ns(Duration::from_secs(5));
+    let mut seen = vec![false; clients.len()];
+    let mut end = None;
+    while mono_ns() < give_up && seen.iter().any(|s| !s) {
+        for (i, redlock) in clients.iter().enumerate() {
+            if seen[i] {
+                continue;
+            }
+            let reports = redlock.inspect(Duration::from_millis(5)).await;
+            let left: Option<Vec<Duration>> = nodes
+                .iter()
+                .map(|&n| reports.get(n).and_then(|r| r.quarantined_for))
+                .collect();
+            if let Some(left) = left {
+                seen[i] = true;
+                let until = mono_ns() + ns(left.into_iter().max().unwrap_or_default());
+                end = Some(end.map_or(until, |e: u64| e.max(until)));
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    end.unwrap_or(fallback)
+}
+
+/// Attempts until one critical section of `cs` has run; notifies `entered` when it begins.
+pub async fn hold_once(
+    ctx: Arc<Ctx>,
+    redlock: RedLock,
+    resource: String,
+    cs: Duration,
+    entered: Arc<Notify>,
+) {
+    for _ in 0..50 {
+        let op = workload::attempt(&ctx, &redlock, "holder", &resource, cs, Some(&entered)).await;
+        let held = op.hold.is_some();
+        ctx.history.push(Record::Op(op));
+        if held {
+            return;
+        }
+    }
+}
+
+/// A separate client's long critical section, under way.
+#[derive(Debug)]
+pub struct Holding {
+    task: JoinHandle<()>,
+    entered_at: u64,
+    resource: String,
+    cs: Duration,
+}
+
+/// The first half of the schedule of the negative control (and of the restart scenarios
+/// that pass): the workers of `run` have contended for a while; once they stop, a separate
+/// client takes the first resource for a critical section of `cs`. Returns when it is
+/// inside; the caller then restarts a majority of nodes at once and calls
+/// [`contend_while_held`].
+pub async fn hold_long(run: &mut Run, cs: Duration) -> Holding {
+    let holder = workload::connect_clients(
+        &run.ctx.settings,
+        &run.target.nodes,
+        "holder",
+        1,
+        Duration::from_secs(10),
+    )
+    .await
+    .expect("the holder's client")
+    .remove(0)
+    .1;
+    run.join_workers().await;
+    let entered = Arc::new(Notify::new());
+    let resource = run.resources[0].clone();
+    let task = tokio::spawn(hold_once(
+        Arc::clone(&run.ctx),
+        holder,
+        resource.clone(),
+        cs,
+        Arc::clone(&entered),
+    ));
+    tokio::time::timeout(Duration::from_secs(10), entered.notified())
+        .await
+        .expect("the holder never got the lock");
+    Holding {
+        task,
+        entered_at: mono_ns(),
+        resource,
+        cs,
+    }
+}
+
+/// The second half: once every client has checked its new connections, the workers contend
+/// for the held resource until the holder is done, then for `after` on every resource.
+///
+/// Waiting for the checks matters: attempts sent while a client still checks a new
+/// connection can leave keys on the restarted nodes that block the resource for a ttl
+/// (docs/chaos.md, "Findings"), which would hide the double grant this schedule provokes.
+pub async fn contend_while_held(run: &mut Run, holding: Holding, after: Duration) {
+    run.wait_reconnected(Duration::from_secs(5)).await;
+    let left = (holding.entered_at + ns(holding.cs)).saturating_sub(mono_ns());
+    run.spawn_workers(
+        std::slice::from_ref(&holding.resource),
+        Duration::from_nanos(left) + Duration::from_millis(300),
+    );
+    holding.task.await.expect("the holder panicked");
+    run.join_workers().await;
+    if !after.is_zero() {
+        let all = run.resources.clone();
+        run.spawn_workers(&all, after);
+    }
+}

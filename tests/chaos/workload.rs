@@ -1,0 +1,400 @@
+//! The workload: workers that lock a resource, run a read-sleep-write critical section on
+//! the resource's counter in a Redis outside the quorum, release, pause, and record every
+//! attempt in the history.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use fred::interfaces::{ClientLike, KeysInterface};
+use fred::types::config::{Config as FredConfig, ReconnectPolicy};
+use fred::types::Builder;
+use quorumlock::{Lock, RedLock, RedLockBuilder, Retry};
+use rand::Rng;
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+
+use super::history::{mono_ns, ns, History, Hold, Op, Outcome, Record};
+
+/// How the workers lock and what they do under the lock.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub ttl: Duration,
+    /// How long one acquire call keeps retrying.
+    pub retry_within: Duration,
+    pub retry_delay: Duration,
+    pub retry_jitter: Duration,
+    pub node_timeout: Duration,
+    /// The critical section sleeps between reading and writing the counter: from, to (ms).
+    pub cs_sleep_ms: (u64, u64),
+    /// Pause between one worker's attempts: from, to (ms).
+    pub pause_ms: (u64, u64),
+    /// The request budget: attempts per worker at most.
+    pub max_ops: usize,
+    /// Whether the clients quarantine restarted nodes (the library's default is on).
+    pub quarantine: bool,
+}
+
+impl Settings {
+    /// Short locks, short critical sections: many attempts per second under contention.
+    pub fn fast() -> Settings {
+        Settings {
+            ttl: Duration::from_secs(1),
+            retry_within: Duration::from_millis(600),
+            retry_delay: Duration::from_millis(20),
+            retry_jitter: Duration::from_millis(40),
+            node_timeout: Duration::from_millis(200),
+            cs_sleep_ms: (2, 5),
+            pause_ms: (10, 30),
+            max_ops: 1_000,
+            quarantine: true,
+        }
+    }
+
+    pub fn retry(&self) -> Retry {
+        Retry::within(self.retry_within)
+            .delay(self.retry_delay)
+            .jitter(self.retry_jitter)
+    }
+
+    /// The longest an acquire or a release may take before it counts as stuck: the retry
+    /// budget, plus a ttl, plus four node timeouts (an attempt's two rounds and the cleanup
+    /// after a failed one, and one for a connection still being checked).
+    pub fn deadline(&self) -> Duration {
+        self.retry_within + self.ttl + 4 * self.node_timeout
+    }
+
+    /// A client builder for `urls` with these settings.
+    pub fn builder(&self, urls: &[String]) -> RedLockBuilder {
+        RedLock::builder()
+            .nodes(urls.iter().cloned())
+            .ttl(self.ttl)
+            .node_timeout(self.node_timeout)
+            .retry(self.retry())
+            .quarantine(self.quarantine)
+    }
+}
+
+/// The shared counters, in a Redis that is not a lock node.
+#[derive(Clone)]
+pub struct Counter {
+    client: fred::clients::Client,
+}
+
+impl std::fmt::Debug for Counter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Counter")
+    }
+}
+
+const COUNTER_TIMEOUT: Duration = Duration::from_secs(2);
+
+impl Counter {
+    pub async fn connect(url: &str) -> Result<Counter, String> {
+        let config = FredConfig::from_url(url).map_err(|e| e.to_string())?;
+        let client = Builder::from_config(config)
+            .set_policy(ReconnectPolicy::new_constant(0, 100))
+            .build()
+            .map_err(|e| e.to_string())?;
+        tokio::time::timeout(COUNTER_TIMEOUT, client.init())
+            .await
+            .map_err(|_| format!("no connection to the counter at {url}"))?
+            .map_err(|e| e.to_string())?;
+        Ok(Counter { client })
+    }
+
+    /// The value under `key`; 0 when it does not exist.
+    pub async fn get(&self, key: &str) -> Result<i64, String> {
+        let value: Option<i64> = tokio::time::timeout(COUNTER_TIMEOUT, self.client.get(key))
+            .await
+            .map_err(|_| "counter GET timed out".to_owned())?
+            .map_err(|e| e.to_string())?;
+        Ok(value.unwrap_or(0))
+    }
+
+    pub async fn set(&self, key: &str, value: i64) -> Result<(), String> {
+        tokio::time::timeout(
+            COUNTER_TIMEOUT,
+            self.client.set::<(), _, _>(key, value, None, None, false),
+        )
+        .await
+        .map_err(|_| "counter SET timed out".to_owned())?
+        .map_err(|e| e.to_string())
+    }
+
+    pub async fn reset(&self, key: &str) -> Result<(), String> {
+        tokio::time::timeout(COUNTER_TIMEOUT, self.client.del::<i64, _>(key))
+            .await
+            .map_err(|_| "counter DEL timed out".to_owned())?
+            .map(drop)
+            .map_err(|e| e.to_string())
+    }
+}
+
+/// The counter key of `resource`.
+pub fn counter_key(resource: &str) -> String {
+    format!("chaos-counter:{resource}")
+}
+
+/// What every worker shares.
+#[derive(Debug)]
+pub struct Ctx {
+    pub settings: Settings,
+    pub counter: Counter,
+    pub history: History,
+}
+
+/// Sleeps until `CLOCK_MONOTONIC` reads `at`.
+pub async fn sleep_until(at: u64) {
+    let now = mono_ns();
+    if at > now {
+        tokio::time::sleep(Duration::from_nanos(at - now)).await;
+    }
+}
+
+fn random_ms((from, to): (u64, u64)) -> Duration {
+    Duration::from_millis(rand::rng().random_range(from..=to.max(from)))
+}
+
+/// One acquire call by `client` on `resource`; when granted, a critical section that sleeps
+/// `cs` between its read and its write, then a release. `entered` is notified when the
+/// critical section begins.
+pub async fn attempt(
+    ctx: &Ctx,
+    redlock: &RedLock,
+    client: &str,
+    resource: &str,
+    cs: Duration,
+    entered: Option<&Notify>,
+) -> Op {
+    let settings = &ctx.settings;
+    let deadline = settings.deadline();
+    // Past the deadline the call already counts as stuck; waiting twice as long tells a
+    // slow call from one that never returns.
+    let hard_limit = 2 * deadline;
+    let start = mono_ns();
+    let result = tokio::time::timeout(
+        hard_limit,
+        redlock.lock_with(resource, settings.ttl, settings.retry()),
+    )
+    .await;
+    let end = mono_ns();
+    let mut op = Op {
+        client: client.to_owned(),
+        resource: resource.to_owned(),
+        op: "acquire".to_owned(),
+        outcome: Outcome::Ok,
+        start,
+        end,
+        deadline_ms: u64::try_from(deadline.as_millis()).unwrap_or(u64::MAX),
+        hold: None,
+        error: None,
+        failed_nodes: Vec::new(),
+    };
+    match result {
+        Err(_) => {
+            op.outcome = Outcome::Stuck;
+            op.error = Some(format!("no answer within {hard_limit:?}"));
+        }
+        Ok(Err(e)) => {
+            op.outcome = Outcome::of(&e);
+            op.error = Some(describe(&e));
+            if let quorumlock::Error::Taken { failures, .. }
+            | quorumlock::Error::NoQuorum { failures, .. } = &e
+            {
+                op.failed_nodes = failures.iter().map(|f| f.index).collect();
+            }
+        }
+        Ok(Ok(lock)) => {
+            op.failed_nodes = lock.failures().iter().map(|f| f.index).collect();
+            op.hold = Some(critical_section(ctx, lock, resource, cs, hard_limit, entered).await);
+        }
+    }
+    op
+}
+
+/// The error, with the failed nodes that `Taken` does not show in its message.
+fn describe(e: &quorumlock::Error) -> String {
+    match e {
+        quorumlock::Error::Taken { failures, .. } if !failures.is_empty() => {
+            let nodes: Vec<String> = failures
+                .iter()
+                .map(|f| format!("node {}: {}", f.index, f.kind))
+                .collect();
+            format!("{e}; failed: {}", nodes.join(", "))
+        }
+        _ => e.to_string(),
+    }
+}
+
+async fn critical_section(
+    ctx: &Ctx,
+    lock: Lock,
+    resource: &str,
+    cs: Duration,
+    hard_limit: Duration,
+    entered: Option<&Notify>,
+) -> Hold {
+    let key = counter_key(resource);
+    let token = lock.fencing_token();
+    let cs_start = mono_ns();
+    if let Some(entered) = entered {
+        entered.notify_one();
+    }
+    // A careful holder checks its lock before each protected step (assumption 5).
+    let mut read = None;
+    let mut wrote = None;
+    if lock.is_valid() {
+        read = ctx.counter.get(&key).await.ok();
+        tokio::time::sleep(cs).await;
+        if let (Some(r), true) = (read, lock.is_valid()) {
+            wrote = ctx.counter.set(&key, r + 1).await.ok().map(|()| r + 1);
+        }
+    }
+    let cs_end = mono_ns();
+    let valid_at_end = lock.is_valid();
+    let release = match tokio::time::timeout(hard_limit, lock.release()).await {
+        Ok(Ok(_)) => "ok".to_owned(),
+        Ok(Err(e)) => e.to_string(),
+        Err(_) => format!("no answer within {hard_limit:?}"),
+    };
+    Hold {
+        token,
+        cs_start,
+        cs_end,
+        read,
+        wrote,
+        valid_at_end,
+        released_at: mono_ns(),
+        release,
+    }
+}
+
+/// Attempts until `stop_at` or the request budget is spent, from `start_at` on.
+pub async fn worker(
+    ctx: Arc<Ctx>,
+    redlock: RedLock,
+    client: String,
+    resource: String,
+    start_at: u64,
+    stop_at: u64,
+) {
+    sleep_until(start_at).await;
+    for _ in 0..ctx.settings.max_ops {
+        if mono_ns() >= stop_at {
+            break;
+        }
+        let cs = random_ms(ctx.settings.cs_sleep_ms);
+        let op = attempt(&ctx, &redlock, &client, &resource, cs, None).await;
+        ctx.history.push(Record::Op(op));
+        tokio::time::sleep(random_ms(ctx.settings.pause_ms)).await;
+    }
+}
+
+/// Starts `per_client` workers per resource in each client. Worker ids are
+/// `<client>.<resource index>.w<n>`.
+pub fn spawn_workers(
+    ctx: &Arc<Ctx>,
+    clients: &[(String, RedLock)],
+    resources: &[String],
+    per_client: usize,
+    start_at: u64,
+    stop_at: u64,
+) -> Vec<JoinHandle<()>> {
+    let mut tasks = Vec::new();
+    for (name, redlock) in clients {
+        for (r, resource) in resources.iter().enumerate() {
+            for w in 0..per_client {
+                tasks.push(tokio::spawn(worker(
+                    Arc::clone(ctx),
+                    redlock.clone(),
+                    format!("{name}.r{r}.w{w}"),
+                    resource.clone(),
+                    start_at,
+                    stop_at,
+                )));
+            }
+        }
+    }
+    tasks
+}
+
+/// Records which nodes `redlock` can reach, every half second from `start_at` to `stop_at`.
+pub async fn observe(ctx: Arc<Ctx>, redlock: RedLock, client: String, start_at: u64, stop_at: u64) {
+    sleep_until(start_at).await;
+    while mono_ns() < stop_at {
+        let at = mono_ns();
+        let reports = redlock.inspect(Duration::from_millis(5)).await;
+        let reachable = reports
+            .iter()
+            .filter(|r| r.reachable)
+            .map(|r| r.index)
+            .collect();
+        ctx.history.push(Record::View {
+            client: client.clone(),
+            at,
+            reachable,
+        });
+        sleep_until(at + ns(Duration::from_millis(500))).await;
+    }
+}
+
+/// Waits until every node of `redlock` counts (connected, checked, out of quarantine) and a
+/// lock on `probe` is granted with no node failing, or until `within` passes. Returns
+/// whether that happened.
+pub async fn wait_admitted(redlock: &RedLock, probe: &str, within: Duration) -> bool {
+    let until = mono_ns() + ns(within);
+    while mono_ns() < until {
+        if redlock.connected_nodes() == redlock.nodes() {
+            let reports = redlock.inspect(Duration::from_millis(10)).await;
+            if reports.iter().all(|r| r.quarantined_for.is_none()) {
+                if let Ok(lock) = redlock.try_lock(probe).await {
+                    let clean = lock.failures().is_empty();
+                    let _ = lock.release().await;
+                    if clean {
+                        return true;
+                    }
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    false
+}
+
+/// `n` independent clients (one `RedLock` each, as separate services would have), named
+/// `<prefix>0`, `<prefix>1`, ..., each waited for until every node counts.
+pub async fn connect_clients(
+    settings: &Settings,
+    urls: &[String],
+    prefix: &str,
+    n: usize,
+    within: Duration,
+) -> Result<Vec<(String, RedLock)>, String> {
+    let mut clients = Vec::new();
+    for i in 0..n {
+        let name = format!("{prefix}{i}");
+        let redlock = settings
+            .builder(urls)
+            .build()
+            .map_err(|e| format!("client {name}: {e}"))?;
+        if !wait_admitted(&redlock, &format!("chaos-probe:{name}"), within).await {
+            return Err(format!(
+                "client {name}: not every node was usable within {within:?}"
+            ));
+        }
+        clients.push((name, redlock));
+    }
+    Ok(clients)
+}
+
+/// Records the final value of each resource's counter.
+pub async fn record_counters(ctx: &Ctx, resources: &[String]) -> Result<(), String> {
+    for resource in resources {
+        let value = ctx.counter.get(&counter_key(resource)).await?;
+        ctx.history.push(Record::Counter {
+            resource: resource.clone(),
+            value,
+        });
+    }
+    Ok(())
+}
