@@ -1,0 +1,345 @@
+//! Workloads b (throughput on independent resources) and c (contention on one resource).
+//! Both run the implementations in turns: every round runs each for the same time, in
+//! alternating order, so that a change in the machine's load hits all of them alike.
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use quorumlock::Retry;
+use serde_json::json;
+
+use crate::impls::{Clients, Held, Impl};
+use crate::stats::{fmt, jain, median, process_cpu_ns};
+use crate::{print_table, TTL};
+
+/// Attempts per call in workload c, for quorumlock and rslock alike; a call that runs out
+/// is counted as given up, and the task calls again.
+const CONTENTION_ATTEMPTS: u32 = 10;
+
+/// Round `round`'s order: forwards in even rounds, backwards in odd ones.
+fn order(impls: &[Impl], round: usize) -> Vec<Impl> {
+    let mut order = impls.to_vec();
+    if round % 2 == 1 {
+        order.reverse();
+    }
+    order
+}
+
+/// The measured part of a window: it starts after a short ramp, in which the tasks start
+/// and their first cycles are not counted.
+fn window(secs: f64) -> (Instant, Instant) {
+    let ramp = Duration::from_secs_f64((secs / 5.0).min(0.2));
+    let from = Instant::now() + ramp;
+    (from, from + Duration::from_secs_f64(secs))
+}
+
+/// What one implementation did in one window of workload b.
+struct Window {
+    cycles: u64,
+    failed: u64,
+    secs: f64,
+    cpu_ns: u64,
+}
+
+impl Window {
+    fn rate(&self) -> f64 {
+        self.cycles as f64 / self.secs
+    }
+
+    fn cpu_us_per_cycle(&self) -> f64 {
+        self.cpu_ns as f64 / 1e3 / (self.cycles + self.failed).max(1) as f64
+    }
+}
+
+/// `tasks` tasks, each running acquire + release cycles on its own resource.
+async fn run_window(clients: &Arc<Clients>, imp: Impl, tasks: usize, secs: f64) -> Window {
+    let (from, until) = window(secs);
+    let handles: Vec<_> = (0..tasks)
+        .map(|task| {
+            let clients = Arc::clone(clients);
+            tokio::spawn(async move {
+                let resource = format!("load:b:{}:{task}", imp.name());
+                let (mut ok, mut failed) = (0u64, 0u64);
+                loop {
+                    let good = clients.cycle(imp, &resource).await;
+                    let now = Instant::now();
+                    if now >= until {
+                        return (ok, failed);
+                    }
+                    if now >= from {
+                        ok += u64::from(good);
+                        failed += u64::from(!good);
+                    }
+                }
+            })
+        })
+        .collect();
+    tokio::time::sleep_until(from.into()).await;
+    let cpu = process_cpu_ns();
+    tokio::time::sleep_until(until.into()).await;
+    let cpu_ns = process_cpu_ns() - cpu;
+    let (mut cycles, mut failed) = (0, 0);
+    for handle in handles {
+        let (ok, bad) = handle.await.expect("task");
+        cycles += ok;
+        failed += bad;
+    }
+    // Let the background commands of the last cycles land.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    Window {
+        cycles,
+        failed,
+        secs,
+        cpu_ns,
+    }
+}
+
+/// Workload b: cycles/s and client CPU per cycle, for each number of tasks.
+pub(crate) async fn throughput(clients: &Arc<Clients>, s: &crate::Settings) -> serde_json::Value {
+    let mut results = Vec::new();
+    let mut rows = Vec::new();
+    for &tasks in &s.tasks {
+        let mut windows: Vec<Vec<Window>> = Impl::ALL.iter().map(|_| Vec::new()).collect();
+        for round in 0..s.rounds {
+            for imp in order(&Impl::ALL, round) {
+                let i = Impl::ALL.iter().position(|&x| x == imp).unwrap_or(0);
+                let w = run_window(clients, imp, tasks, s.secs).await;
+                eprintln!(
+                    "b: {tasks} tasks, round {round}: {}: {:.0} cycles/s, {:.0} µs CPU/cycle, {} failed",
+                    imp.name(),
+                    w.rate(),
+                    w.cpu_us_per_cycle(),
+                    w.failed
+                );
+                windows[i].push(w);
+            }
+        }
+        for (imp, windows) in Impl::ALL.iter().zip(&windows) {
+            let rates: Vec<f64> = windows.iter().map(Window::rate).collect();
+            let cpus: Vec<f64> = windows.iter().map(Window::cpu_us_per_cycle).collect();
+            let failed: u64 = windows.iter().map(|w| w.failed).sum();
+            let cycles: u64 = windows.iter().map(|w| w.cycles).sum();
+            let (rate, cpu) = (median(&rates), median(&cpus));
+            rows.push(vec![
+                tasks.to_string(),
+                imp.name().to_string(),
+                fmt(rate, 0),
+                fmt(cpu, 1),
+                format!("{failed}/{}", cycles + failed),
+            ]);
+            results.push(json!({
+                "impl": imp.name(),
+                "tasks": tasks,
+                "cycles_per_s": rate,
+                "cpu_us_per_cycle": cpu,
+                "failed": failed,
+                "cycles": cycles,
+                "rounds": windows.iter().map(|w| json!({
+                    "cycles_per_s": w.rate(),
+                    "cpu_us_per_cycle": w.cpu_us_per_cycle(),
+                    "cycles": w.cycles,
+                    "failed": w.failed,
+                })).collect::<Vec<_>>(),
+            }));
+        }
+    }
+    print_table(
+        &format!(
+            "b. throughput: T tasks, each on its own resource (medians of {} rounds × {} s)",
+            s.rounds, s.secs
+        ),
+        &["T", "impl", "cycles/s", "client CPU µs/cycle", "failed"],
+        &rows,
+    );
+    json!({ "secs": s.secs, "rounds": s.rounds, "results": results })
+}
+
+/// One call that acquires `resource`, retrying while it is taken: `CONTENTION_ATTEMPTS`
+/// attempts, a pause uniform in 0..jitter between them.
+async fn acquire_contended(
+    clients: &Clients,
+    rslock: &rslock::LockManager,
+    imp: Impl,
+    resource: &str,
+    jitter: Duration,
+) -> Option<Held> {
+    let retry = Retry::attempts(CONTENTION_ATTEMPTS)
+        .delay(Duration::ZERO)
+        .jitter(jitter);
+    match imp {
+        Impl::Fenced => clients.fenced.lock_with(resource, TTL, retry).await.ok(),
+        Impl::Plain => clients.plain.lock_with(resource, TTL, retry).await.ok(),
+        Impl::Rslock => return rslock.lock(resource, TTL).await.ok().map(Held::Rslock),
+        Impl::Floor => None, // not in workload c
+    }
+    .map(Held::Quorumlock)
+}
+
+/// What one implementation did in one window of workload c.
+struct Contended {
+    /// Acquisitions made in the measured window, per task.
+    per_task: Vec<u64>,
+    /// Calls that ran out of attempts.
+    gave_up: u64,
+    /// Acquisitions while another task of the bench held the lock (never expected).
+    overlaps: u64,
+    secs: f64,
+}
+
+async fn run_contended(
+    clients: &Arc<Clients>,
+    imp: Impl,
+    round: usize,
+    s: &crate::Settings,
+) -> Contended {
+    // A fresh resource per round: no round starts with a key left by the one before.
+    let resource: Arc<str> = format!("load:c:{}:{round}", imp.name()).into();
+    let mut rslock = clients.rslock.clone();
+    rslock.set_retry(CONTENTION_ATTEMPTS, s.jitter);
+    let holders = Arc::new(AtomicUsize::new(0));
+    let overlaps = Arc::new(AtomicU64::new(0));
+    let (from, until) = window(s.secs);
+    let (hold, jitter) = (s.hold, s.jitter);
+    let handles: Vec<_> = (0..s.contenders)
+        .map(|_| {
+            let (clients, rslock, resource) =
+                (Arc::clone(clients), rslock.clone(), Arc::clone(&resource));
+            let (holders, overlaps) = (Arc::clone(&holders), Arc::clone(&overlaps));
+            tokio::spawn(async move {
+                let (mut acquired, mut gave_up) = (0u64, 0u64);
+                while Instant::now() < until {
+                    let Some(held) =
+                        acquire_contended(&clients, &rslock, imp, &resource, jitter).await
+                    else {
+                        gave_up += 1;
+                        continue;
+                    };
+                    let at = Instant::now();
+                    if holders.fetch_add(1, Ordering::SeqCst) != 0 {
+                        overlaps.fetch_add(1, Ordering::Relaxed);
+                    }
+                    tokio::time::sleep(hold).await;
+                    holders.fetch_sub(1, Ordering::SeqCst);
+                    clients.release(held).await;
+                    acquired += u64::from(at >= from && at < until);
+                }
+                (acquired, gave_up)
+            })
+        })
+        .collect();
+    let mut per_task = Vec::with_capacity(handles.len());
+    let mut gave_up = 0;
+    for handle in handles {
+        let (acquired, given_up) = handle.await.expect("task");
+        per_task.push(acquired);
+        gave_up += given_up;
+    }
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    Contended {
+        per_task,
+        gave_up,
+        overlaps: overlaps.load(Ordering::Relaxed),
+        secs: s.secs,
+    }
+}
+
+/// Workload c: handoffs/s and fairness on one resource.
+pub(crate) async fn contention(clients: &Arc<Clients>, s: &crate::Settings) -> serde_json::Value {
+    const IMPLS: [Impl; 3] = [Impl::Fenced, Impl::Plain, Impl::Rslock];
+    let mut windows: Vec<Vec<Contended>> = IMPLS.iter().map(|_| Vec::new()).collect();
+    for round in 0..s.rounds {
+        for imp in order(&IMPLS, round) {
+            let i = IMPLS.iter().position(|&x| x == imp).unwrap_or(0);
+            let w = run_contended(clients, imp, round, s).await;
+            let total: u64 = w.per_task.iter().sum();
+            eprintln!(
+                "c: round {round}: {}: {:.0} handoffs/s, Jain {:.3}, {} gave up, {} overlaps",
+                imp.name(),
+                total as f64 / w.secs,
+                jain(&w.per_task),
+                w.gave_up,
+                w.overlaps
+            );
+            windows[i].push(w);
+        }
+    }
+    let mut rows = Vec::new();
+    let mut results = Vec::new();
+    for (imp, windows) in IMPLS.iter().zip(&windows) {
+        let rates: Vec<f64> = windows
+            .iter()
+            .map(|w| w.per_task.iter().sum::<u64>() as f64 / w.secs)
+            .collect();
+        // Per-task acquisitions over all rounds together.
+        let mut per_task = vec![0u64; s.contenders];
+        for w in windows {
+            for (sum, n) in per_task.iter_mut().zip(&w.per_task) {
+                *sum += n;
+            }
+        }
+        let (min, max) = (
+            per_task.iter().min().copied(),
+            per_task.iter().max().copied(),
+        );
+        let gave_up: u64 = windows.iter().map(|w| w.gave_up).sum();
+        let overlaps: u64 = windows.iter().map(|w| w.overlaps).sum();
+        let rate = median(&rates);
+        rows.push(vec![
+            imp.name().to_string(),
+            fmt(rate, 0),
+            min.map_or("–".into(), |m| m.to_string()),
+            max.map_or("–".into(), |m| m.to_string()),
+            format!("{:.3}", jain(&per_task)),
+            gave_up.to_string(),
+            overlaps.to_string(),
+        ]);
+        results.push(json!({
+            "impl": imp.name(),
+            "handoffs_per_s": rate,
+            "per_task": per_task,
+            "min": min,
+            "max": max,
+            "jain": jain(&per_task),
+            "gave_up": gave_up,
+            "overlaps": overlaps,
+            "rounds": windows.iter().map(|w| json!({
+                "handoffs_per_s": w.per_task.iter().sum::<u64>() as f64 / w.secs,
+                "per_task": w.per_task,
+                "jain": jain(&w.per_task),
+                "gave_up": w.gave_up,
+            })).collect::<Vec<_>>(),
+        }));
+    }
+    print_table(
+        &format!(
+            "c. contention: {} tasks on one resource, holding {} ms, {} attempts per call \
+             {} ms apart at most (median of {} rounds × {} s; per-task counts over all rounds)",
+            s.contenders,
+            s.hold.as_millis(),
+            CONTENTION_ATTEMPTS,
+            s.jitter.as_millis(),
+            s.rounds,
+            s.secs
+        ),
+        &[
+            "impl",
+            "handoffs/s",
+            "min/task",
+            "max/task",
+            "Jain",
+            "gave up",
+            "overlaps",
+        ],
+        &rows,
+    );
+    json!({
+        "secs": s.secs,
+        "rounds": s.rounds,
+        "contenders": s.contenders,
+        "hold_ms": s.hold.as_secs_f64() * 1e3,
+        "jitter_ms": s.jitter.as_secs_f64() * 1e3,
+        "attempts_per_call": CONTENTION_ATTEMPTS,
+        "results": results,
+    })
+}
