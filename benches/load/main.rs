@@ -35,6 +35,7 @@ mod allocs;
 mod faults;
 mod floor;
 mod impls;
+mod majority;
 mod scaling;
 mod settings;
 mod stats;
