@@ -3,7 +3,7 @@
 //! `QUORUMLOCK_REDIS_SERVER` if the binary is not on `PATH`).
 //!
 //! ```sh
-//! cargo bench --bench load                    # everything, about 5 minutes once built
+//! cargo bench --bench load                    # everything, 4 to 5 minutes once built
 //! cargo bench --bench load -- b c             # only some workloads
 //! cargo bench --bench load -- --smoke         # every workload, short: under a minute
 //! QUORUMLOCK_LOAD_SECS=1 cargo bench --bench load -- b

@@ -167,13 +167,14 @@ async fn acquire_contended(
     let retry = Retry::attempts(CONTENTION_ATTEMPTS)
         .delay(Duration::ZERO)
         .jitter(jitter);
-    match imp {
-        Impl::Fenced => clients.fenced.lock_with(resource, TTL, retry).await.ok(),
-        Impl::Plain => clients.plain.lock_with(resource, TTL, retry).await.ok(),
+    let redlock = match imp {
+        Impl::Fenced => &clients.fenced,
+        Impl::Plain => &clients.plain,
         Impl::Rslock => return rslock.lock(resource, TTL).await.ok().map(Held::Rslock),
-        Impl::Floor => None, // not in workload c
-    }
-    .map(Held::Quorumlock)
+        Impl::Floor => return None, // not in workload c
+    };
+    let lock = redlock.lock_with(resource, TTL, retry).await.ok()?;
+    Some(Held::Quorumlock(lock))
 }
 
 /// What one implementation did in one window of workload c.
