@@ -8,13 +8,12 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use common::cli::{assert_bad_input, binary, nowhere, outcome, BadInput};
 use common::{calls, client, eventually, get};
 use quorumlock::testkit::{LocalQuorum, Reply};
-use quorumlock::{Error, RedLock, Retry, ENV_VARS};
+use quorumlock::{Error, RedLock, Retry};
 use tokio::io::AsyncWriteExt;
 use tokio::process::Command;
-
-const BIN: &str = env!("CARGO_BIN_EXE_quorumlock");
 
 /// Shell: waits for a file `stop` to appear, for at most a minute (so that nothing outlives a
 /// failing test for long).
@@ -26,25 +25,10 @@ const BUSY: &str = "i=0; while [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done"
 
 /// The binary with no `QUORUMLOCK_*` variable but `QUORUMLOCK_NODES=urls` (unless empty).
 fn quorumlock(urls: &[String]) -> Command {
-    let mut c = Command::new(BIN);
-    for var in ENV_VARS {
-        c.env_remove(var);
-    }
-    for var in [
-        "QUORUMLOCK_LOG",
-        "QUORUMLOCK_RESOURCE",
-        "QUORUMLOCK_FENCING_TOKEN",
-    ] {
-        c.env_remove(var);
-    }
-    if !urls.is_empty() {
-        c.env("QUORUMLOCK_NODES", urls.join(","));
-    }
+    let mut c = binary(urls);
     // The test servers are seconds old and keep nothing across a restart: the library would
     // quarantine them (tests/safeguards.rs covers that).
-    c.env("QUORUMLOCK_QUARANTINE", "false")
-        .stdin(Stdio::null())
-        .kill_on_drop(true);
+    c.env("QUORUMLOCK_QUARANTINE", "false");
     c
 }
 
@@ -55,26 +39,6 @@ fn run_sh(q: &LocalQuorum, flags: &[&str], resource: &str, script: &str) -> Comm
         .args(flags)
         .args([resource, "--", "sh", "-c", script]);
     c
-}
-
-#[derive(Debug)]
-struct Outcome {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-}
-
-/// Runs `cmd` to its end (killed after a minute: a hang fails the test).
-async fn outcome(cmd: &mut Command) -> Outcome {
-    let out = tokio::time::timeout(Duration::from_secs(60), cmd.output())
-        .await
-        .expect("quorumlock exits within a minute")
-        .expect("quorumlock runs");
-    Outcome {
-        code: out.status.code(),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
 }
 
 /// Waits (polling, at most 10 s) until `path` exists, and returns when it was seen.
@@ -149,7 +113,7 @@ async fn exits_with_the_commands_own_code_and_releases_the_lock() {
         assert!(is_free(&redlock, "own-code").await, "{script}");
     }
     // --nodes overrides QUORUMLOCK_NODES.
-    let mut cli = quorumlock(&["redis://127.0.0.1:1".to_string()]);
+    let mut cli = quorumlock(&nowhere());
     let urls = q.urls().join(",");
     cli.args(["run", "--nodes", &urls, "own-code", "--", "true"]);
     assert_eq!(outcome(&mut cli).await.code, Some(0));
@@ -274,11 +238,9 @@ async fn exits_69_when_a_majority_of_nodes_is_down() {
 
 #[tokio::test]
 async fn exits_64_with_one_line_on_bad_input() {
-    let down = ["redis://127.0.0.1:1".to_string()];
-    /// Arguments, environment, and a part of the message.
-    type Case<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], &'a str);
+    let down = nowhere();
     #[rustfmt::skip]
-    let cases: &[Case] = &[
+    let cases: &[BadInput] = &[
         (&["run", "--nodes", "not a url", "r", "--", "true"], &[], "invalid node URL"),
         (&["run", "--nodes", "http://127.0.0.1", "r", "--", "true"], &[], "scheme"),
         (&["run", "--nodes", "", "r", "--", "true"], &[], "no nodes"),
@@ -302,17 +264,12 @@ async fn exits_64_with_one_line_on_bad_input() {
         (&["run", "r", "--", "true"], &[("QUORUMLOCK_TTL", "0s")], "greater than zero"),
         (&["run", "r", "--", "true"], &[("QUORUMLOCK_LOG", "loud")], "QUORUMLOCK_LOG"),
     ];
-    for (args, env, expected) in cases {
+    for case @ (args, env, _) in cases {
         let mut cli = quorumlock(&down);
         cli.env("QUORUMLOCK_CONNECT_TIMEOUT", "50ms")
             .args(*args)
             .envs(env.iter().copied());
-        let out = outcome(&mut cli).await;
-        let what = format!("{args:?} {env:?}: {out:?}");
-        assert_eq!(out.code, Some(64), "{what}");
-        assert!(out.stderr.starts_with("quorumlock: "), "{what}");
-        assert_eq!(out.stderr.lines().count(), 1, "{what}");
-        assert!(out.stderr.contains(expected), "{what}");
+        assert_bad_input(case, &outcome(&mut cli).await);
     }
     // No nodes anywhere.
     let out = outcome(quorumlock(&[]).args(["run", "r", "--", "true"])).await;

@@ -3,16 +3,14 @@
 //! ACL user that may not read the configuration, a node that is down; that it writes nothing;
 //! and its usage errors.
 
-use std::collections::BTreeMap;
-use std::process::Stdio;
-use std::time::Duration;
+mod common;
 
+use std::collections::BTreeMap;
+
+use common::cli::{assert_bad_input, binary, nowhere, outcome, BadInput, BIN};
 use quorumlock::testkit::{LocalNode, LocalQuorum, NodeOptions, Reply};
-use quorumlock::ENV_VARS;
 use serde_json::Value;
 use tokio::process::Command;
-
-const BIN: &str = env!("CARGO_BIN_EXE_quorumlock");
 
 /// The binary with no `QUORUMLOCK_*` variable but the two below and `QUORUMLOCK_NODES=urls`
 /// (unless empty), running `doctor ARGS --window 1s` (unless ARGS has a window).
@@ -26,14 +24,7 @@ const BIN: &str = env!("CARGO_BIN_EXE_quorumlock");
 /// everything else unless a stall outlasts 500 ms. And a generous node timeout, so that a busy
 /// machine does not turn a healthy node's `TIME` or `INFO` into an unknown.
 fn doctor(urls: &[String], args: &[&str]) -> Command {
-    let mut c = Command::new(BIN);
-    for var in ENV_VARS {
-        c.env_remove(var);
-    }
-    c.env_remove("QUORUMLOCK_LOG");
-    if !urls.is_empty() {
-        c.env("QUORUMLOCK_NODES", urls.join(","));
-    }
+    let mut c = binary(urls);
     c.env("QUORUMLOCK_DRIFT_FACTOR", "0.5")
         .env("QUORUMLOCK_NODE_TIMEOUT", "2s")
         .arg("doctor")
@@ -41,28 +32,7 @@ fn doctor(urls: &[String], args: &[&str]) -> Command {
     if !args.contains(&"--window") {
         c.args(["--window", "1s"]);
     }
-    c.stdin(Stdio::null()).kill_on_drop(true);
     c
-}
-
-#[derive(Debug)]
-struct Outcome {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-}
-
-/// Runs `cmd` to its end (killed after a minute: a hang fails the test).
-async fn outcome(cmd: &mut Command) -> Outcome {
-    let out = tokio::time::timeout(Duration::from_secs(60), cmd.output())
-        .await
-        .expect("quorumlock exits within a minute")
-        .expect("quorumlock runs");
-    Outcome {
-        code: out.status.code(),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
 }
 
 /// `doctor --json`: the exit code and the document (checked against the exit code).
@@ -133,7 +103,7 @@ async fn a_healthy_configuration_is_safe() {
     // The JSON, and the table with the nodes from --nodes rather than QUORUMLOCK_NODES; both
     // at once (each takes the clock window).
     let (urls, nodes_flag) = (q.urls(), q.urls().join(","));
-    let down = ["redis://127.0.0.1:1".to_string()];
+    let down = nowhere();
     let mut table = doctor(&down, &["--nodes", &nodes_flag]);
     let ((code, doc), out) = tokio::join!(json(&urls, &[]), outcome(&mut table));
     assert_eq!(code, Some(0), "{doc:#}");
@@ -604,11 +574,10 @@ async fn doctor_writes_nothing() {
 
 #[tokio::test]
 async fn exits_64_with_one_line_on_bad_input() {
-    let down = ["redis://127.0.0.1:1".to_string()];
-    /// Arguments after `doctor`, environment, and a part of the message.
-    type Case<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], &'a str);
+    let down = nowhere();
+    // Arguments after `doctor`.
     #[rustfmt::skip]
-    let cases: &[Case] = &[
+    let cases: &[BadInput] = &[
         (&["--window", "0s"], &[], "greater than zero"),
         (&["--window", "soon"], &[], "--window"),
         (&["--nodes", ""], &[], "no nodes"),
@@ -622,16 +591,12 @@ async fn exits_64_with_one_line_on_bad_input() {
         (&[], &[("QUORUMLOCK_QUARANTINE", "maybe")], "QUORUMLOCK_QUARANTINE"),
         (&[], &[("QUORUMLOCK_LOG", "loud")], "QUORUMLOCK_LOG"),
     ];
-    for (args, env, expected) in cases {
+    for case @ (args, env, _) in cases {
         let mut cli = doctor(&down, args);
         cli.envs(env.iter().copied());
         let out = outcome(&mut cli).await;
-        let what = format!("{args:?} {env:?}: {out:?}");
-        assert_eq!(out.code, Some(64), "{what}");
-        assert_eq!(out.stdout, "", "{what}");
-        assert!(out.stderr.starts_with("quorumlock: "), "{what}");
-        assert_eq!(out.stderr.lines().count(), 1, "{what}");
-        assert!(out.stderr.contains(expected), "{what}");
+        assert_bad_input(case, &out);
+        assert_eq!(out.stdout, "", "{args:?} {env:?}: {out:?}");
     }
     // No nodes anywhere.
     let out = outcome(&mut doctor(&[], &[])).await;

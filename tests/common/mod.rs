@@ -7,6 +7,10 @@ use std::time::Duration;
 use quorumlock::testkit::{LocalNode, LocalQuorum, Reply};
 use quorumlock::{RedLock, RedLockBuilder};
 
+/// Running the `quorumlock` binary (built only with the `cli` feature).
+#[cfg(feature = "cli")]
+pub mod cli;
+
 /// A builder for `quorum` with test-friendly defaults: one attempt; a generous node timeout
 /// so that a loaded CI machine does not turn a healthy node into a failed one; ttls up to a
 /// minute; and no quarantine, since the test servers are seconds old and keep nothing across

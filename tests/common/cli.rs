@@ -1,0 +1,74 @@
+//! Running the `quorumlock` binary, for the tests of its subcommands (tests/cli.rs,
+//! tests/doctor.rs).
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use quorumlock::ENV_VARS;
+use tokio::process::Command;
+
+/// The binary cargo built for these tests.
+pub const BIN: &str = env!("CARGO_BIN_EXE_quorumlock");
+
+/// Variables the binary reads or sets besides [`ENV_VARS`].
+const OTHER_VARS: [&str; 3] = [
+    "QUORUMLOCK_LOG",
+    "QUORUMLOCK_RESOURCE",
+    "QUORUMLOCK_FENCING_TOKEN",
+];
+
+/// The binary with no `QUORUMLOCK_*` variable from the test's environment but
+/// `QUORUMLOCK_NODES=urls` (unless `urls` is empty), stdin from /dev/null, killed if the test
+/// drops it.
+pub fn binary(urls: &[String]) -> Command {
+    let mut c = Command::new(BIN);
+    for var in ENV_VARS.into_iter().chain(OTHER_VARS) {
+        c.env_remove(var);
+    }
+    if !urls.is_empty() {
+        c.env("QUORUMLOCK_NODES", urls.join(","));
+    }
+    c.stdin(Stdio::null()).kill_on_drop(true);
+    c
+}
+
+/// How a run of the binary ended, with its output as text.
+#[derive(Debug)]
+pub struct Outcome {
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// Runs `cmd` to its end (killed after a minute: a hang fails the test).
+pub async fn outcome(cmd: &mut Command) -> Outcome {
+    let out = tokio::time::timeout(Duration::from_secs(60), cmd.output())
+        .await
+        .expect("quorumlock exits within a minute")
+        .expect("quorumlock runs");
+    Outcome {
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// A node URL nothing listens on (port 1), for runs that must fail before reaching a node.
+pub fn nowhere() -> Vec<String> {
+    vec!["redis://127.0.0.1:1".to_string()]
+}
+
+/// A case of bad input: arguments, environment, and a part of the expected message.
+pub type BadInput<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], &'a str);
+
+/// Checks that the run of `case` (arguments and environment) ended as a usage or configuration
+/// error: exit code 64 and one line on stderr, `quorumlock: ...`, containing the case's part.
+#[track_caller]
+pub fn assert_bad_input(case: &BadInput<'_>, out: &Outcome) {
+    let (args, env, expected) = case;
+    let what = format!("{args:?} {env:?}: {out:?}");
+    assert_eq!(out.code, Some(64), "{what}");
+    assert!(out.stderr.starts_with("quorumlock: "), "{what}");
+    assert_eq!(out.stderr.lines().count(), 1, "{what}");
+    assert!(out.stderr.contains(expected), "{what}");
+}
