@@ -1,9 +1,24 @@
-//! The live demo: a local quorum of five Redis masters, eight workers in four independent
-//! clients contending for one resource while nodes are frozen and killed, and an exclusion
-//! check at the end.
+//! The live demo: eight workers in four independent clients contending for one resource on a
+//! quorum of Redis masters, and an exclusion check at the end.
 //!
-//! Run with `cargo run --release --example demo` (needs `redis-server`, see
-//! `scripts/ensure-redis`). Exits non-zero if the exclusion check fails.
+//! By default it starts a local quorum of five `redis-server` processes and freezes and kills
+//! some of them while the workers run:
+//!
+//! ```sh
+//! cargo run --release --example demo      # needs redis-server, see scripts/ensure-redis
+//! ```
+//!
+//! With `QUORUMLOCK_NODES` set (comma-separated URLs, as for `RedLockBuilder::from_env`) it uses
+//! those nodes instead, the five masters of docker-compose.yml for instance, and injects no
+//! faults: it does not own those servers. The other `QUORUMLOCK_*` variables apply too, except
+//! the ttl (2 s) and the retry policy (one attempt), which are the demo's own.
+//!
+//! ```sh
+//! QUORUMLOCK_NODES=redis://127.0.0.1:7001,redis://127.0.0.1:7002,redis://127.0.0.1:7003,redis://127.0.0.1:7004,redis://127.0.0.1:7005 \
+//!     cargo run --release --example demo
+//! ```
+//!
+//! Exits 1 if the exclusion check fails, 2 if the nodes cannot be started or reached.
 
 use std::io::{IsTerminal, Write};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -11,8 +26,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use quorumlock::testkit::LocalQuorum;
-use quorumlock::{Error, RedLock, Retry};
+use quorumlock::{Error, RedLock, RedLockBuilder, Retry};
 
+/// The variable that names existing nodes (read by `RedLockBuilder::from_env`).
+const NODES_VAR: &str = "QUORUMLOCK_NODES";
 const RESOURCE: &str = "demo:ledger";
 const RUN_FOR: Duration = Duration::from_secs(10);
 const CLIENTS: usize = 4;
@@ -47,42 +64,75 @@ impl Ledger {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    println!("quorumlock demo: starting 5 local redis-server masters ...");
-    let mut quorum = match LocalQuorum::start(5).await {
-        Ok(q) => q,
-        Err(e) => {
-            eprintln!("cannot start the local quorum: {e}");
-            std::process::exit(2);
+    // Existing nodes from QUORUMLOCK_NODES, or a local quorum this demo owns (and breaks).
+    let (mut quorum, builder) = if std::env::var_os(NODES_VAR).is_some() {
+        println!("quorumlock demo: using the nodes in {NODES_VAR} ...");
+        match RedLockBuilder::from_env() {
+            Ok(builder) => (None, builder),
+            Err(e) => fail(&e),
+        }
+    } else {
+        println!("quorumlock demo: starting 5 local redis-server masters ...");
+        match LocalQuorum::start(5).await {
+            Ok(q) => {
+                let builder = RedLock::builder().nodes(q.urls());
+                (Some(q), builder)
+            }
+            Err(e) => {
+                eprintln!("cannot start the local quorum: {e}");
+                std::process::exit(2);
+            }
         }
     };
-    for (i, url) in quorum.urls().iter().enumerate() {
+    let builder = builder.ttl(Duration::from_secs(2)).retry(Retry::none());
+    let config = match builder.validate() {
+        Ok(config) => config,
+        Err(e) => fail(&e),
+    };
+    for (i, url) in config.nodes().iter().enumerate() {
         println!("  node {i}: {url}");
     }
-    println!(
-        "{} clients x {} workers contend for `{RESOURCE}` for {}s; faults: node 1 frozen 2.5-5s, node 4 killed at 5.5s and restarted at 8s",
-        CLIENTS,
-        WORKERS_PER_CLIENT,
-        RUN_FOR.as_secs()
-    );
+    let nodes = config.nodes().len();
+    if quorum.is_some() {
+        println!(
+            "{} clients x {} workers contend for `{RESOURCE}` for {}s; faults: node 1 frozen 2.5-5s, node 4 killed at 5.5s and restarted at 8s",
+            CLIENTS,
+            WORKERS_PER_CLIENT,
+            RUN_FOR.as_secs()
+        );
 
-    // The servers keep nothing across a restart, so the clients quarantine every node until
-    // it has been up for longer than the longest ttl (2 s): the delayed-restart rule.
-    println!(
-        "waiting until the nodes are older than the 2s max ttl (quarantine of young nodes) ..."
-    );
-    tokio::time::sleep(Duration::from_millis(2_100)).await;
+        // The servers keep nothing across a restart, so the clients quarantine every node
+        // until it has been up for longer than the longest ttl (2 s): the delayed-restart rule.
+        println!(
+            "waiting until the nodes are older than the 2s max ttl (quarantine of young nodes) ..."
+        );
+        tokio::time::sleep(Duration::from_millis(2_100)).await;
+    } else {
+        println!(
+            "{} clients x {} workers contend for `{RESOURCE}` for {}s; faults: none (the demo freezes and kills only servers it started itself)",
+            CLIENTS,
+            WORKERS_PER_CLIENT,
+            RUN_FOR.as_secs()
+        );
+    }
 
     let ledger = Arc::new(Ledger::default());
+    let mut clients = Vec::new();
+    for _ in 0..CLIENTS {
+        // One RedLock per client, as separate services on separate hosts would have.
+        clients.push(builder.connect().await?);
+    }
+    let reachable = clients[0].connected_nodes();
+    if reachable < clients[0].quorum() {
+        eprintln!(
+            "only {reachable} of {nodes} nodes answer, fewer than the quorum of {}",
+            clients[0].quorum()
+        );
+        std::process::exit(2);
+    }
     let start = Instant::now();
     let mut workers = Vec::new();
-    for c in 0..CLIENTS {
-        // One RedLock per client, as separate services on separate hosts would have.
-        let redlock = RedLock::builder()
-            .nodes(quorum.urls())
-            .ttl(Duration::from_secs(2))
-            .retry(Retry::none())
-            .connect()
-            .await?;
+    for (c, redlock) in clients.into_iter().enumerate() {
         for w in 0..WORKERS_PER_CLIENT {
             let id = c * WORKERS_PER_CLIENT + w + 1;
             workers.push(tokio::spawn(worker(
@@ -94,21 +144,33 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
 
-    let mut faults = vec![
-        (Duration::from_millis(2_500), "freeze node 1"),
-        (Duration::from_millis(5_000), "resume node 1"),
-        (Duration::from_millis(5_500), "kill node 4"),
-        (Duration::from_millis(8_000), "restart node 4"),
-    ]
-    .into_iter()
-    .peekable();
+    let faults = if quorum.is_some() {
+        vec![
+            (Duration::from_millis(2_500), "freeze node 1"),
+            (Duration::from_millis(5_000), "resume node 1"),
+            (Duration::from_millis(5_500), "kill node 4"),
+            (Duration::from_millis(8_000), "restart node 4"),
+        ]
+    } else {
+        Vec::new()
+    };
+    let mut faults = faults.into_iter().peekable();
     let tty = std::io::stdout().is_terminal();
-    let mut status = "all 5 nodes up";
+    let external_status = format!("{nodes} nodes from {NODES_VAR}");
+    let mut status = if quorum.is_some() {
+        "all 5 nodes up"
+    } else {
+        external_status.as_str()
+    };
     let mut ticks = 0u32;
     while start.elapsed() < RUN_FOR {
         tokio::time::sleep(Duration::from_millis(250)).await;
         ticks += 1;
         while let Some((at, what)) = faults.peek().copied() {
+            // Faults are scheduled only for a local quorum.
+            let Some(quorum) = quorum.as_mut() else {
+                break;
+            };
             if start.elapsed() < at {
                 break;
             }
@@ -148,6 +210,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         std::process::exit(1);
     }
     Ok(())
+}
+
+/// A configuration error (from the environment): one line, exit 2.
+fn fail(e: &dyn std::fmt::Display) -> ! {
+    eprintln!("quorumlock demo: {e}");
+    std::process::exit(2);
 }
 
 async fn worker(id: usize, redlock: RedLock, ledger: Arc<Ledger>, start: Instant) {
