@@ -3,6 +3,7 @@
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 
 mod admission;
+mod batch;
 mod config;
 mod error;
 mod health;

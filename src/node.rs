@@ -3,28 +3,23 @@
 
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, LazyLock, Mutex};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use fred::clients::Client;
 use fred::error::{Error as FredError, ErrorKind};
-use fred::interfaces::{ClientLike, EventInterface, KeysInterface, LuaInterface};
+use fred::interfaces::{ClientLike, EventInterface, LuaInterface};
 use fred::types::config::{Config as FredConfig, ReconnectPolicy, TcpConfig};
-use fred::types::{Builder, Expiration, FromValue, Key, SetOptions, Value};
+use fred::types::{Builder, Key, Value};
 use tokio::task::JoinHandle;
 
 use crate::admission::{self, Admission, Fleet};
+use crate::batch::{Batcher, Op, BATCH};
 use crate::config::{Config, NodeUrl};
 use crate::error::{ConfigError, NodeError, NodeErrorKind};
 use crate::health::Excluded;
 use crate::quorum::Ballot;
-use crate::scripts::{self, Script};
-
-static ACQUIRE: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::ACQUIRE));
-static FENCE: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::FENCE));
-static EXTEND: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::EXTEND));
-static RESTORE: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::RESTORE));
-static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::RELEASE));
+use crate::scripts;
 
 /// One node's answer, or why it failed.
 pub(crate) type NodeResult<T> = Result<T, NodeError>;
@@ -105,6 +100,8 @@ pub(crate) struct Node {
     suspect: Arc<AtomicBool>,
     /// Whether its votes count now.
     admission: Admission,
+    /// Every script call and set goes through it (see `batch.rs`).
+    batch: Batcher,
     tasks: Vec<JoinHandle<Result<(), FredError>>>,
 }
 
@@ -175,7 +172,8 @@ impl Node {
                 // fallback.
                 if preload {
                     tokio::spawn(async move {
-                        for body in scripts::ALL {
+                        let batch = BATCH.body.as_ref();
+                        for body in scripts::BATCHED.into_iter().chain([batch]) {
                             if let Err(error) = client.script_load::<String, _>(body).await {
                                 tracing::debug!(node = index, %error, "could not cache a script");
                             }
@@ -186,7 +184,9 @@ impl Node {
             }
         });
         let router = client.connect();
+        let batch = Batcher::start(client.clone(), config.node_timeout);
         Ok(Node {
+            batch,
             index,
             url: label,
             client,
@@ -267,22 +267,17 @@ impl Node {
         token: Value,
         ttl_ms: i64,
     ) -> impl Future<Output = NodeResult<Acquired>> + Send + 'static {
-        let client = self.client.clone();
         let ctx = self.context();
         async move {
             ctx.admitted().await?;
-            let reply: Result<Option<String>, FredError> = client
-                .set(
-                    key,
-                    token,
-                    Some(Expiration::PX(ttl_ms)),
-                    Some(SetOptions::NX),
-                    false,
-                )
-                .await;
-            // `Option<String>`, not `bool`: fred turns the nil reply for an existing key into
-            // a parse error when asked for a bool.
-            ctx.vote(reply.map(|r| Acquired(r.map(|_| 0)))).await
+            let args = vec![token, Value::Integer(ttl_ms)];
+            let reply = ctx.batch.call(Op::SetNx, vec![key], args).await;
+            ctx.vote(reply.and_then(|value| match value {
+                Value::Null => Ok(Acquired(None)),
+                Value::Integer(0) => Ok(Acquired(Some(0))),
+                other => Err(unexpected("SET NX", &other)),
+            }))
+            .await
         }
     }
 
@@ -295,12 +290,11 @@ impl Node {
         token: Value,
         ttl_ms: i64,
     ) -> impl Future<Output = NodeResult<Acquired>> + Send + 'static {
-        let client = self.client.clone();
         let ctx = self.context();
         async move {
             ctx.admitted().await?;
             let args = vec![token, Value::Integer(ttl_ms), Value::Integer(locks as i64)];
-            let reply = run_script::<Value>(&client, &ACQUIRE, keys, args).await;
+            let reply = ctx.batch.call(Op::Acquire, keys, args).await;
             ctx.vote(reply.and_then(|value| match value {
                 Value::Null => Ok(Acquired(None)),
                 Value::Integer(fence) if fence >= 0 => Ok(Acquired(Some(fence as u64))),
@@ -319,7 +313,6 @@ impl Node {
         token: Value,
         fence: u64,
     ) -> impl Future<Output = Vote> + Send + 'static {
-        let client = self.client.clone();
         let ctx = self.context();
         async move {
             ctx.admitted().await?;
@@ -328,8 +321,8 @@ impl Node {
                 Value::from(fence.to_string()),
                 Value::Integer(locks as i64),
             ];
-            let reply = run_script::<i64>(&client, &FENCE, keys, args).await;
-            ctx.vote(reply.map(|n| n == 1)).await
+            let reply = ctx.batch.call(Op::Fence, keys, args).await;
+            ctx.vote(integer("FENCE", reply).map(|n| n == 1)).await
         }
     }
 
@@ -340,29 +333,12 @@ impl Node {
         keys: Vec<Key>,
         token: Value,
     ) -> impl Future<Output = Vote> + Send + 'static {
-        let client = self.client.clone();
         let ctx = self.context();
         async move {
+            // Never held back, and sent even after its deadline (see `batch.rs`).
             let expected = keys.len() as i64;
-            match run_script::<i64>(&client, &RELEASE, keys.clone(), vec![token.clone()]).await {
-                Ok(n) => ctx.judge(Ok(n == expected)),
-                Err(e) => {
-                    if *e.kind() == ErrorKind::Timeout {
-                        // The EVALSHA may still run later, on a node that was frozen, and it
-                        // answers NOSCRIPT there if the node never cached the script: nobody
-                        // would be waiting to send the fallback then. Queue the script body
-                        // right behind it on the same connection, so that the node runs the
-                        // delete either way (it is idempotent for our token). A command that
-                        // is still queued in the client when this one times out is never
-                        // written at all.
-                        tokio::spawn(async move {
-                            let _: Result<i64, FredError> =
-                                client.eval(RELEASE.body, keys, vec![token]).await;
-                        });
-                    }
-                    ctx.judge(Err(e))
-                }
-            }
+            let reply = ctx.batch.call(Op::Release, keys, vec![token]).await;
+            ctx.judge(integer("RELEASE", reply).map(|n| n == expected))
         }
     }
 
@@ -373,14 +349,13 @@ impl Node {
         token: Value,
         ttl_ms: i64,
     ) -> impl Future<Output = NodeResult<Extended>> + Send + 'static {
-        let client = self.client.clone();
         let ctx = self.context();
         async move {
             ctx.admitted().await?;
             let locks = keys.len() as i64;
             let args = vec![token, Value::Integer(ttl_ms), Value::Integer(locks)];
-            let reply = run_script::<i64>(&client, &EXTEND, keys, args).await;
-            ctx.vote(reply.and_then(|n| match n {
+            let reply = ctx.batch.call(Op::Extend, keys, args).await;
+            ctx.vote(integer("EXTEND", reply).and_then(|n| match n {
                 0 => Ok(Extended::Refused),
                 1 => Ok(Extended::Kept),
                 2 => Ok(Extended::Missing),
@@ -400,7 +375,6 @@ impl Node {
         ttl_ms: i64,
         fence: u64,
     ) -> impl Future<Output = Vote> + Send + 'static {
-        let client = self.client.clone();
         let ctx = self.context();
         async move {
             let args = vec![
@@ -409,8 +383,8 @@ impl Node {
                 Value::Integer(locks as i64),
                 Value::from(fence.to_string()),
             ];
-            let reply = run_script::<i64>(&client, &RESTORE, keys, args).await;
-            ctx.judge(reply.map(|n| n == 1))
+            let reply = ctx.batch.call(Op::Restore, keys, args).await;
+            ctx.judge(integer("RESTORE", reply).map(|n| n == 1))
         }
     }
 
@@ -423,6 +397,7 @@ impl Node {
             last_error: Arc::clone(&self.last_error),
             suspect: Arc::clone(&self.suspect),
             admission: self.admission.clone(),
+            batch: self.batch.handle(),
         }
     }
 }
@@ -436,19 +411,11 @@ impl Drop for Node {
     }
 }
 
-/// EVALSHA, falling back to EVAL (which caches the script again) on NOSCRIPT.
-async fn run_script<R: FromValue>(
-    client: &Client,
-    script: &Script,
-    keys: Vec<Key>,
-    args: Vec<Value>,
-) -> Result<R, FredError> {
-    match client
-        .evalsha::<R, _, _, _>(script.sha.as_str(), keys.clone(), args.clone())
-        .await
-    {
-        Err(e) if scripts::is_noscript(&e) => client.eval(script.body, keys, args).await,
-        other => other,
+/// A script's integer reply.
+fn integer(script: &str, reply: Result<Value, FredError>) -> Result<i64, FredError> {
+    match reply? {
+        Value::Integer(n) => Ok(n),
+        other => Err(unexpected(script, &other)),
     }
 }
 
@@ -461,6 +428,7 @@ struct ErrorContext {
     last_error: Arc<Mutex<Option<String>>>,
     suspect: Arc<AtomicBool>,
     admission: Admission,
+    batch: crate::batch::Queue,
 }
 
 impl ErrorContext {

@@ -94,22 +94,67 @@ for i = 1, #KEYS do
 end
 return n";
 
+/// `SET key token NX PX ttl` as a script, for [`batch`] only (alone it is sent as the plain
+/// command). `ARGV = [token, ttl_ms]`; returns 0 if set (fencing counter 0), nil if not.
+pub(crate) const SET_NX: &str = r"if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 0 end
+return false";
+
 /// Every script, for tests that check the hashes against a real `SCRIPT LOAD`.
 pub(crate) const ALL: [&str; 5] = [ACQUIRE, FENCE, EXTEND, RESTORE, RELEASE];
+
+/// The scripts [`batch`] can run, in the order of their numbers in it.
+pub(crate) const BATCHED: [&str; 6] = [SET_NX, ACQUIRE, FENCE, EXTEND, RESTORE, RELEASE];
+
+/// The script that runs several calls of the scripts above in one: concurrent calls bound
+/// for one node are sent as one (see `batch.rs`). Each script becomes a function of
+/// `(KEYS, ARGV)`, the parameters shadowing the globals, so its body is unchanged.
+///
+/// `ARGV = [count, then per call: script number (1-based in BATCHED), its key count, its
+/// argument count, its arguments]`; `KEYS` = the calls' keys, one call after the other.
+/// Returns one element per call, in order: the script's reply (nil for `false`), or a string
+/// `ERR ...` if it failed (a failing call does not stop the others; like a script on its
+/// own, it keeps what it did before failing).
+pub(crate) fn batch() -> String {
+    let mut body = String::from("local scripts = {}\n");
+    for (i, script) in BATCHED.iter().enumerate() {
+        body.push_str(&format!(
+            "scripts[{}] = function(KEYS, ARGV)\n{script}\nend\n",
+            i + 1
+        ));
+    }
+    body.push_str(
+        r"local out = {}
+local k, a = 1, 2
+for j = 1, tonumber(ARGV[1]) do
+  local f, nk, na = scripts[tonumber(ARGV[a])], tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
+  a = a + 3
+  local ok, r = pcall(f, {unpack(KEYS, k, k + nk - 1)}, {unpack(ARGV, a, a + na - 1)})
+  k, a = k + nk, a + na
+  if not ok then
+    if type(r) == 'table' then r = r.err end
+    r = 'ERR ' .. tostring(r)
+  elseif type(r) == 'table' and r.err then
+    r = 'ERR ' .. r.err
+  end
+  out[j] = r
+end
+return out",
+    );
+    body
+}
 
 /// A script and its SHA1, computed once.
 #[derive(Debug)]
 pub(crate) struct Script {
-    pub(crate) body: &'static str,
+    pub(crate) body: std::borrow::Cow<'static, str>,
     pub(crate) sha: String,
 }
 
 impl Script {
-    pub(crate) fn new(body: &'static str) -> Script {
-        Script {
-            body,
-            sha: fred::util::sha1_hash(body),
-        }
+    pub(crate) fn new(body: impl Into<std::borrow::Cow<'static, str>>) -> Script {
+        let body = body.into();
+        let sha = fred::util::sha1_hash(&body);
+        Script { body, sha }
     }
 }
 

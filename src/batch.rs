@@ -1,0 +1,348 @@
+//! Coalescing: script calls bound for one node while it is busy are sent together, as one
+//! script call, when it is free again.
+//!
+//! Each node has one [`Batcher`]. A call goes out at once while fewer than [`IN_FLIGHT`]
+//! commands of this node are awaiting their answer, so an idle client adds no delay. While
+//! they are all in flight, calls wait in a queue; the next free slot takes the whole queue
+//! (up to [`MAX_CALLS`]) and sends it as one call of the [batch script](scripts::batch),
+//! which runs each call's script in turn, atomically, and answers each one. Many concurrent
+//! locks then cost a node one command instead of one each: the client's CPU per command
+//! (fred's, mostly) and the server's are spent once per batch.
+//!
+//! Order is kept: calls leave the queue in the order they came, one connection carries them,
+//! and the server runs a batch's calls in order, so a release still runs after the
+//! acquisition it follows. A call's deadline is the node timeout from when it was queued. A
+//! call still queued at its deadline is never sent (as fred never writes a command still
+//! queued when it times out), except a release, which is always sent: it only ever deletes
+//! our own keys, and a late one cleans up what a late acquisition may have left.
+
+use std::sync::{Arc, LazyLock};
+use std::time::Duration;
+
+use fred::clients::Client;
+use fred::error::{Error as FredError, ErrorKind};
+use fred::interfaces::{KeysInterface, LuaInterface};
+use fred::types::{Expiration, Key, SetOptions, Value};
+use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use crate::scripts::{self, Script};
+
+/// Commands of one node awaiting their answer at once, at most.
+pub(crate) const IN_FLIGHT: usize = 1;
+
+/// Calls sent as one batch, at most (a batch runs atomically: the node serves nothing else
+/// meanwhile).
+pub(crate) const MAX_CALLS: usize = 256;
+
+static SET_NX: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::SET_NX));
+static ACQUIRE: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::ACQUIRE));
+static FENCE: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::FENCE));
+static EXTEND: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::EXTEND));
+static RESTORE: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::RESTORE));
+static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::RELEASE));
+pub(crate) static BATCH: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::batch()));
+
+/// What a call runs: one of the scripts (the set is sent as the plain command when alone).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Op {
+    /// `SET key token NX PX ttl`; `args = [token, ttl_ms]`. Answers 0 if set, nil if not.
+    SetNx,
+    Acquire,
+    Fence,
+    Extend,
+    Restore,
+    Release,
+}
+
+impl Op {
+    fn script(self) -> &'static Script {
+        match self {
+            Op::SetNx => &SET_NX,
+            Op::Acquire => &ACQUIRE,
+            Op::Fence => &FENCE,
+            Op::Extend => &EXTEND,
+            Op::Restore => &RESTORE,
+            Op::Release => &RELEASE,
+        }
+    }
+
+    /// Its number in the batch script (`scripts::BATCHED`, 1-based).
+    fn number(self) -> i64 {
+        match self {
+            Op::SetNx => 1,
+            Op::Acquire => 2,
+            Op::Fence => 3,
+            Op::Extend => 4,
+            Op::Restore => 5,
+            Op::Release => 6,
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Call {
+    op: Op,
+    keys: Vec<Key>,
+    args: Vec<Value>,
+    deadline: Instant,
+    reply: oneshot::Sender<Result<Value, FredError>>,
+}
+
+impl Call {
+    /// Whether it is still worth sending: a release always is; anything else only while its
+    /// caller waits, before its deadline.
+    fn wanted(&self, now: Instant) -> bool {
+        self.op == Op::Release || (now < self.deadline && !self.reply.is_closed())
+    }
+}
+
+/// The per-node queue of script calls, and the task that sends them.
+#[derive(Debug)]
+pub(crate) struct Batcher {
+    queue: Queue,
+    task: JoinHandle<()>,
+}
+
+/// Where a node's calls are queued (cheap to clone).
+#[derive(Debug, Clone)]
+pub(crate) struct Queue {
+    queue: mpsc::UnboundedSender<Call>,
+    timeout: Duration,
+}
+
+impl Batcher {
+    /// Starts the node's sender task (needs a Tokio runtime).
+    pub(crate) fn start(client: Client, timeout: Duration) -> Batcher {
+        let (queue, calls) = mpsc::unbounded_channel();
+        let task = tokio::spawn(send_queued(client, calls));
+        Batcher {
+            queue: Queue { queue, timeout },
+            task,
+        }
+    }
+
+    /// A handle to queue calls with.
+    pub(crate) fn handle(&self) -> Queue {
+        self.queue.clone()
+    }
+}
+
+impl Queue {
+    /// Queues a call at once and returns its answer: the script's reply, or the error of the
+    /// command that carried it (a `Timeout` at the node timeout).
+    pub(crate) fn call(
+        &self,
+        op: Op,
+        keys: Vec<Key>,
+        args: Vec<Value>,
+    ) -> impl std::future::Future<Output = Result<Value, FredError>> + Send + 'static {
+        let deadline = Instant::now() + self.timeout;
+        let (reply, answer) = oneshot::channel();
+        let queued = self.queue.send(Call {
+            op,
+            keys,
+            args,
+            deadline,
+            reply,
+        });
+        async move {
+            if queued.is_err() {
+                return Err(FredError::new(ErrorKind::Canceled, "the client is closed"));
+            }
+            match tokio::time::timeout_at(deadline, answer).await {
+                Ok(Ok(answer)) => answer,
+                Ok(Err(_)) => Err(FredError::new(ErrorKind::Canceled, "the client is closed")),
+                Err(_) => Err(timed_out()),
+            }
+        }
+    }
+}
+
+impl Drop for Batcher {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+fn timed_out() -> FredError {
+    FredError::new(ErrorKind::Timeout, "Request timed out.")
+}
+
+/// Takes calls off the queue whenever a slot is free: the first one that comes, with every
+/// call queued behind it.
+async fn send_queued(client: Client, mut queue: mpsc::UnboundedReceiver<Call>) {
+    let slots = Arc::new(Semaphore::new(IN_FLIGHT));
+    loop {
+        let Ok(slot) = Arc::clone(&slots).acquire_owned().await else {
+            return;
+        };
+        let Some(first) = queue.recv().await else {
+            return;
+        };
+        let mut calls = vec![first];
+        while calls.len() < MAX_CALLS {
+            match queue.try_recv() {
+                Ok(call) => calls.push(call),
+                Err(_) => break,
+            }
+        }
+        let now = Instant::now();
+        let (calls, stale): (Vec<Call>, Vec<Call>) =
+            calls.into_iter().partition(|call| call.wanted(now));
+        for call in stale {
+            let _ = call.reply.send(Err(timed_out()));
+        }
+        match calls.len() {
+            0 => {}
+            1 => {
+                let call = calls.into_iter().next();
+                if let Some(call) = call {
+                    tokio::spawn(send_one(client.clone(), call, slot));
+                }
+            }
+            _ => {
+                tokio::spawn(send_batch(client.clone(), calls, slot));
+            }
+        }
+    }
+}
+
+/// One call alone: its script (or the plain `SET NX PX`).
+async fn send_one(client: Client, call: Call, _slot: OwnedSemaphorePermit) {
+    let Call {
+        op,
+        keys,
+        args,
+        reply,
+        ..
+    } = call;
+    let answer = match op {
+        Op::SetNx => set_nx(&client, keys, args).await,
+        _ => {
+            let answer =
+                run_script::<Value>(&client, op.script(), keys.clone(), args.clone()).await;
+            if op == Op::Release {
+                clean_up_after(&client, &answer, [(keys, args)]);
+            }
+            answer
+        }
+    };
+    let _ = reply.send(answer);
+}
+
+async fn set_nx(client: &Client, keys: Vec<Key>, args: Vec<Value>) -> Result<Value, FredError> {
+    let (Some(key), [token, ttl]) = (keys.into_iter().next(), &args[..]) else {
+        return Err(FredError::new(
+            ErrorKind::InvalidArgument,
+            "SET NX: key, token, ttl",
+        ));
+    };
+    let ttl = ttl.as_i64().unwrap_or_default();
+    // `Option<String>`, not `bool`: fred turns the nil reply for an existing key into a
+    // parse error when asked for a bool.
+    let reply: Option<String> = client
+        .set(
+            key,
+            token.clone(),
+            Some(Expiration::PX(ttl)),
+            Some(SetOptions::NX),
+            false,
+        )
+        .await?;
+    Ok(match reply {
+        Some(_) => Value::Integer(0),
+        None => Value::Null,
+    })
+}
+
+/// Several calls as one call of the batch script; each gets its own element of the reply.
+async fn send_batch(client: Client, calls: Vec<Call>, _slot: OwnedSemaphorePermit) {
+    let key_count: usize = calls.iter().map(|call| call.keys.len()).sum();
+    let arg_count: usize = calls.iter().map(|call| call.args.len() + 3).sum();
+    let mut keys = Vec::with_capacity(key_count);
+    let mut args = Vec::with_capacity(arg_count + 1);
+    args.push(Value::Integer(calls.len() as i64));
+    for call in &calls {
+        keys.extend(call.keys.iter().cloned());
+        args.push(Value::Integer(call.op.number()));
+        args.push(Value::Integer(call.keys.len() as i64));
+        args.push(Value::Integer(call.args.len() as i64));
+        args.extend(call.args.iter().cloned());
+    }
+    let reply = run_script::<Value>(&client, &BATCH, keys, args).await;
+    let answers = match reply {
+        Ok(Value::Array(answers)) if answers.len() == calls.len() => answers,
+        Ok(other) => {
+            let error = FredError::new(
+                ErrorKind::Protocol,
+                format!("unexpected reply to the batch script: {other:?}"),
+            );
+            for call in calls {
+                let _ = call.reply.send(Err(error.clone()));
+            }
+            return;
+        }
+        Err(error) => {
+            let reply: Result<Value, FredError> = Err(error.clone());
+            clean_up_after(
+                &client,
+                &reply,
+                calls
+                    .iter()
+                    .filter(|call| call.op == Op::Release)
+                    .map(|call| (call.keys.clone(), call.args.clone())),
+            );
+            for call in calls {
+                let _ = call.reply.send(Err(error.clone()));
+            }
+            return;
+        }
+    };
+    for (call, answer) in calls.into_iter().zip(answers) {
+        let answer = match answer {
+            Value::String(text) if text.starts_with("ERR ") => {
+                Err(FredError::new(ErrorKind::Unknown, text[4..].to_string()))
+            }
+            answer => Ok(answer),
+        };
+        let _ = call.reply.send(answer);
+    }
+}
+
+/// After a release timed out: its EVALSHA may still run later, on a node that was frozen,
+/// and it answers NOSCRIPT there if the node never cached the script, when nobody waits to
+/// send the fallback. Queue the script body right behind it on the same connection, so that
+/// the node runs the delete either way (it is idempotent for our token).
+fn clean_up_after(
+    client: &Client,
+    reply: &Result<Value, FredError>,
+    releases: impl IntoIterator<Item = (Vec<Key>, Vec<Value>)>,
+) {
+    if !matches!(reply, Err(e) if *e.kind() == ErrorKind::Timeout) {
+        return;
+    }
+    for (keys, args) in releases {
+        let client = client.clone();
+        tokio::spawn(async move {
+            let _: Result<Value, FredError> = client.eval(RELEASE.body.as_ref(), keys, args).await;
+        });
+    }
+}
+
+/// EVALSHA, falling back to EVAL (which caches the script again) on NOSCRIPT.
+pub(crate) async fn run_script<R: fred::types::FromValue>(
+    client: &Client,
+    script: &Script,
+    keys: Vec<Key>,
+    args: Vec<Value>,
+) -> Result<R, FredError> {
+    match client
+        .evalsha::<R, _, _, _>(script.sha.as_str(), keys.clone(), args.clone())
+        .await
+    {
+        Err(e) if scripts::is_noscript(&e) => client.eval(script.body.as_ref(), keys, args).await,
+        other => other,
+    }
+}

@@ -1,0 +1,121 @@
+//! Coalescing: calls bound for a node that is busy are sent together, as one script call,
+//! when it is free again, in order, and each gets its own answer.
+
+mod common;
+
+use std::time::Duration;
+
+use futures::future::join_all;
+use quorumlock::testkit::LocalQuorum;
+
+use common::{builder, calls, connected, get, holders};
+
+/// Locks taken and released at once by separate tasks of one client.
+const LOCKS: usize = 24;
+
+/// With one node frozen, every call for it queues behind the one in flight. When it
+/// resumes, the queue goes out in a few script calls instead of one per call, and in order:
+/// each late acquisition runs before its own release, so no key is left behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_queued_for_a_busy_node_go_out_together_and_in_order() {
+    let mut quorum = LocalQuorum::start(5).await.expect("quorum");
+    // A node timeout long enough that the queued calls are still wanted after the resume.
+    let redlock = connected(builder(&quorum).node_timeout(Duration::from_secs(20))).await;
+    let before = calls(quorum.node(0), "evalsha").await;
+    quorum.node_mut(0).freeze().expect("freeze");
+
+    // Each lock is decided by the four healthy nodes; node 0's acquisition, fence and
+    // release wait in its queue.
+    let locks = join_all((0..LOCKS).map(|i| {
+        let redlock = redlock.clone();
+        tokio::spawn(async move {
+            let lock = redlock.try_lock(&format!("batch:{i}")).await?;
+            lock.release().await
+        })
+    }))
+    .await;
+    for lock in locks {
+        lock.expect("task")
+            .expect("lock and release without node 0");
+    }
+
+    quorum.node_mut(0).resume().expect("resume");
+    assert!(
+        redlock.settle(Duration::from_secs(30)).await,
+        "node 0's queued calls were answered"
+    );
+
+    // Three script calls per lock (acquire, fence, release) were queued for the frozen
+    // node; it got them in a handful of script calls (its first acquisition alone, then
+    // the rest as one batch or a few).
+    let frozen = calls(quorum.node(0), "evalsha").await - before;
+    assert!(
+        frozen <= 6,
+        "node 0 ran {frozen} script calls for {} queued calls",
+        3 * LOCKS
+    );
+    // Every late acquisition ran, then its release: nothing is left on node 0.
+    for i in 0..LOCKS {
+        let key = format!("batch:{i}");
+        assert_eq!(
+            get(quorum.node(0), &key).await,
+            None,
+            "{key} left on node 0"
+        );
+        assert_eq!(holders(&quorum, &key).await, 0, "{key} left behind");
+    }
+    // The batched fences ran on node 0 too, after their acquisitions.
+    let fenced = get(quorum.node(0), "quorumlock:fence:batch:0").await;
+    assert_eq!(fenced.as_deref(), Some("1"), "node 0's fencing counter");
+}
+
+/// A call that fails inside a batch fails alone: the others in the same script call get
+/// their answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_call_in_a_batch_does_not_fail_the_others() {
+    let mut quorum = LocalQuorum::start(3).await.expect("quorum");
+    let redlock = connected(builder(&quorum).node_timeout(Duration::from_secs(20))).await;
+    // Node 0 holds a fencing counter that is not a number: the ACQUIRE script fails there
+    // for that resource only.
+    quorum
+        .node(0)
+        .command(&["SET", "quorumlock:fence:broken", "garbage"])
+        .await
+        .expect("SET");
+    let before = calls(quorum.node(0), "evalsha").await;
+    quorum.node_mut(0).freeze().expect("freeze");
+    let names: Vec<String> = std::iter::once("broken".to_string())
+        .chain((0..8).map(|i| format!("fine:{i}")))
+        .collect();
+    let locks = join_all(names.iter().map(|name| {
+        let (redlock, name) = (redlock.clone(), name.clone());
+        tokio::spawn(async move { redlock.try_lock(&name).await })
+    }))
+    .await;
+    let mut held = Vec::new();
+    for lock in locks {
+        held.push(lock.expect("task").expect("locked on nodes 1 and 2"));
+    }
+    quorum.node_mut(0).resume().expect("resume");
+    assert!(redlock.settle(Duration::from_secs(30)).await, "settled");
+    let batched = calls(quorum.node(0), "evalsha").await - before;
+    assert!(batched <= 3, "node 0 ran {batched} script calls");
+    // Node 0 ran the late acquisitions of the fine resources (their keys are there, with
+    // their tokens), but not the broken one's.
+    for lock in &held {
+        let on_node_0 = get(quorum.node(0), lock.resource()).await;
+        if lock.resource() == "broken" {
+            assert_eq!(on_node_0, None, "the failing call set nothing");
+        } else {
+            assert_eq!(
+                on_node_0.as_deref(),
+                Some(lock.token().as_str()),
+                "{} set on node 0 by its batched call",
+                lock.resource()
+            );
+        }
+    }
+    for lock in held {
+        lock.release().await.expect("release");
+    }
+}
