@@ -1,14 +1,17 @@
-//! Keeping a lock: a background task that extends it before its validity runs out, and a
-//! signal that fires, with a margin, before the validity ends if it cannot.
+//! Keeping a lock: the client's keeper task extends it before its validity runs out, and a
+//! signal fires, with a margin, before the validity ends if it cannot. The keeper itself,
+//! shared by every kept lock of a [`RedLock`](crate::RedLock), is in `keeper.rs`.
 
 use std::fmt;
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use tokio::sync::{oneshot, watch};
-use tokio::task::JoinHandle;
+use tokio::sync::Notify;
 
 use crate::error::{ConfigError, Error};
+use crate::keeper::Ticket;
 use crate::lock::{Lock, Released};
 use crate::token::Token;
 
@@ -51,6 +54,10 @@ impl KeepAlive {
 
     /// Start extending when the validity left falls to this fraction of the ttl
     /// (`0.0 < fraction < 1.0`). Defaults to 0.5: a 30 s lock is extended every ~15 s.
+    ///
+    /// An extension may start a little earlier (by at most a tenth of the time between two
+    /// extensions, and at most 500 ms), so that the locks of a client that fall due at
+    /// about the same time are extended together.
     pub fn extend_when_left(mut self, fraction: f64) -> Self {
         self.extend_when_left = fraction;
         self
@@ -126,10 +133,11 @@ impl KeepAlive {
 /// [`KeepAlive`] checked against a ttl.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Schedule {
-    extend_at: Duration,
-    margin: Duration,
-    max_hold: Option<Duration>,
-    retry_delay: Duration,
+    /// The validity left at which extensions start.
+    pub(crate) extend_at: Duration,
+    pub(crate) margin: Duration,
+    pub(crate) max_hold: Option<Duration>,
+    pub(crate) retry_delay: Duration,
 }
 
 /// Why a kept lock was lost.
@@ -180,7 +188,7 @@ impl fmt::Display for LostReason {
 }
 
 /// What the keeper publishes to the holder.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 struct Status {
     /// Never later than the validity the nodes guarantee.
     valid_until: Instant,
@@ -188,60 +196,121 @@ struct Status {
     lost: Option<LostReason>,
 }
 
-/// A lock kept alive by a background task, made by [`Lock::keep_alive`].
+/// One kept lock as its handles see it, shared by them and the keeper. One allocation per
+/// kept lock: a `watch` channel would cost about three times as much.
+#[derive(Debug)]
+struct Shared {
+    resource: Box<str>,
+    token: Token,
+    fencing_token: Option<u64>,
+    status: Mutex<Status>,
+    /// Woken when the lock is lost, and when the keeper lets go of it.
+    changed: Notify,
+    /// Set when the keeper let go of the lock (released, dropped, or the keeper's runtime
+    /// shut down): what was published last is final.
+    closed: AtomicBool,
+}
+
+impl Shared {
+    fn status(&self) -> MutexGuard<'_, Status> {
+        // A panic while the lock was held cannot leave a `Status` half-written.
+        self.status.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn lost_reason(&self) -> Option<LostReason> {
+        self.status().lost.clone()
+    }
+}
+
+/// The keeper's end of a kept lock's status. Dropping it tells the handles that the lock is
+/// no longer kept (as the end of a channel would).
+#[derive(Debug)]
+pub(crate) struct Publisher(Arc<Shared>);
+
+impl Publisher {
+    /// An extension succeeded: the lock is valid until `valid_until`.
+    pub(crate) fn extended(&self, valid_until: Instant) {
+        let mut status = self.0.status();
+        status.valid_until = valid_until;
+        status.extensions += 1;
+    }
+
+    /// An extension failed: the validity is at most `valid_until` (never moved later).
+    pub(crate) fn shortened(&self, valid_until: Instant) {
+        let mut status = self.0.status();
+        status.valid_until = status.valid_until.min(valid_until);
+    }
+
+    /// The lock is lost: its validity ends now, and `lost()` resolves.
+    pub(crate) fn lost(&self, reason: LostReason) {
+        {
+            let mut status = self.0.status();
+            status.valid_until = status.valid_until.min(Instant::now());
+            status.lost = Some(reason);
+        }
+        self.0.changed.notify_waiters();
+    }
+}
+
+impl Drop for Publisher {
+    fn drop(&mut self) {
+        self.0.closed.store(true, Ordering::SeqCst);
+        self.0.changed.notify_waiters();
+    }
+}
+
+/// A lock kept alive in the background, made by [`Lock::keep_alive`].
 ///
-/// The task extends the lock before its validity runs out, recomputing the validity from
-/// each extension exactly as for an acquisition. If the lock cannot be kept (a majority lost
-/// it, or no extension succeeded in time), [`lost`](Self::lost) resolves **before** the
+/// The client's keeper (one task per [`RedLock`](crate::RedLock), shared by all its kept
+/// locks) extends the lock before its validity runs out, recomputing the validity from each
+/// extension exactly as for an acquisition. If the lock cannot be kept (a majority lost it,
+/// or no extension succeeded in time), [`lost`](Self::lost) resolves **before** the
 /// validity ends, at least the [margin](KeepAlive::margin) before it, and
 /// [`validity`](Self::validity) is zero from then on; the validity it reports is never more
 /// than the nodes guarantee.
 ///
-/// Dropping a `KeptLock` stops the task at once (never blocking) and releases the lock in
+/// Dropping a `KeptLock` stops keeping it at once (never blocking) and releases the lock in
 /// the background; [`release`](Self::release) does the same and waits for the nodes.
 #[derive(Debug)]
 #[must_use = "a kept lock is released as soon as it is dropped"]
 pub struct KeptLock {
     handle: LockHandle,
-    stop: Option<oneshot::Sender<()>>,
-    task: Option<JoinHandle<Lock>>,
+    /// Its place in the keeper; `None` once stopped.
+    ticket: Option<Ticket>,
 }
 
 /// A cheap, cloneable view of a [`KeptLock`]: its resource, fencing token, validity and
 /// loss signal. Hand it to the code that does the work; it does not keep the lock by itself.
 #[derive(Debug, Clone)]
 pub struct LockHandle {
-    resource: String,
-    token: Token,
-    fencing_token: Option<u64>,
-    status: watch::Receiver<Status>,
+    shared: Arc<Shared>,
 }
 
 impl LockHandle {
     /// The locked resource's name (names joined by commas for several).
     pub fn resource(&self) -> &str {
-        &self.resource
+        &self.shared.resource
     }
 
     /// The acquisition's token, as stored on the nodes.
     pub fn token(&self) -> &Token {
-        &self.token
+        &self.shared.token
     }
 
     /// The fencing token, if fencing is on; see [`Lock::fencing_token`].
     pub fn fencing_token(&self) -> Option<u64> {
-        self.fencing_token
+        self.shared.fencing_token
     }
 
     /// The instant until which the lock can be relied on, as of the last successful
     /// acquisition or extension; the instant of the loss signal once it is lost.
     pub fn valid_until(&self) -> Instant {
-        self.status.borrow().valid_until
+        self.shared.status().valid_until
     }
 
     /// The validity left: zero once lost or expired.
     pub fn validity(&self) -> Duration {
-        let status = self.status.borrow();
+        let status = self.shared.status();
         if status.lost.is_some() {
             return Duration::ZERO;
         }
@@ -255,12 +324,12 @@ impl LockHandle {
 
     /// Why the lock was lost, if it was.
     pub fn lost_reason(&self) -> Option<LostReason> {
-        self.status.borrow().lost.clone()
+        self.shared.lost_reason()
     }
 
     /// How many extensions have succeeded.
     pub fn extensions(&self) -> u64 {
-        self.status.borrow().extensions
+        self.shared.status().extensions
     }
 
     /// Resolves when the lock is lost, before its validity ends (see [`KeptLock`]). Never
@@ -269,31 +338,33 @@ impl LockHandle {
     /// # Cancel safety
     /// Cancel-safe: dropping the future changes nothing.
     pub fn lost(&self) -> impl Future<Output = LostReason> + Send + 'static {
-        let mut status = self.status.clone();
+        let shared = Arc::clone(&self.shared);
         async move {
             loop {
-                if let Some(reason) = status.borrow_and_update().lost.clone() {
+                // Registered before the state is read, so that no change is missed.
+                let changed = shared.changed.notified();
+                tokio::pin!(changed);
+                changed.as_mut().enable();
+                if let Some(reason) = shared.lost_reason() {
                     return reason;
                 }
-                if status.changed().await.is_err() {
-                    // The keeper is gone (the lock was released or dropped): whatever it
-                    // published last is final.
-                    return status
-                        .borrow()
-                        .lost
-                        .clone()
-                        .unwrap_or(LostReason::NotExtended {
-                            last_error: Some("the lock was released".into()),
-                        });
+                if shared.closed.load(Ordering::SeqCst) {
+                    // The keeper let go of the lock (it was released or dropped): whatever
+                    // it published last is final.
+                    return shared.lost_reason().unwrap_or(LostReason::NotExtended {
+                        last_error: Some("the lock was released".into()),
+                    });
                 }
+                changed.await;
             }
         }
     }
 }
 
 impl Lock {
-    /// Keeps the lock alive in a background task until it is released or dropped; see
-    /// [`KeptLock`].
+    /// Keeps the lock alive in the background until it is released or dropped; see
+    /// [`KeptLock`]. The first kept lock of a client starts its keeper task on the current
+    /// Tokio runtime; the task ends when the client keeps no lock any more.
     ///
     /// # Errors
     /// [`Error::Config`] if `keep` does not fit the lock's ttl (the margin must be shorter
@@ -311,27 +382,31 @@ impl Lock {
     /// kept.release().await?;
     /// # Ok(()) }
     /// ```
-    pub fn keep_alive(self, keep: KeepAlive) -> Result<KeptLock, Error> {
+    pub fn keep_alive(mut self, keep: KeepAlive) -> Result<KeptLock, Error> {
         let schedule = keep.check(self.ttl())?;
-        let (tx, rx) = watch::channel(Status {
-            valid_until: self.valid_until(),
-            extensions: 0,
-            lost: None,
-        });
-        let (stop_tx, stop_rx) = oneshot::channel();
-        let handle = LockHandle {
-            resource: self.resource().to_string(),
+        let runtime = tokio::runtime::Handle::try_current().map_err(|_| ConfigError::NoRuntime)?;
+        // Nothing reads them once the lock is kept.
+        self.forget_failures();
+        let shared = Arc::new(Shared {
+            resource: self.resource().into(),
             token: self.token().clone(),
             fencing_token: self.fencing_token(),
-            status: rx,
-        };
-        let task = tokio::runtime::Handle::try_current()
-            .map_err(|_| ConfigError::NoRuntime)?
-            .spawn(keeper(self, schedule, tx, stop_rx));
+            status: Mutex::new(Status {
+                valid_until: self.valid_until(),
+                extensions: 0,
+                lost: None,
+            }),
+            changed: Notify::new(),
+            closed: AtomicBool::new(false),
+        });
+        let redlock = self.redlock().clone();
+        let ticket =
+            redlock
+                .keeper()
+                .keep(&runtime, self, schedule, Publisher(Arc::clone(&shared)));
         Ok(KeptLock {
-            handle,
-            stop: Some(stop_tx),
-            task: Some(task),
+            handle: LockHandle { shared },
+            ticket: Some(ticket),
         })
     }
 }
@@ -383,7 +458,7 @@ impl KeptLock {
         let released = match lock {
             Some(lock) => lock.release().await,
             None => Err(Error::Lost {
-                resource: self.handle.resource.clone(),
+                resource: self.resource().to_string(),
                 reason: LostReason::NotExtended {
                     last_error: Some("the keep-alive task failed".into()),
                 },
@@ -391,7 +466,7 @@ impl KeptLock {
         };
         match lost {
             Some(reason) => Err(Error::Lost {
-                resource: self.handle.resource.clone(),
+                resource: self.resource().to_string(),
                 reason,
             }),
             None => released,
@@ -421,117 +496,27 @@ impl KeptLock {
         // `work` has ended or been dropped: release now, whichever way it ended.
         if let Some(lock) = self.stop().await {
             if let Err(e) = lock.release().await {
-                tracing::debug!(resource = %self.handle.resource, error = %e, "release after the work failed");
+                tracing::debug!(resource = %self.resource(), error = %e, "release after the work failed");
             }
         }
         outcome.map_err(|reason| Error::Lost {
-            resource: self.handle.resource.clone(),
+            resource: self.resource().to_string(),
             reason,
         })
     }
 
-    /// Stops the keeper and takes the lock back from it.
+    /// Stops keeping the lock and takes it back from the keeper.
     async fn stop(&mut self) -> Option<Lock> {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        let task = self.task.take()?;
-        task.await.ok()
+        self.ticket.take()?.take_back().await
     }
 }
 
 impl Drop for KeptLock {
     fn drop(&mut self) {
-        // Dropping the sender stops the keeper; it drops the lock, which releases it in the
-        // background. Nothing here waits.
-        self.stop.take();
+        // The keeper lets go of the lock and drops it, which releases it in the background.
+        // Nothing here waits.
+        if let Some(ticket) = self.ticket.take() {
+            ticket.drop_lock();
+        }
     }
-}
-
-/// The keeper: extends the lock on schedule until stopped, and publishes its validity and
-/// its loss. Returns the lock when stopped.
-async fn keeper(
-    mut lock: Lock,
-    schedule: Schedule,
-    status: watch::Sender<Status>,
-    mut stop: oneshot::Receiver<()>,
-) -> Lock {
-    let acquired = Instant::now();
-    let ttl = lock.ttl();
-    let hold_until = schedule.max_hold.map(|limit| acquired + limit);
-    let mut last_error: Option<String> = None;
-    let mut hold_reached = false;
-    let mut next_try = lock.valid_until() - schedule.extend_at.min(lock.validity());
-    let reason = loop {
-        let lost_at = lock
-            .valid_until()
-            .checked_sub(schedule.margin)
-            .unwrap_or_else(Instant::now);
-        if Instant::now() >= lost_at {
-            break match schedule.max_hold {
-                Some(limit) if hold_reached => LostReason::HoldLimit { limit },
-                _ => LostReason::NotExtended {
-                    last_error: last_error.take(),
-                },
-            };
-        }
-        // Sleep until it is time to extend, or to give up.
-        let wake = next_try.min(lost_at);
-        tokio::select! {
-            _ = &mut stop => return lock,
-            _ = tokio::time::sleep_until(wake.into()) => {}
-        }
-        if hold_reached || Instant::now() < next_try {
-            continue; // woke at lost_at: the loop head signals the loss
-        }
-        // How long to extend for: the ttl, cut down to the hold limit.
-        let for_ttl = match hold_until {
-            Some(h) => {
-                let left = h.saturating_duration_since(Instant::now());
-                if left <= schedule.margin * 2 || left <= ttl / 10 {
-                    // Too little left to be worth an extension: let the lock run out.
-                    hold_reached = true;
-                    next_try = lost_at;
-                    continue;
-                }
-                left.min(ttl)
-            }
-            None => ttl,
-        };
-        let result = tokio::select! {
-            _ = &mut stop => return lock,
-            _ = tokio::time::sleep_until(lost_at.into()) => None,
-            r = lock.extend_for(for_ttl) => Some(r),
-        };
-        match result {
-            Some(Ok(_)) => {
-                last_error = None;
-                status.send_modify(|s| {
-                    s.valid_until = lock.valid_until();
-                    s.extensions += 1;
-                });
-                let extend_at = schedule.extend_at.min(for_ttl.mul_f64(0.5));
-                next_try = lock.valid_until() - extend_at.min(lock.validity());
-            }
-            Some(Err(Error::NotHeld { held, nodes, .. })) => {
-                break LostReason::NotHeld { held, nodes };
-            }
-            Some(Err(e)) => {
-                // No quorum, or too slow: keep the (possibly shorter) validity and try again.
-                tracing::debug!(resource = %lock.resource(), error = %e, "extension failed; retrying");
-                last_error = Some(e.to_string());
-                status.send_modify(|s| s.valid_until = s.valid_until.min(lock.valid_until()));
-                next_try = Instant::now() + schedule.retry_delay;
-            }
-            None => {} // the loop head signals the loss
-        }
-    };
-    tracing::warn!(resource = %lock.resource(), %reason, "lock lost");
-    status.send_modify(|s| {
-        s.valid_until = s.valid_until.min(Instant::now());
-        s.lost = Some(reason);
-    });
-    // Keep the lock (its keys are still released when it is dropped) until stopped.
-    let _ = stop.await;
-    lock
 }

@@ -9,6 +9,7 @@ mod error;
 mod health;
 mod inspect;
 mod keep;
+mod keeper;
 mod lock;
 mod node;
 mod probe;

@@ -1,13 +1,15 @@
 //! A held lock: what it locks, how long it can be relied on, and how to extend or release it.
 
+use std::future::Future;
 use std::time::{Duration, Instant};
 
 use fred::types::{Key, Value};
 
+use crate::config::Ttl;
 use crate::error::{Error, NodeError};
 use crate::node::Extended;
 use crate::quorum::{validity, Decision};
-use crate::redlock::RedLock;
+use crate::redlock::{RedLock, Round};
 use crate::token::Token;
 
 /// The keys of one lock: the lock keys, then (with fencing) their fencing counters.
@@ -44,6 +46,56 @@ pub(crate) struct Acquisition {
     pub(crate) failures: Vec<NodeError>,
 }
 
+/// What a [`Lock`] keeps of its [`Acquisition`], stored compactly: a service may hold
+/// many locks at once (every byte here is multiplied by 100,000 kept locks).
+#[derive(Debug)]
+struct Held {
+    redlock: RedLock,
+    /// The resources' names joined by commas, only for several resources (for one, it is
+    /// `resources[0]`).
+    joined: Option<Box<str>>,
+    resources: Box<[String]>,
+    /// The lock keys, then (with fencing) their fencing counters.
+    keys: Box<[Key]>,
+    /// How many of `keys` are lock keys.
+    locks: usize,
+    /// The token; the value sent to the nodes is made from it when needed.
+    token: Token,
+    fence: Option<u64>,
+    ttl: Duration,
+    valid_until: Instant,
+    acquired_on: usize,
+    failures: Box<[NodeError]>,
+}
+
+impl Held {
+    fn name(&self) -> &str {
+        match &self.joined {
+            Some(joined) => joined,
+            None => self.resources.first().map_or("", String::as_str),
+        }
+    }
+
+    fn lock_keys(&self) -> &[Key] {
+        &self.keys[..self.locks]
+    }
+
+    /// The token as the scripts get it.
+    fn value(&self) -> Value {
+        Value::from(self.token.as_str())
+    }
+}
+
+/// An extension round that has run, detached from its lock (see
+/// [`Lock::extension`]): what [`Lock::settle_extension`] judges.
+#[derive(Debug)]
+pub(crate) struct Extension {
+    ttl: Ttl,
+    start: Instant,
+    elapsed: Duration,
+    round: Round<Extended>,
+}
+
 /// A lock held on a majority of nodes, valid until [`valid_until`](Self::valid_until).
 ///
 /// The holder may act as the only holder of the resource until that instant, and not after
@@ -59,7 +111,7 @@ pub(crate) struct Acquisition {
 #[derive(Debug)]
 #[must_use = "a lock is released in the background as soon as it is dropped"]
 pub struct Lock {
-    held: Acquisition,
+    held: Held,
     released: bool,
 }
 
@@ -75,17 +127,59 @@ pub struct Released {
 }
 
 impl Lock {
-    pub(crate) fn new(held: Acquisition) -> Lock {
+    pub(crate) fn new(acquired: Acquisition) -> Lock {
+        let Acquisition {
+            redlock,
+            name,
+            resources,
+            keys,
+            token,
+            value,
+            fence,
+            ttl,
+            valid_until,
+            acquired_on,
+            failures,
+        } = acquired;
+        // The value is the token as the scripts get it: made again from it when needed.
+        debug_assert!(value == Value::from(token.as_str()));
+        // One resource's name is the joined name: do not keep it twice.
+        let joined = match resources.as_slice() {
+            [only] if *only == name => None,
+            _ => Some(name.into_boxed_str()),
+        };
         Lock {
-            held,
+            held: Held {
+                redlock,
+                joined,
+                resources: resources.into_boxed_slice(),
+                keys: keys.all.into_boxed_slice(),
+                locks: keys.locks,
+                token,
+                fence,
+                ttl,
+                valid_until,
+                acquired_on,
+                failures: failures.into_boxed_slice(),
+            },
             released: false,
         }
+    }
+
+    pub(crate) fn redlock(&self) -> &RedLock {
+        &self.held.redlock
+    }
+
+    /// Drops what only the holder of a plain `Lock` can read (the failures of the
+    /// acquisition), before the lock is handed to the keeper.
+    pub(crate) fn forget_failures(&mut self) {
+        self.held.failures = Box::default();
     }
 
     /// The locked resource's name; for a lock on several resources, their names joined by
     /// commas.
     pub fn resource(&self) -> &str {
-        &self.held.name
+        self.held.name()
     }
 
     /// The locked resources' names, in the order given.
@@ -171,21 +265,58 @@ impl Lock {
     ///   validity, or less if the nodes that did extend were given a shorter ttl.
     /// - [`Error::Config`] for a ttl that is zero or not above its drift allowance.
     pub async fn extend_for(&mut self, ttl: Duration) -> Result<Duration, Error> {
+        let extension = self.extension(ttl)?.await;
+        self.settle_extension(extension)
+    }
+
+    /// The checks of [`extend_for`](Self::extend_for), then its round as a future that
+    /// does not borrow the lock, so that a keeper can drive many at once while it keeps
+    /// the locks; [`settle_extension`](Self::settle_extension) applies its outcome.
+    ///
+    /// # Errors
+    /// [`Error::Config`] for a bad ttl, [`Error::Expired`] if the validity has run out
+    /// (nothing is sent then).
+    pub(crate) fn extension(
+        &self,
+        ttl: Duration,
+    ) -> Result<impl Future<Output = Extension> + Send + 'static, Error> {
         let held = &self.held;
         let ttl = held.redlock.config().check_ttl(ttl)?;
         let now = Instant::now();
         if now >= held.valid_until {
             return Err(Error::Expired {
-                resource: held.name.clone(),
+                resource: held.name().to_string(),
                 ago: now - held.valid_until,
             });
         }
-        let start = Instant::now();
-        let round = held
-            .redlock
-            .round(|node| node.extend(held.keys.locks().to_vec(), held.value.clone(), ttl.px))
-            .await;
-        let elapsed = start.elapsed();
+        let (redlock, keys, value) = (
+            held.redlock.clone(),
+            held.lock_keys().to_vec(),
+            held.value(),
+        );
+        Ok(async move {
+            let start = Instant::now();
+            let round = redlock
+                .round(|node| node.extend(keys.clone(), value.clone(), ttl.px))
+                .await;
+            Extension {
+                ttl,
+                start,
+                elapsed: start.elapsed(),
+                round,
+            }
+        })
+    }
+
+    /// Judges an extension round made by [`extension`](Self::extension) of this lock, and
+    /// moves the validity as [`extend_for`](Self::extend_for) documents.
+    pub(crate) fn settle_extension(&mut self, extension: Extension) -> Result<Duration, Error> {
+        let Extension {
+            ttl,
+            start,
+            elapsed,
+            round,
+        } = extension;
         let extended_until = start + ttl.usable;
         match round.tally.decision() {
             Decision::Won => match validity(ttl.ttl, elapsed, ttl.drift) {
@@ -198,7 +329,7 @@ impl Lock {
                 None => {
                     self.held.valid_until = self.held.valid_until.min(extended_until);
                     Err(Error::ValidityExpired {
-                        resource: self.held.name.clone(),
+                        resource: self.held.name().to_string(),
                         elapsed,
                         ttl: ttl.ttl,
                         drift: ttl.drift,
@@ -214,7 +345,7 @@ impl Lock {
                 Err(self
                     .held
                     .redlock
-                    .lost(&self.held.name, round.tally, round.failures))
+                    .lost(self.held.name(), round.tally, round.failures))
             }
         }
     }
@@ -229,9 +360,10 @@ impl Lock {
     pub async fn release(mut self) -> Result<Released, Error> {
         self.released = true;
         let held = &self.held;
+        let value = held.value();
         let round = held
             .redlock
-            .round(|node| node.release(held.keys.locks().to_vec(), held.value.clone()))
+            .round(|node| node.release(held.lock_keys().to_vec(), value.clone()))
             .await;
         match round.tally.decision() {
             Decision::Won => Ok(Released {
@@ -239,7 +371,7 @@ impl Lock {
                 nodes: round.tally.nodes,
             }),
             _ if round.tally.lost_to_contention() => Err(self.not_held(round.tally.yes)),
-            _ => Err(held.redlock.lost(&held.name, round.tally, round.failures)),
+            _ => Err(held.redlock.lost(held.name(), round.tally, round.failures)),
         }
     }
 
@@ -265,20 +397,15 @@ impl Lock {
         }
         let held = &self.held;
         let fence = held.fence.unwrap_or(0);
+        let value = held.value();
         held.redlock.detached(restore, |node| {
-            node.restore(
-                held.keys.all.clone(),
-                held.keys.locks,
-                held.value.clone(),
-                ttl_ms,
-                fence,
-            )
+            node.restore(held.keys.to_vec(), held.locks, value.clone(), ttl_ms, fence)
         });
     }
 
     fn not_held(&self, held: usize) -> Error {
         Error::NotHeld {
-            resource: self.held.name.clone(),
+            resource: self.held.name().to_string(),
             held,
             nodes: self.held.redlock.nodes(),
         }
@@ -290,7 +417,7 @@ impl Drop for Lock {
         if !self.released {
             self.held
                 .redlock
-                .release_detached(self.held.keys.locks().to_vec(), self.held.value.clone());
+                .release_detached(self.held.lock_keys().to_vec(), self.held.value());
         }
     }
 }

@@ -20,6 +20,7 @@ use crate::admission::Fleet;
 use crate::config::{Config, RedLockBuilder, Retry, Ttl};
 use crate::error::{ConfigError, Error, NodeError};
 use crate::keep::{KeepAlive, LockHandle};
+use crate::keeper::Keeper;
 use crate::lock::{Acquisition, Keys, Lock};
 use crate::node::{Answer, Node, NodeResult};
 use crate::quorum::{quorum, validity, Ballot, Decision, Tally};
@@ -50,6 +51,8 @@ struct Inner {
     config: Config,
     nodes: Vec<Node>,
     background: Arc<Background>,
+    /// The task that extends this client's kept locks, started with the first one.
+    keeper: Keeper,
 }
 
 /// The prefix of the fencing counters' keys: `quorumlock:fence:` + the lock's key.
@@ -100,6 +103,7 @@ impl RedLock {
                 config,
                 nodes,
                 background: Arc::default(),
+                keeper: Keeper::default(),
             }),
         })
     }
@@ -107,6 +111,10 @@ impl RedLock {
     /// The validated configuration.
     pub fn config(&self) -> &Config {
         &self.inner.config
+    }
+
+    pub(crate) fn keeper(&self) -> &Keeper {
+        &self.inner.keeper
     }
 
     pub(crate) fn node_list(&self) -> &[Node] {
