@@ -9,7 +9,7 @@ use std::time::Duration;
 use fred::clients::Client;
 use fred::error::{Error as FredError, ErrorKind};
 use fred::interfaces::{ClientLike, EventInterface, LuaInterface};
-use fred::types::config::{Config as FredConfig, ReconnectPolicy, TcpConfig};
+use fred::types::config::{Config as FredConfig, ReconnectPolicy, TcpConfig, UnresponsiveConfig};
 use fred::types::{Builder, Key, Value};
 use tokio::task::JoinHandle;
 
@@ -133,6 +133,16 @@ impl Node {
                 c.tcp = TcpConfig {
                     nodelay: Some(true),
                     ..TcpConfig::default()
+                };
+                // A connection that answers nothing for this long is closed and made again.
+                // Without it, a connection whose packets were silently dropped (a network
+                // cut) waits for TCP's retransmission timer after the network heals, which
+                // backs off to minutes. A replacement connection is checked before its votes
+                // count, like any new one.
+                let max_timeout = unresponsive_after(config.node_timeout);
+                c.unresponsive = UnresponsiveConfig {
+                    max_timeout: Some(max_timeout),
+                    interval: max_timeout / 4,
                 };
             })
             .with_performance_config(|p| {
@@ -409,6 +419,13 @@ impl Drop for Node {
             task.abort();
         }
     }
+}
+
+/// How long a connection may leave a command unanswered before it is replaced: ten node
+/// timeouts, and at least a second, so that a merely slow node is not reconnected over and
+/// over (each new connection costs a check).
+pub(crate) fn unresponsive_after(node_timeout: Duration) -> Duration {
+    (node_timeout * 10).max(Duration::from_secs(1))
 }
 
 /// A script's integer reply.

@@ -492,3 +492,43 @@ async fn acl_users_in_the_url_are_used_and_missing_permissions_are_reported() {
     }
     assert_eq!(holders(&q, "acl-fenced").await, 0);
 }
+
+/// How many connections `node` has accepted since it started.
+async fn connections_received(node: &quorumlock::testkit::LocalNode) -> u64 {
+    let info = match node.command(&["INFO", "stats"]).await.unwrap() {
+        quorumlock::testkit::Reply::Bulk(Some(v)) => String::from_utf8(v).unwrap(),
+        other => panic!("INFO: {other:?}"),
+    };
+    info.lines()
+        .find_map(|l| l.strip_prefix("total_connections_received:"))
+        .map(|n| n.trim().parse().unwrap())
+        .unwrap_or(0)
+}
+
+/// A connection that leaves a command unanswered for long (ten node timeouts, at least a
+/// second) is closed and made again. A silently cut network would otherwise keep the node
+/// out after it heals, until TCP's retransmission timer fires, which backs off to minutes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unresponsive_connection_is_replaced() {
+    let mut q = LocalQuorum::start(3).await.unwrap();
+    let redlock = client(&q).await;
+    assert_eq!(redlock.connected_nodes(), 3);
+    let before = connections_received(q.node(0)).await;
+    q.node_mut(0).freeze().unwrap();
+    // A command left unanswered on node 0 (the lock is decided by nodes 1 and 2).
+    let lock = redlock.try_lock("unresponsive").await.unwrap();
+    eventually("node 0's silent connection is dropped", || async {
+        redlock.connected_nodes() == 2
+    })
+    .await;
+    q.node_mut(0).resume().unwrap();
+    eventually("node 0 is connected and checked again", || async {
+        redlock.connected_nodes() == 3
+    })
+    .await;
+    assert!(
+        connections_received(q.node(0)).await > before,
+        "node 0 got a new connection"
+    );
+    lock.release().await.unwrap();
+}
