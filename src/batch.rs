@@ -21,12 +21,14 @@ use std::time::Duration;
 
 use fred::clients::Client;
 use fred::error::{Error as FredError, ErrorKind};
-use fred::interfaces::{KeysInterface, LuaInterface};
+use fred::interfaces::{ClientLike, KeysInterface, LuaInterface};
 use fred::types::{Expiration, Key, SetOptions, Value};
 use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
+use crate::admission::Admission;
+use crate::health::Excluded;
 use crate::scripts::{self, Script};
 
 /// Commands of one node awaiting their answer at once, at most.
@@ -81,13 +83,31 @@ impl Op {
     }
 }
 
+/// Why a call got no reply from the node.
+#[derive(Debug, Clone)]
+pub(crate) enum Failure {
+    /// The command failed or timed out.
+    Node(FredError),
+    /// The call counts as a vote and the node's votes do not count now: not sent.
+    Excluded(Excluded),
+}
+
+impl From<FredError> for Failure {
+    fn from(e: FredError) -> Self {
+        Failure::Node(e)
+    }
+}
+
 #[derive(Debug)]
 struct Call {
     op: Op,
+    /// Whether the call is a vote, sent only while the node's votes count (see
+    /// [`Queue::call`]).
+    vote: bool,
     keys: Vec<Key>,
     args: Vec<Value>,
     deadline: Instant,
-    reply: oneshot::Sender<Result<Value, FredError>>,
+    reply: oneshot::Sender<Result<Value, Failure>>,
 }
 
 impl Call {
@@ -114,9 +134,9 @@ pub(crate) struct Queue {
 
 impl Batcher {
     /// Starts the node's sender task (needs a Tokio runtime).
-    pub(crate) fn start(client: Client, timeout: Duration) -> Batcher {
+    pub(crate) fn start(client: Client, timeout: Duration, admission: Admission) -> Batcher {
         let (queue, calls) = mpsc::unbounded_channel();
-        let task = tokio::spawn(send_queued(client, calls));
+        let task = tokio::spawn(send_queued(client, calls, admission));
         Batcher {
             queue: Queue { queue, timeout },
             task,
@@ -132,16 +152,23 @@ impl Batcher {
 impl Queue {
     /// Queues a call at once and returns its answer: the script's reply, or the error of the
     /// command that carried it (a `Timeout` at the node timeout).
+    ///
+    /// A `vote` is sent only if the node's votes count when it leaves the queue; while the
+    /// node's new connection is being checked, the queue waits for the check (up to the
+    /// deadline of its first vote), so that what was queued after a vote (its release) is
+    /// never sent before it.
     pub(crate) fn call(
         &self,
         op: Op,
+        vote: bool,
         keys: Vec<Key>,
         args: Vec<Value>,
-    ) -> impl std::future::Future<Output = Result<Value, FredError>> + Send + 'static {
+    ) -> impl std::future::Future<Output = Result<Value, Failure>> + Send + 'static {
         let deadline = Instant::now() + self.timeout;
         let (reply, answer) = oneshot::channel();
         let queued = self.queue.send(Call {
             op,
+            vote,
             keys,
             args,
             deadline,
@@ -149,12 +176,12 @@ impl Queue {
         });
         async move {
             if queued.is_err() {
-                return Err(FredError::new(ErrorKind::Canceled, "the client is closed"));
+                return Err(closed());
             }
             match tokio::time::timeout_at(deadline, answer).await {
                 Ok(Ok(answer)) => answer,
-                Ok(Err(_)) => Err(FredError::new(ErrorKind::Canceled, "the client is closed")),
-                Err(_) => Err(timed_out()),
+                Ok(Err(_)) => Err(closed()),
+                Err(_) => Err(Failure::Node(timed_out())),
             }
         }
     }
@@ -170,9 +197,17 @@ fn timed_out() -> FredError {
     FredError::new(ErrorKind::Timeout, "Request timed out.")
 }
 
+fn closed() -> Failure {
+    Failure::Node(FredError::new(ErrorKind::Canceled, "the client is closed"))
+}
+
 /// Takes calls off the queue whenever a slot is free: the first one that comes, with every
 /// call queued behind it.
-async fn send_queued(client: Client, mut queue: mpsc::UnboundedReceiver<Call>) {
+async fn send_queued(
+    client: Client,
+    mut queue: mpsc::UnboundedReceiver<Call>,
+    admission: Admission,
+) {
     let slots = Arc::new(Semaphore::new(IN_FLIGHT));
     loop {
         let Ok(slot) = Arc::clone(&slots).acquire_owned().await else {
@@ -188,11 +223,12 @@ async fn send_queued(client: Client, mut queue: mpsc::UnboundedReceiver<Call>) {
                 Err(_) => break,
             }
         }
+        let calls = admit(&client, &admission, calls).await;
         let now = Instant::now();
         let (calls, stale): (Vec<Call>, Vec<Call>) =
             calls.into_iter().partition(|call| call.wanted(now));
         for call in stale {
-            let _ = call.reply.send(Err(timed_out()));
+            let _ = call.reply.send(Err(Failure::Node(timed_out())));
         }
         match calls.len() {
             0 => {}
@@ -207,6 +243,30 @@ async fn send_queued(client: Client, mut queue: mpsc::UnboundedReceiver<Call>) {
             }
         }
     }
+}
+
+/// Holds the queue while the node's new connection is being checked, up to the first vote's
+/// deadline, then refuses the votes if the node's votes do not count. (A node that is not
+/// connected gets its votes, which fail or wait for the connection as usual.)
+async fn admit(client: &Client, admission: &Admission, calls: Vec<Call>) -> Vec<Call> {
+    let Some(deadline) = calls.iter().filter(|c| c.vote).map(|c| c.deadline).min() else {
+        return calls;
+    };
+    while client.is_connected() && !admission.is_checked() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let excluded = match admission.excluded() {
+        Some(Excluded::Unchecked) if !client.is_connected() => None,
+        other => other,
+    };
+    let Some(excluded) = excluded else {
+        return calls;
+    };
+    let (votes, others): (Vec<Call>, Vec<Call>) = calls.into_iter().partition(|c| c.vote);
+    for call in votes {
+        let _ = call.reply.send(Err(Failure::Excluded(excluded.clone())));
+    }
+    others
 }
 
 /// One call alone: its script (or the plain `SET NX PX`).
@@ -229,7 +289,7 @@ async fn send_one(client: Client, call: Call, _slot: OwnedSemaphorePermit) {
             answer
         }
     };
-    let _ = reply.send(answer);
+    let _ = reply.send(answer.map_err(Failure::Node));
 }
 
 async fn set_nx(client: &Client, keys: Vec<Key>, args: Vec<Value>) -> Result<Value, FredError> {
@@ -280,7 +340,7 @@ async fn send_batch(client: Client, calls: Vec<Call>, _slot: OwnedSemaphorePermi
                 format!("unexpected reply to the batch script: {other:?}"),
             );
             for call in calls {
-                let _ = call.reply.send(Err(error.clone()));
+                let _ = call.reply.send(Err(Failure::Node(error.clone())));
             }
             return;
         }
@@ -295,16 +355,17 @@ async fn send_batch(client: Client, calls: Vec<Call>, _slot: OwnedSemaphorePermi
                     .map(|call| (call.keys.clone(), call.args.clone())),
             );
             for call in calls {
-                let _ = call.reply.send(Err(error.clone()));
+                let _ = call.reply.send(Err(Failure::Node(error.clone())));
             }
             return;
         }
     };
     for (call, answer) in calls.into_iter().zip(answers) {
         let answer = match answer {
-            Value::String(text) if text.starts_with("ERR ") => {
-                Err(FredError::new(ErrorKind::Unknown, text[4..].to_string()))
-            }
+            Value::String(text) if text.starts_with("ERR ") => Err(Failure::Node(FredError::new(
+                ErrorKind::Unknown,
+                text[4..].to_string(),
+            ))),
             answer => Ok(answer),
         };
         let _ = call.reply.send(answer);

@@ -14,7 +14,7 @@ use fred::types::{Builder, Key, Value};
 use tokio::task::JoinHandle;
 
 use crate::admission::{self, Admission, Fleet};
-use crate::batch::{Batcher, Op, BATCH};
+use crate::batch::{Batcher, Failure, Op, BATCH};
 use crate::config::{Config, NodeUrl};
 use crate::error::{ConfigError, NodeError, NodeErrorKind};
 use crate::health::Excluded;
@@ -194,7 +194,7 @@ impl Node {
             }
         });
         let router = client.connect();
-        let batch = Batcher::start(client.clone(), config.node_timeout);
+        let batch = Batcher::start(client.clone(), config.node_timeout, admission.clone());
         Ok(Node {
             batch,
             index,
@@ -281,7 +281,7 @@ impl Node {
         async move {
             ctx.admitted().await?;
             let args = vec![token, Value::Integer(ttl_ms)];
-            let reply = ctx.batch.call(Op::SetNx, vec![key], args).await;
+            let reply = ctx.sent(ctx.batch.call(Op::SetNx, true, vec![key], args).await)?;
             ctx.vote(reply.and_then(|value| match value {
                 Value::Null => Ok(Acquired(None)),
                 Value::Integer(0) => Ok(Acquired(Some(0))),
@@ -304,7 +304,7 @@ impl Node {
         async move {
             ctx.admitted().await?;
             let args = vec![token, Value::Integer(ttl_ms), Value::Integer(locks as i64)];
-            let reply = ctx.batch.call(Op::Acquire, keys, args).await;
+            let reply = ctx.sent(ctx.batch.call(Op::Acquire, true, keys, args).await)?;
             ctx.vote(reply.and_then(|value| match value {
                 Value::Null => Ok(Acquired(None)),
                 Value::Integer(fence) if fence >= 0 => Ok(Acquired(Some(fence as u64))),
@@ -331,7 +331,7 @@ impl Node {
                 Value::from(fence.to_string()),
                 Value::Integer(locks as i64),
             ];
-            let reply = ctx.batch.call(Op::Fence, keys, args).await;
+            let reply = ctx.sent(ctx.batch.call(Op::Fence, true, keys, args).await)?;
             ctx.vote(integer("FENCE", reply).map(|n| n == 1)).await
         }
     }
@@ -347,7 +347,7 @@ impl Node {
         async move {
             // Never held back, and sent even after its deadline (see `batch.rs`).
             let expected = keys.len() as i64;
-            let reply = ctx.batch.call(Op::Release, keys, vec![token]).await;
+            let reply = ctx.sent(ctx.batch.call(Op::Release, false, keys, vec![token]).await)?;
             ctx.judge(integer("RELEASE", reply).map(|n| n == expected))
         }
     }
@@ -364,7 +364,7 @@ impl Node {
             ctx.admitted().await?;
             let locks = keys.len() as i64;
             let args = vec![token, Value::Integer(ttl_ms), Value::Integer(locks)];
-            let reply = ctx.batch.call(Op::Extend, keys, args).await;
+            let reply = ctx.sent(ctx.batch.call(Op::Extend, true, keys, args).await)?;
             ctx.vote(integer("EXTEND", reply).and_then(|n| match n {
                 0 => Ok(Extended::Refused),
                 1 => Ok(Extended::Kept),
@@ -393,7 +393,7 @@ impl Node {
                 Value::Integer(locks as i64),
                 Value::from(fence.to_string()),
             ];
-            let reply = ctx.batch.call(Op::Restore, keys, args).await;
+            let reply = ctx.sent(ctx.batch.call(Op::Restore, false, keys, args).await)?;
             ctx.judge(integer("RESTORE", reply).map(|n| n == 1))
         }
     }
@@ -449,15 +449,23 @@ struct ErrorContext {
 }
 
 impl ErrorContext {
-    /// Refuses to send a vote-counting command to a node whose votes do not count. A node
-    /// whose new connection is being checked is waited for, up to the node timeout; one that
-    /// is not connected gets the command, which fails (or waits for the connection) as usual.
+    /// Refuses at once a vote-counting command to a node whose votes do not count. A node
+    /// whose new connection is being checked gets it queued: its queue waits for the check
+    /// (see `batch.rs`), so that nothing queued after it (its release) overtakes it.
     async fn admitted(&self) -> Result<(), NodeError> {
-        self.wait_for_check().await;
         match self.admission.excluded() {
-            Some(Excluded::Unchecked) if !self.client.is_connected() => Ok(()),
+            None | Some(Excluded::Unchecked) => Ok(()),
             Some(excluded) => Err(self.excluded(&excluded)),
-            None => Ok(()),
+        }
+    }
+
+    /// A call's outcome: the node's reply or error, or refused by the queue because the
+    /// node's votes do not count.
+    fn sent(&self, reply: Result<Value, Failure>) -> Result<Result<Value, FredError>, NodeError> {
+        match reply {
+            Ok(value) => Ok(Ok(value)),
+            Err(Failure::Node(e)) => Ok(Err(e)),
+            Err(Failure::Excluded(excluded)) => Err(self.excluded(&excluded)),
         }
     }
 
