@@ -72,7 +72,7 @@ impl KeepAlive {
     }
 
     /// Stop extending once the lock has been held this long in all: its validity then ends
-    /// at most `limit` after the acquisition and loss is signalled (with
+    /// at most `limit` after [`Lock::keep_alive`] and loss is signalled (with
     /// [`LostReason::HoldLimit`]) a margin before. Defaults to no limit.
     pub fn max_hold(mut self, limit: Duration) -> Self {
         self.max_hold = Some(limit);

@@ -432,27 +432,30 @@ async fn run(mut commands: UnboundedReceiver<Command>, slot: Slot) {
             }
             armed = next;
         }
+        let mut rang = false;
         tokio::select! {
-            // Stops first: a dropped kept lock stops being extended at once.
             biased;
-            command = commands.recv() => {
-                let Some(command) = command else { return };
-                let now = Instant::now();
-                keeping.command(command, now);
-                while let Ok(command) = commands.try_recv() {
-                    keeping.command(command, now);
-                }
-            }
+            () = &mut sleep, if armed.is_some() => rang = true,
+            command = commands.recv() => match command {
+                Some(command) => keeping.command(command, Instant::now()),
+                None => return,
+            },
             Some(landed) = keeping.flights.next(), if !keeping.flights.is_empty() => {
                 keeping.landed(landed);
-                while let Some(Some(landed)) = keeping.flights.next().now_or_never() {
-                    keeping.landed(landed);
-                }
             }
-            () = &mut sleep, if armed.is_some() => {
-                keeping.wake(Instant::now());
-                armed = None; // re-armed for whatever is first now
-            }
+        }
+        // Then whatever else is ready, from every source, so that none starves another (a
+        // stream of new kept locks must not hold up the extensions in flight).
+        let now = Instant::now();
+        while let Ok(command) = commands.try_recv() {
+            keeping.command(command, now);
+        }
+        while let Some(Some(landed)) = keeping.flights.next().now_or_never() {
+            keeping.landed(landed);
+        }
+        if rang || armed.is_some_and(|at| at <= Instant::now()) {
+            keeping.wake(Instant::now());
+            armed = None; // re-armed for whatever is first now
         }
         if keeping.entries.is_empty() {
             // End, unless a lock was handed over meanwhile (under the slot's lock, as
