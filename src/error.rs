@@ -18,7 +18,10 @@ use humantime::format_duration;
 pub enum Error {
     /// Another owner holds the resource: enough nodes answered, but too many of them already
     /// had a key with someone else's token.
-    #[error("`{resource}` is held by another owner ({held_elsewhere} of {nodes} nodes refused)")]
+    #[error(
+        "`{resource}` is held by another owner ({held_elsewhere} of {nodes} nodes refused{})",
+        FailedToo(failures)
+    )]
     Taken {
         /// The resource that was asked for.
         resource: String,
@@ -187,6 +190,18 @@ impl fmt::Display for NodeErrorKind {
 }
 
 /// Formats a list of node errors on one line.
+/// The failures beside a refusal, if any: "; 2 failed: node 3 ...; node 4 ...".
+struct FailedToo<'a>(&'a [NodeError]);
+
+impl fmt::Display for FailedToo<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0.is_empty() {
+            return Ok(());
+        }
+        write!(f, "; {} failed: {}", self.0.len(), NodeErrors(self.0))
+    }
+}
+
 struct NodeErrors<'a>(&'a [NodeError]);
 
 impl fmt::Display for NodeErrors<'_> {
@@ -328,4 +343,47 @@ pub enum ConfigError {
     /// `build()` was called outside a Tokio runtime.
     #[error("RedLockBuilder::build() must be called from within a Tokio runtime")]
     NoRuntime,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn failed(index: usize) -> NodeError {
+        NodeError {
+            index,
+            node: format!("redis://10.0.0.{index}:6379"),
+            kind: NodeErrorKind::Timeout,
+            message: "no answer within 100ms".into(),
+        }
+    }
+
+    #[test]
+    fn taken_names_the_nodes_that_failed_beside_the_refusals() {
+        let alone = Error::Taken {
+            resource: "job".into(),
+            held_elsewhere: 3,
+            nodes: 5,
+            failures: vec![],
+        };
+        assert_eq!(
+            alone.to_string(),
+            "`job` is held by another owner (3 of 5 nodes refused)"
+        );
+        let with_failures = Error::Taken {
+            resource: "job".into(),
+            held_elsewhere: 1,
+            nodes: 5,
+            failures: vec![failed(3), failed(4)],
+        };
+        let text = with_failures.to_string();
+        assert!(
+            text.starts_with("`job` is held by another owner (1 of 5 nodes refused; 2 failed: "),
+            "{text}"
+        );
+        assert!(
+            text.contains("10.0.0.3") && text.contains("10.0.0.4"),
+            "{text}"
+        );
+    }
 }
