@@ -490,6 +490,28 @@ async fn info_field(node: &LocalNode, section: &str, field: &str) -> String {
         .to_string()
 }
 
+/// Without `QUORUMLOCK_TTL`, the quarantine the doctor reports lasts `quorumlock run`'s
+/// default ttl (30 s), not the library's (10 s): the two commands agree on a node's state.
+#[tokio::test]
+async fn the_quarantine_lasts_the_default_ttl_of_run() {
+    let q = LocalQuorum::start(3).await.unwrap();
+    let (code, doc) = json(&q.urls(), &[]).await;
+    assert_eq!(code, Some(0), "{doc:#}");
+    for i in 0..3 {
+        let node = &doc["nodes"][i];
+        let left = node["quarantined_for_s"].as_f64().expect("quarantined");
+        // The nodes are seconds old: well over 10 s of a 30 s quarantine are left.
+        assert!(left > 10.0 && left <= 30.0, "{node:#}");
+        let found = findings(&doc, i);
+        assert!(
+            found
+                .iter()
+                .any(|f| f.contains("quarantined for 30s after each restart")),
+            "{found:?}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn doctor_writes_nothing() {
     let q = LocalQuorum::start_with(3, NodeOptions::persistent())

@@ -17,7 +17,7 @@ use super::options::{
 };
 
 /// The ttl when neither `--ttl` nor `QUORUMLOCK_TTL` is given.
-const DEFAULT_TTL: &str = "30s";
+pub(crate) const DEFAULT_TTL: &str = "30s";
 
 /// `quorumlock run`.
 #[derive(Debug, Args)]
