@@ -1,7 +1,11 @@
 //! A held lock: what it locks, how long it can be relied on, and how to extend or release it.
 
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
 
 use fred::types::{Key, Value};
 
@@ -94,6 +98,9 @@ pub(crate) struct Extension {
     start: Instant,
     elapsed: Duration,
     round: Round<Extended>,
+    /// Tells the nodes that answer after the round was decided whether the extension stands
+    /// (see [`Lock::restore_missing`]); dropped unsent, it means no.
+    stands: watch::Sender<Option<bool>>,
 }
 
 /// A lock held on a majority of nodes, valid until [`valid_until`](Self::valid_until).
@@ -294,16 +301,41 @@ impl Lock {
             held.lock_keys().to_vec(),
             held.value(),
         );
+        let (all, locks, fence) = (held.keys.to_vec(), held.locks, held.fence.unwrap_or(0));
         Ok(async move {
+            let (stands, verdict) = watch::channel(None);
+            let decided = Arc::new(AtomicBool::new(false));
             let start = Instant::now();
             let round = redlock
-                .round(|node| node.extend(keys.clone(), value.clone(), ttl.px))
+                .round_marking(Some(&decided), |node| {
+                    let extended = node.extend(keys.clone(), value.clone(), ttl.px);
+                    let (index, decided, mut verdict) =
+                        (node.index(), Arc::clone(&decided), verdict.clone());
+                    let (redlock, all, value) = (redlock.clone(), all.clone(), value.clone());
+                    async move {
+                        let answer = extended.await;
+                        if matches!(answer, Ok(Extended::Missing)) && decided.load(Ordering::SeqCst)
+                        {
+                            // Answered after the round was decided, so not counted: this
+                            // node lost our keys, and is restored here if the extension
+                            // stands (see `restore_missing`).
+                            let stands = verdict.wait_for(Option::is_some).await;
+                            if matches!(stands.as_deref(), Ok(Some(true))) {
+                                redlock.detached(1 << index, |node| {
+                                    node.restore(all.clone(), locks, value.clone(), ttl.px, fence)
+                                });
+                            }
+                        }
+                        answer
+                    }
+                })
                 .await;
             Extension {
                 ttl,
                 start,
                 elapsed: start.elapsed(),
                 round,
+                stands,
             }
         })
     }
@@ -316,11 +348,13 @@ impl Lock {
             start,
             elapsed,
             round,
+            stands,
         } = extension;
         let extended_until = start + ttl.usable;
         match round.tally.decision() {
             Decision::Won => match validity(ttl.ttl, elapsed, ttl.drift) {
                 Some(left) => {
+                    stands.send_replace(Some(true));
                     self.restore_missing(&round.answers, ttl.px);
                     self.held.ttl = ttl.ttl;
                     self.held.valid_until = extended_until;
@@ -376,22 +410,15 @@ impl Lock {
     }
 
     /// Sets our keys again, in the background, on the nodes that answered that they lost
-    /// them, and on those that had not answered when the extension was decided (their
-    /// answer is not awaited; where our keys are there, this only extends them again). Only
-    /// after a majority that held the lock all along extended it: restoring strengthens a
-    /// lock we hold, it never revives one we lost.
+    /// them. Those that answer so only after the extension was decided restore themselves
+    /// once it stands (in [`extension`](Self::extension)); those that answer that they kept
+    /// them get nothing more. Only after a majority that held the lock all along extended
+    /// it: restoring strengthens a lock we hold, it never revives one we lost.
     fn restore_missing(&self, answers: &[(usize, Extended)], ttl_ms: i64) {
-        let nodes = self.held.redlock.nodes();
-        let all = if nodes == 64 {
-            u64::MAX
-        } else {
-            (1u64 << nodes) - 1
-        };
-        let settled = answers
+        let restore = answers
             .iter()
-            .filter(|(_, a)| *a != Extended::Missing)
+            .filter(|(_, a)| *a == Extended::Missing)
             .fold(0u64, |mask, (i, _)| mask | 1 << i);
-        let restore = all & !settled;
         if restore == 0 {
             return;
         }

@@ -7,7 +7,7 @@
 //! its own timeout, see `node.rs`).
 
 use std::future::Future;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -419,6 +419,22 @@ impl RedLock {
         F: Fn(&Node) -> Fut,
         Fut: Future<Output = NodeResult<T>> + Send + 'static,
     {
+        self.round_marking(None, op).await
+    }
+
+    /// [`round`](Self::round), setting `decided` once the outcome is decided and before any
+    /// undecided command is handed to the background: a per-node future that finds it set
+    /// knows that its answer will not be counted, and can act on it itself.
+    pub(crate) async fn round_marking<T, F, Fut>(
+        &self,
+        decided: Option<&AtomicBool>,
+        op: F,
+    ) -> Round<T>
+    where
+        T: Answer,
+        F: Fn(&Node) -> Fut,
+        Fut: Future<Output = NodeResult<T>> + Send + 'static,
+    {
         let mut suspects = 0u64;
         let pending: FuturesUnordered<_> = self
             .inner
@@ -457,6 +473,9 @@ impl RedLock {
                 }
             };
             if decision != Decision::Pending {
+                if let Some(decided) = decided {
+                    decided.store(true, Ordering::SeqCst);
+                }
                 break;
             }
         }

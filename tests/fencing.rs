@@ -253,3 +253,60 @@ async fn an_extension_does_not_revive_a_lock_lost_on_a_majority() {
         assert_eq!(get(q.node(n), "gone").await, None, "node {n}");
     }
 }
+
+/// An extension sends nothing more to nodes that kept the keys: no restore goes to the nodes
+/// that had not answered when it was decided, since they answer "kept" too.
+#[tokio::test]
+async fn an_extension_restores_nothing_where_the_keys_are() {
+    let q = LocalQuorum::start(5).await.unwrap();
+    let redlock = client(&q).await;
+    let mut lock = redlock
+        .lock_with("kept", LONG, Retry::none())
+        .await
+        .unwrap();
+    assert!(redlock.settle(Duration::from_secs(5)).await);
+    let scripts = || async {
+        let mut n = 0;
+        for node in q.nodes() {
+            // (EVAL when a node had not cached the script yet.)
+            n += common::calls(node, "evalsha").await + common::calls(node, "eval").await;
+        }
+        n
+    };
+    let before = scripts().await;
+    const EXTENSIONS: u64 = 10;
+    for _ in 0..EXTENSIONS {
+        lock.extend().await.unwrap();
+    }
+    assert!(redlock.settle(Duration::from_secs(5)).await);
+    // One EXTEND per node per extension, and nothing else (before, each extension also sent
+    // a restore to the two nodes that had not answered when it was decided).
+    assert_eq!(scripts().await - before, EXTENSIONS * 5);
+    lock.release().await.unwrap();
+}
+
+/// A node that answers "missing" only after the extension was decided (it was frozen) is
+/// restored once the extension stands.
+#[tokio::test]
+async fn a_late_node_that_lost_the_keys_is_restored() {
+    let mut q = LocalQuorum::start(3).await.unwrap();
+    let redlock =
+        common::connected(common::builder(&q).node_timeout(Duration::from_secs(20))).await;
+    let mut lock = redlock
+        .lock_with("late", LONG, Retry::none())
+        .await
+        .unwrap();
+    let token = lock.token().as_str().to_string();
+    assert!(redlock.settle(Duration::from_secs(5)).await);
+    assert_eq!(
+        q.node(0).command(&["DEL", "late"]).await.unwrap(),
+        Reply::Integer(1)
+    );
+    q.node_mut(0).freeze().unwrap();
+    // Decided by nodes 1 and 2; node 0's answer comes after it resumes.
+    lock.extend().await.unwrap();
+    q.node_mut(0).resume().unwrap();
+    assert!(redlock.settle(Duration::from_secs(30)).await);
+    assert_eq!(get(q.node(0), "late").await, Some(token));
+    lock.release().await.unwrap();
+}
