@@ -307,7 +307,7 @@ impl Lock {
             let decided = Arc::new(AtomicBool::new(false));
             let start = Instant::now();
             let round = redlock
-                .round_marking(Some(&decided), |node| {
+                .round_marking(Some(&decided), false, |node| {
                     let extended = node.extend(keys.clone(), value.clone(), ttl.px);
                     let (index, decided, mut verdict) =
                         (node.index(), Arc::clone(&decided), verdict.clone());

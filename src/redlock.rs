@@ -419,15 +419,21 @@ impl RedLock {
         F: Fn(&Node) -> Fut,
         Fut: Future<Output = NodeResult<T>> + Send + 'static,
     {
-        self.round_marking(None, op).await
+        self.round_marking(None, true, op).await
     }
 
     /// [`round`](Self::round), setting `decided` once the outcome is decided and before any
     /// undecided command is handed to the background: a per-node future that finds it set
     /// knows that its answer will not be counted, and can act on it itself.
+    ///
+    /// `presume_suspects`: whether suspect nodes count as failed until they answer, once a
+    /// no has been seen (design 2.2a). That is right for an acquisition, where a no means
+    /// another holder; not for an extension, where a no ("missing") can come from a node
+    /// that merely missed earlier extensions while the suspects still hold our keys.
     pub(crate) async fn round_marking<T, F, Fut>(
         &self,
         decided: Option<&AtomicBool>,
+        presume_suspects: bool,
         op: F,
     ) -> Round<T>
     where
@@ -442,7 +448,7 @@ impl RedLock {
             .iter()
             .map(|node| {
                 let index = node.index();
-                if node.is_suspect() {
+                if presume_suspects && node.is_suspect() {
                     suspects |= 1 << index;
                 }
                 op(node).map(move |vote| (index, vote))

@@ -265,23 +265,29 @@ async fn an_extension_restores_nothing_where_the_keys_are() {
         .await
         .unwrap();
     assert!(redlock.settle(Duration::from_secs(5)).await);
-    let scripts = || async {
-        let mut n = 0;
-        for node in q.nodes() {
-            // (EVAL when a node had not cached the script yet.)
-            n += common::calls(node, "evalsha").await + common::calls(node, "eval").await;
+    // Commands run by the scripts are counted too: EXTEND runs PEXPIRE on each key, RESTORE
+    // runs SET.
+    let count = |command: &'static str| {
+        let q = &q;
+        async move {
+            let mut n = 0;
+            for node in q.nodes() {
+                n += common::calls(node, command).await;
+            }
+            n
         }
-        n
     };
-    let before = scripts().await;
+    let (pexpire, set) = (count("pexpire").await, count("set").await);
     const EXTENSIONS: u64 = 10;
     for _ in 0..EXTENSIONS {
         lock.extend().await.unwrap();
     }
     assert!(redlock.settle(Duration::from_secs(5)).await);
-    // One EXTEND per node per extension, and nothing else (before, each extension also sent
-    // a restore to the two nodes that had not answered when it was decided).
-    assert_eq!(scripts().await - before, EXTENSIONS * 5);
+    // Every node extended the key every time, and nothing was restored anywhere (before,
+    // each extension also sent a restore to the two nodes that had not answered when it
+    // was decided).
+    assert_eq!(count("pexpire").await - pexpire, EXTENSIONS * 5);
+    assert_eq!(count("set").await - set, 0);
     lock.release().await.unwrap();
 }
 
@@ -308,5 +314,37 @@ async fn a_late_node_that_lost_the_keys_is_restored() {
     q.node_mut(0).resume().unwrap();
     assert!(redlock.settle(Duration::from_secs(30)).await);
     assert_eq!(get(q.node(0), "late").await, Some(token));
+    lock.release().await.unwrap();
+}
+
+/// Nodes that missed an extension (they were frozen) are suspects; when other nodes then
+/// answer "missing", the extension still waits for the suspects' answers instead of
+/// presuming them failed, and keeps the lock they hold.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_extension_waits_for_suspect_nodes_that_hold_the_keys() {
+    let mut q = LocalQuorum::start(5).await.unwrap();
+    let redlock = client(&q).await;
+    let mut lock = redlock
+        .lock_with("suspects", LONG, Retry::none())
+        .await
+        .unwrap();
+    assert!(redlock.settle(Duration::from_secs(5)).await);
+    // Nodes 0 and 1 miss an extension: they time out, and become suspects.
+    q.node_mut(0).freeze().unwrap();
+    q.node_mut(1).freeze().unwrap();
+    lock.extend().await.unwrap();
+    assert!(redlock.settle(Duration::from_secs(5)).await);
+    q.node_mut(0).resume().unwrap();
+    q.node_mut(1).resume().unwrap();
+    // Nodes 3 and 4 lose the key: only nodes 0, 1 and 2 hold it now, a majority.
+    for n in [3, 4] {
+        assert_eq!(
+            q.node(n).command(&["DEL", "suspects"]).await.unwrap(),
+            Reply::Integer(1)
+        );
+    }
+    for _ in 0..20 {
+        lock.extend().await.expect("held on nodes 0, 1 and 2");
+    }
     lock.release().await.unwrap();
 }
