@@ -43,8 +43,9 @@ async fn a_service_starts_and_locks_while_a_minority_is_down() {
     .await;
     let lock = redlock.try_lock("start-degraded").await.unwrap();
     assert_eq!(lock.acquired_on(), 2);
-    assert_eq!(lock.release().await.unwrap().released, 2);
-    assert_eq!(holders(&q, "start-degraded").await, 0);
+    assert!(lock.release().await.unwrap().released >= 2);
+    // `release` returns at the quorum; the third node's delete may still be on its way.
+    common::no_holders(&q, "start-degraded").await;
 }
 
 #[tokio::test]

@@ -125,9 +125,10 @@ async fn a_multi_resource_lock_is_all_or_nothing() {
         Err(Error::Taken { .. }) => {}
         other => panic!("{other:?}"),
     }
-    // Nothing of the failed attempt is left on any node, and the held key is untouched.
+    // Nothing of the failed attempt is left on any node (the nodes that had not answered
+    // when it was decided are released in the background), and the held key is untouched.
     for key in ["m1", "m3"] {
-        assert_eq!(holders(&q, key).await, 0, "{key}");
+        common::no_holders(&q, key).await;
     }
     let token = held.token().as_str().to_string();
     assert!(
