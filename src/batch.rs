@@ -1,9 +1,9 @@
 //! Coalescing: script calls bound for one node while it is busy are sent together, as one
 //! script call, when it is free again.
 //!
-//! Each node has one [`Batcher`]. A call goes out at once while fewer than [`IN_FLIGHT`]
-//! commands of this node are awaiting their answer, so an idle client adds no delay. While
-//! they are all in flight, calls wait in a queue; the next free slot takes the whole queue
+//! Each node has one [`Batcher`]. A call goes out at once while no command of this node is
+//! awaiting its answer, so an idle client adds no delay. While one is in flight, calls wait
+//! in a queue; when it is answered, the next command takes the whole queue
 //! (up to [`MAX_CALLS`]) and sends it as one call of the [batch script](scripts::batch),
 //! which runs each call's script in turn, atomically, and answers each one. Many concurrent
 //! locks then cost a node one command instead of one each: the client's CPU per command
@@ -16,23 +16,20 @@
 //! queued when it times out), except a release, which is always sent: it only ever deletes
 //! our own keys, and a late one cleans up what a late acquisition may have left.
 
-use std::sync::{Arc, LazyLock};
+use std::sync::LazyLock;
 use std::time::Duration;
 
 use fred::clients::Client;
 use fred::error::{Error as FredError, ErrorKind};
 use fred::interfaces::{ClientLike, KeysInterface, LuaInterface};
 use fred::types::{Expiration, Key, SetOptions, Value};
-use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use crate::admission::Admission;
 use crate::health::Excluded;
 use crate::scripts::{self, Script};
-
-/// Commands of one node awaiting their answer at once, at most.
-pub(crate) const IN_FLIGHT: usize = 1;
 
 /// Calls sent as one batch, at most (a batch runs atomically: the node serves nothing else
 /// meanwhile).
@@ -201,28 +198,38 @@ fn closed() -> Failure {
     Failure::Node(FredError::new(ErrorKind::Canceled, "the client is closed"))
 }
 
-/// Takes calls off the queue whenever a slot is free: the first one that comes, with every
-/// call queued behind it.
+/// Takes calls off the queue, one command at a time: the first call that comes, with every
+/// call queued behind it, sent and answered before the next.
 async fn send_queued(
     client: Client,
     mut queue: mpsc::UnboundedReceiver<Call>,
     admission: Admission,
 ) {
-    let slots = Arc::new(Semaphore::new(IN_FLIGHT));
-    loop {
-        let Ok(slot) = Arc::clone(&slots).acquire_owned().await else {
-            return;
-        };
-        let Some(first) = queue.recv().await else {
-            return;
-        };
-        let mut calls = vec![first];
-        while calls.len() < MAX_CALLS {
-            match queue.try_recv() {
-                Ok(call) => calls.push(call),
-                Err(_) => break,
+    while let Some(first) = queue.recv().await {
+        // The common case, one call alone, takes no vector.
+        let calls = match queue.try_recv().ok() {
+            None if !first.vote || admission.is_checked() => {
+                if first.wanted(Instant::now()) {
+                    send_one(&client, first).await;
+                } else {
+                    let _ = first.reply.send(Err(Failure::Node(timed_out())));
+                }
+                continue;
             }
-        }
+            None => vec![first],
+            Some(second) => {
+                let mut calls = Vec::with_capacity(8);
+                calls.push(first);
+                calls.push(second);
+                while calls.len() < MAX_CALLS {
+                    match queue.try_recv() {
+                        Ok(call) => calls.push(call),
+                        Err(_) => break,
+                    }
+                }
+                calls
+            }
+        };
         let calls = admit(&client, &admission, calls).await;
         let now = Instant::now();
         let (calls, stale): (Vec<Call>, Vec<Call>) =
@@ -233,14 +240,11 @@ async fn send_queued(
         match calls.len() {
             0 => {}
             1 => {
-                let call = calls.into_iter().next();
-                if let Some(call) = call {
-                    tokio::spawn(send_one(client.clone(), call, slot));
+                if let Some(call) = calls.into_iter().next() {
+                    send_one(&client, call).await;
                 }
             }
-            _ => {
-                tokio::spawn(send_batch(client.clone(), calls, slot));
-            }
+            _ => send_batch(&client, calls).await,
         }
     }
 }
@@ -270,7 +274,7 @@ async fn admit(client: &Client, admission: &Admission, calls: Vec<Call>) -> Vec<
 }
 
 /// One call alone: its script (or the plain `SET NX PX`).
-async fn send_one(client: Client, call: Call, _slot: OwnedSemaphorePermit) {
+async fn send_one(client: &Client, call: Call) {
     let Call {
         op,
         keys,
@@ -279,12 +283,11 @@ async fn send_one(client: Client, call: Call, _slot: OwnedSemaphorePermit) {
         ..
     } = call;
     let answer = match op {
-        Op::SetNx => set_nx(&client, keys, args).await,
+        Op::SetNx => set_nx(client, keys, args).await,
         _ => {
-            let answer =
-                run_script::<Value>(&client, op.script(), keys.clone(), args.clone()).await;
+            let answer = run_script::<Value>(client, op.script(), keys.clone(), args.clone()).await;
             if op == Op::Release {
-                clean_up_after(&client, &answer, [(keys, args)]);
+                clean_up_after(client, &answer, [(keys, args)]);
             }
             answer
         }
@@ -318,7 +321,7 @@ async fn set_nx(client: &Client, keys: Vec<Key>, args: Vec<Value>) -> Result<Val
 }
 
 /// Several calls as one call of the batch script; each gets its own element of the reply.
-async fn send_batch(client: Client, calls: Vec<Call>, _slot: OwnedSemaphorePermit) {
+async fn send_batch(client: &Client, calls: Vec<Call>) {
     let key_count: usize = calls.iter().map(|call| call.keys.len()).sum();
     let arg_count: usize = calls.iter().map(|call| call.args.len() + 3).sum();
     let mut keys = Vec::with_capacity(key_count);
@@ -331,7 +334,7 @@ async fn send_batch(client: Client, calls: Vec<Call>, _slot: OwnedSemaphorePermi
         args.push(Value::Integer(call.args.len() as i64));
         args.extend(call.args.iter().cloned());
     }
-    let reply = run_script::<Value>(&client, &BATCH, keys, args).await;
+    let reply = run_script::<Value>(client, &BATCH, keys, args).await;
     let answers = match reply {
         Ok(Value::Array(answers)) if answers.len() == calls.len() => answers,
         Ok(other) => {
@@ -347,7 +350,7 @@ async fn send_batch(client: Client, calls: Vec<Call>, _slot: OwnedSemaphorePermi
         Err(error) => {
             let reply: Result<Value, FredError> = Err(error.clone());
             clean_up_after(
-                &client,
+                client,
                 &reply,
                 calls
                     .iter()

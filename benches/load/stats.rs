@@ -35,6 +35,12 @@ pub(crate) fn jain(counts: &[u64]) -> f64 {
     sum * sum / (counts.len() as f64 * squares)
 }
 
+/// The percentiles kept in the JSON for the distribution charts.
+const DISTRIBUTION: [f64; 17] = [
+    0.0, 1.0, 5.0, 10.0, 20.0, 30.0, 40.0, 50.0, 60.0, 70.0, 80.0, 90.0, 95.0, 99.0, 99.5, 99.9,
+    100.0,
+];
+
 /// Latencies in ms, sorted, with the figures the tables show.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Latencies {
@@ -65,6 +71,11 @@ impl Latencies {
             "p50_ms": self.p(50.0),
             "p99_ms": self.p(99.0),
             "max_ms": self.sorted_ms.last(),
+            // The distribution, for the latency charts: (percentile, ms).
+            "percentiles_ms": DISTRIBUTION
+                .iter()
+                .filter_map(|&p| self.p(p).map(|ms| [p, ms]))
+                .collect::<Vec<_>>(),
         })
     }
 }
