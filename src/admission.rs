@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use fred::clients::Client;
+use fred::interfaces::ClientLike;
 
 use crate::error::NodeErrorKind;
 use crate::health::{self, Excluded, Facts};
@@ -109,6 +110,25 @@ impl Admission {
 
     pub(crate) fn is_checked(&self) -> bool {
         self.state().checked
+    }
+
+    /// Why a vote may not be sent to the node now: [`excluded`](Self::excluded), except that
+    /// a node that is not connected gets it (the command fails, or waits for the connection,
+    /// as usual).
+    pub(crate) fn refuses(&self, client: &Client) -> Option<Excluded> {
+        match self.excluded() {
+            Some(Excluded::Unchecked) if !client.is_connected() => None,
+            other => other,
+        }
+    }
+
+    /// Waits, until `deadline` at the latest, while the node is connected and its new
+    /// connection not yet checked.
+    pub(crate) async fn wait_for_check(&self, client: &Client, deadline: tokio::time::Instant) {
+        while client.is_connected() && !self.is_checked() && tokio::time::Instant::now() < deadline
+        {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
     }
 
     /// The facts of the last check, and the quarantine left.

@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use fred::clients::Client;
 use fred::error::{Error as FredError, ErrorKind};
-use fred::interfaces::{ClientLike, KeysInterface, LuaInterface};
+use fred::interfaces::{KeysInterface, LuaInterface};
 use fred::types::{Expiration, Key, SetOptions, Value};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
@@ -208,7 +208,7 @@ async fn send_queued(
     while let Some(first) = queue.recv().await {
         // The common case, one call alone, takes no vector.
         let calls = match queue.try_recv().ok() {
-            None if !first.vote || admission.is_checked() => {
+            None if !first.vote || admission.refuses(&client).is_none() => {
                 if first.wanted(Instant::now()) {
                     send_one(&client, first).await;
                 } else {
@@ -256,14 +256,8 @@ async fn admit(client: &Client, admission: &Admission, calls: Vec<Call>) -> Vec<
     let Some(deadline) = calls.iter().filter(|c| c.vote).map(|c| c.deadline).min() else {
         return calls;
     };
-    while client.is_connected() && !admission.is_checked() && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(1)).await;
-    }
-    let excluded = match admission.excluded() {
-        Some(Excluded::Unchecked) if !client.is_connected() => None,
-        other => other,
-    };
-    let Some(excluded) = excluded else {
+    admission.wait_for_check(client, deadline).await;
+    let Some(excluded) = admission.refuses(client) else {
         return calls;
     };
     let (votes, others): (Vec<Call>, Vec<Call>) = calls.into_iter().partition(|c| c.vote);

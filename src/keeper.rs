@@ -480,7 +480,32 @@ mod tests {
     use std::time::Duration;
 
     use crate::testkit::LocalQuorum;
-    use crate::{KeepAlive, RedLock, Retry};
+    use crate::{KeepAlive, KeptLock, RedLock, Retry};
+
+    /// Three local nodes and a client connected to all of them.
+    async fn connected() -> (LocalQuorum, RedLock) {
+        let q = LocalQuorum::start(3).await.unwrap();
+        let redlock = RedLock::builder()
+            .nodes(q.urls())
+            .quarantine(false)
+            .build()
+            .unwrap();
+        assert_eq!(redlock.wait_for_nodes(Duration::from_secs(5)).await, 3);
+        (q, redlock)
+    }
+
+    /// `count` locks `prefix:0..` with `ttl`, each kept alive.
+    async fn keep(redlock: &RedLock, prefix: &str, count: usize, ttl: Duration) -> Vec<KeptLock> {
+        let mut kept = Vec::with_capacity(count);
+        for i in 0..count {
+            let lock = redlock
+                .lock_with(&format!("{prefix}:{i}"), ttl, Retry::attempts(5))
+                .await
+                .unwrap();
+            kept.push(lock.keep_alive(KeepAlive::new()).unwrap());
+        }
+        kept
+    }
 
     async fn alive_tasks(redlock: &RedLock) -> usize {
         // Rounds finish their last nodes' commands in background tasks: wait for those.
@@ -492,26 +517,9 @@ mod tests {
 
     #[tokio::test]
     async fn one_task_keeps_every_lock_of_a_client_and_ends_with_the_last() {
-        let q = LocalQuorum::start(3).await.unwrap();
-        let redlock = RedLock::builder()
-            .nodes(q.urls())
-            .quarantine(false)
-            .build()
-            .unwrap();
-        assert_eq!(redlock.wait_for_nodes(Duration::from_secs(5)).await, 3);
+        let (_q, redlock) = connected().await;
         let before = alive_tasks(&redlock).await;
-        let mut kept = Vec::new();
-        for i in 0..50 {
-            let lock = redlock
-                .lock_with(
-                    &format!("kept:{i}"),
-                    Duration::from_secs(10),
-                    Retry::attempts(5),
-                )
-                .await
-                .unwrap();
-            kept.push(lock.keep_alive(KeepAlive::new()).unwrap());
-        }
+        let mut kept = keep(&redlock, "kept", 50, Duration::from_secs(10)).await;
         // A 10 s lock is not extended before 4.5 s: nothing is in flight now.
         assert_eq!(alive_tasks(&redlock).await, before + 1, "one keeper task");
         kept.truncate(1);
@@ -533,25 +541,8 @@ mod tests {
 
     #[tokio::test]
     async fn locks_kept_together_are_all_extended() {
-        let q = LocalQuorum::start(3).await.unwrap();
-        let redlock = RedLock::builder()
-            .nodes(q.urls())
-            .quarantine(false)
-            .build()
-            .unwrap();
-        assert_eq!(redlock.wait_for_nodes(Duration::from_secs(5)).await, 3);
-        let mut kept = Vec::new();
-        for i in 0..200 {
-            let lock = redlock
-                .lock_with(
-                    &format!("many:{i}"),
-                    Duration::from_secs(1),
-                    Retry::attempts(5),
-                )
-                .await
-                .unwrap();
-            kept.push(lock.keep_alive(KeepAlive::new()).unwrap());
-        }
+        let (_q, redlock) = connected().await;
+        let kept = keep(&redlock, "many", 200, Duration::from_secs(1)).await;
         let handles: Vec<_> = kept.iter().map(|k| k.handle()).collect();
         tokio::time::timeout(Duration::from_secs(20), async {
             while handles.iter().any(|h| h.extensions() < 3) {

@@ -481,12 +481,8 @@ impl ErrorContext {
 
     /// Waits, up to the node timeout, for the check of a connected node's new connection.
     async fn wait_for_check(&self) {
-        if self.client.is_connected() && !self.admission.is_checked() {
-            let deadline = tokio::time::Instant::now() + self.timeout;
-            while !self.admission.is_checked() && tokio::time::Instant::now() < deadline {
-                tokio::time::sleep(Duration::from_millis(1)).await;
-            }
-        }
+        let deadline = tokio::time::Instant::now() + self.timeout;
+        self.admission.wait_for_check(&self.client, deadline).await;
     }
 
     /// Like [`judge`](Self::judge), for a command whose answer is a vote: the answer counts
