@@ -100,12 +100,17 @@ async fn serve(kind: Kind, mut socket: TcpStream) {
 
 /// Five nodes of which the last `hostile` behave as `kind`; the others are healthy.
 async fn quorum_with(kind: Kind, hostile: usize) -> (LocalQuorum, Vec<String>) {
-    let q = LocalQuorum::start(5).await.expect("five redis-server processes");
+    let q = LocalQuorum::start(5)
+        .await
+        .expect("five redis-server processes");
     let mut urls = q.urls();
-    for i in 5 - hostile..5 {
+    for (i, url) in urls.iter_mut().enumerate().skip(5 - hostile) {
         match kind {
             Kind::OutOfMemory => {
-                let ok = q.node(i).command(&["CONFIG", "SET", "maxmemory", "1"]).await;
+                let ok = q
+                    .node(i)
+                    .command(&["CONFIG", "SET", "maxmemory", "1"])
+                    .await;
                 assert_eq!(ok.expect("CONFIG SET").as_str(), Some("OK"));
             }
             Kind::Replica => {
@@ -113,7 +118,7 @@ async fn quorum_with(kind: Kind, hostile: usize) -> (LocalQuorum, Vec<String>) {
                 let ok = q.node(i).command(&["REPLICAOF", "127.0.0.1", "1"]).await;
                 assert_eq!(ok.expect("REPLICAOF").as_str(), Some("OK"));
             }
-            _ => urls[i] = fake_peer(kind).await,
+            _ => *url = fake_peer(kind).await,
         }
     }
     (q, urls)
@@ -137,7 +142,11 @@ async fn keys_left(q: &LocalQuorum, healthy: usize) -> usize {
         let keys = reply.as_int().expect("an integer");
         // Fencing counters have no expiry and are meant to stay; lock keys are not.
         let fences = node
-            .command(&["EVAL", "return #redis.call('keys', 'quorumlock:fence:*')", "0"])
+            .command(&[
+                "EVAL",
+                "return #redis.call('keys', 'quorumlock:fence:*')",
+                "0",
+            ])
             .await
             .expect("EVAL")
             .as_int()
@@ -165,7 +174,10 @@ async fn granted_with(kind: Kind, hostile: usize) {
         .await
         .unwrap_or_else(|_| panic!("{kind} x{hostile}: release() hung"))
         .unwrap_or_else(|e| panic!("{kind} x{hostile}: release failed: {e}"));
-    assert!(redlock.settle(HANG).await, "{kind} x{hostile}: releases unsettled");
+    assert!(
+        redlock.settle(HANG).await,
+        "{kind} x{hostile}: releases unsettled"
+    );
     common::eventually(&format!("{kind} x{hostile}: no key left"), || async {
         keys_left(&q, 5 - hostile).await == 0
     })
