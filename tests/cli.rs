@@ -452,6 +452,46 @@ async fn stops_the_commands_whole_process_group_when_the_lock_is_taken_over() {
     }
 }
 
+/// A holder that dies (here by SIGKILL; a crash aborts it the same way) can no longer stop
+/// its command before the lock expires: its watchdog does, SIGTERM and then SIGKILL to the
+/// command's whole process group, so that no rival takes the lock while the work goes on.
+#[tokio::test]
+async fn the_command_dies_when_quorumlock_dies() {
+    for foreground in [false, true] {
+        let q = LocalQuorum::start(3).await.unwrap();
+        let dir = scratch();
+        // The shell ignores SIGTERM (the watchdog must follow with SIGKILL); its background
+        // job is in its process group.
+        let script = format!(
+            "(exec sleep 120) >/dev/null 2>&1 &
+            echo $! > job
+            echo $$ > shell
+            trap '' TERM
+            touch started
+            {BUSY}"
+        );
+        let flags: &[&str] = if foreground {
+            &["--foreground", "--ttl", "2s", "--grace", "200ms"]
+        } else {
+            &["--ttl", "2s", "--grace", "200ms"]
+        };
+        let mut cli = run_sh(&q, flags, "holder-dies", &script);
+        let mut child = cli.current_dir(dir.path()).spawn().unwrap();
+        appears(&dir.path().join("started")).await;
+        let shell = Job(std::fs::read_to_string(dir.path().join("shell")).unwrap());
+        let job = Job(std::fs::read_to_string(dir.path().join("job")).unwrap());
+        child.start_kill().unwrap();
+        child.wait().await.unwrap();
+        eventually("the command has ended", || async { has_ended(&shell.0) }).await;
+        if !foreground {
+            eventually("its background job has ended", || async {
+                has_ended(&job.0)
+            })
+            .await;
+        }
+    }
+}
+
 #[tokio::test]
 async fn relays_sigterm_to_the_command_and_releases_the_lock() {
     let q = LocalQuorum::start(3).await.unwrap();

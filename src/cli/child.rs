@@ -24,6 +24,7 @@ use tokio::process::{Child, Command};
 use tokio::signal::unix::{signal as listen, SignalKind};
 
 use super::exit::{Failure, CANNOT_EXECUTE, NOT_FOUND, SOFTWARE};
+use super::watchdog::Watched;
 
 /// The variable that carries the locked resource's name to the command.
 pub(crate) const RESOURCE_VAR: &str = "QUORUMLOCK_RESOURCE";
@@ -105,6 +106,14 @@ impl Spec<'_> {
 }
 
 impl Running {
+    /// What a watchdog must stop if quorumlock dies.
+    pub(crate) fn watched(&self) -> Watched {
+        match self.target {
+            Target::Group(pgid) => Watched::Group(pgid),
+            Target::Process(pid) => Watched::Process(pid),
+        }
+    }
+
     /// Sends `sig` to the command (its process group by default). Call only before the
     /// command has been reaped (before `child.wait()` returned), so that the id cannot have
     /// been reused; a group that has no process left is not an error.

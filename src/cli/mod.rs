@@ -10,6 +10,7 @@ mod exit;
 mod options;
 mod run;
 mod status;
+mod watchdog;
 
 use std::process::ExitCode;
 
@@ -45,6 +46,9 @@ enum Command {
     Status(status::StatusArgs),
     /// Check every node against the algorithm's assumptions, with a verdict (read-only)
     Doctor(doctor::DoctorArgs),
+    /// Started by `run`: stops the command if `run` dies (not for use by hand)
+    #[command(name = watchdog::SUBCOMMAND, hide = true)]
+    Watchdog(watchdog::WatchdogArgs),
 }
 
 /// Parses the command line, runs the subcommand, and turns its outcome into an exit code.
@@ -64,6 +68,11 @@ pub(crate) fn main() -> ExitCode {
 }
 
 fn runtime(command: Command) -> Result<u8, Failure> {
+    // No runtime, no connection: nothing in it can fail but a signal.
+    let command = match command {
+        Command::Watchdog(args) => return watchdog::watchdog(args),
+        command => command,
+    };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -76,6 +85,7 @@ async fn dispatch(command: Command) -> Result<u8, Failure> {
         Command::Run(args) => run::run(args).await,
         Command::Status(args) => status::status(args).await,
         Command::Doctor(args) => doctor::doctor(args).await,
+        Command::Watchdog(args) => watchdog::watchdog(args),
     }
 }
 

@@ -15,6 +15,7 @@ use super::options::{
     duration, positive_duration, var_duration, NodesArg, Vars, NODES, RETRY_ATTEMPTS, RETRY_WITHIN,
     TTL,
 };
+use super::watchdog::Watchdog;
 
 /// The ttl when neither `--ttl` nor `QUORUMLOCK_TTL` is given.
 pub(crate) const DEFAULT_TTL: &str = "30s";
@@ -171,13 +172,24 @@ pub(crate) async fn run(args: RunArgs) -> Result<u8, Failure> {
         fencing_token: kept.fencing_token(),
         foreground: args.foreground,
     };
-    let mut running = match spec.spawn() {
-        Ok(running) => running,
+    // Started before the command, so that the command never runs unwatched.
+    let mut watchdog = match Watchdog::start(grace) {
+        Ok(watchdog) => watchdog,
         Err(failure) => {
             release(&redlock, kept).await;
             return Err(failure);
         }
     };
+    let mut running = match spec.spawn() {
+        Ok(running) => running,
+        Err(failure) => {
+            watchdog.dismiss();
+            release(&redlock, kept).await;
+            return Err(failure);
+        }
+    };
+    // No await since the spawn: nothing else ran on this (single-threaded) runtime.
+    watchdog.watch(running.watched());
 
     let lost = kept.lost();
     tokio::pin!(lost);
@@ -192,12 +204,14 @@ pub(crate) async fn run(args: RunArgs) -> Result<u8, Failure> {
     };
     match outcome {
         Ok(Ok(status)) => {
+            watchdog.dismiss();
             release(&redlock, kept).await;
             Ok(exit_code(status))
         }
         Ok(Err(e)) => {
             // We no longer know whether the command runs: stop it as if the lock was lost.
             let stopped = stop(&mut running, &mut relay, grace).await;
+            watchdog.dismiss();
             release(&redlock, kept).await;
             Err(Failure::new(
                 LOST,
@@ -206,6 +220,7 @@ pub(crate) async fn run(args: RunArgs) -> Result<u8, Failure> {
         }
         Err(reason) => {
             let stopped = stop(&mut running, &mut relay, grace).await;
+            watchdog.dismiss();
             release(&redlock, kept).await;
             Err(Failure::new(
                 LOST,

@@ -1,0 +1,215 @@
+//! The watchdog: a second `quorumlock` process that stops the command if `quorumlock run`
+//! dies while the command runs.
+//!
+//! `run` stops the command before the lock's validity ends when the lock is lost, but only
+//! while it is alive to do so. Killed (SIGKILL, the OOM killer) or aborted (a crash), it
+//! would leave the command running with no one extending the lock, and a rival would take
+//! the lock once it expires while the work goes on. So before the command starts, `run`
+//! starts `quorumlock __watchdog` with a pipe on its stdin, and tells it the command's process
+//! group (or, with `--foreground`, its process id) as soon as it exists. If the pipe reaches
+//! its end before `run` has said `done`, its writer is gone: the watchdog sends SIGTERM to
+//! the command, then SIGKILL after the grace period, as `run` would have done on a loss.
+//!
+//! The timing fits: `run` signals a loss at least twice the grace period before the validity
+//! ends, so whenever it dies the lock is valid for at least that long, and the watchdog
+//! kills the command within one grace period. The watchdog is in a process group of its own,
+//! so that the keys typed at the terminal (which `run` relays) do not reach it. Linux's
+//! `PR_SET_PDEATHSIG` would reach the command only, not its process group, and needs unsafe
+//! code; a pipe's end is seen whatever way its writer died.
+
+use std::io::{self, BufRead, Write};
+use std::os::unix::process::CommandExt;
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use humantime::format_duration;
+use nix::errno::Errno;
+use nix::sys::signal::{self, Signal};
+use nix::unistd::Pid;
+
+use super::exit::{Failure, SOFTWARE};
+
+/// The hidden subcommand that runs the watchdog.
+pub(crate) const SUBCOMMAND: &str = "__watchdog";
+
+/// Arguments of the hidden `__watchdog` subcommand (not for use by hand).
+#[derive(Debug, clap::Args)]
+pub(crate) struct WatchdogArgs {
+    /// Time between SIGTERM and SIGKILL
+    #[arg(long, value_parser = humantime::parse_duration)]
+    grace: Duration,
+}
+
+/// What the watchdog signals.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Watched {
+    /// A process group, by its id.
+    Group(Pid),
+    /// One process.
+    Process(Pid),
+}
+
+/// `run`'s end of the watchdog.
+#[derive(Debug)]
+pub(crate) struct Watchdog {
+    process: Child,
+    pipe: Option<ChildStdin>,
+}
+
+impl Watchdog {
+    /// Starts the watchdog, with `grace` between its SIGTERM and its SIGKILL.
+    ///
+    /// # Errors
+    /// Exit 70 if it cannot be started: the command is then not started either.
+    pub(crate) fn start(grace: Duration) -> Result<Watchdog, Failure> {
+        let failed =
+            |e: io::Error| Failure::new(SOFTWARE, format!("cannot start the watchdog: {e}"));
+        // This very binary, even if its file was replaced or removed since it started.
+        let exe = if cfg!(target_os = "linux") {
+            "/proc/self/exe".into()
+        } else {
+            std::env::current_exe().map_err(failed)?
+        };
+        let mut process = Command::new(exe)
+            .arg(SUBCOMMAND)
+            .arg("--grace")
+            .arg(format_duration(grace).to_string())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .process_group(0)
+            .spawn()
+            .map_err(failed)?;
+        let pipe = process.stdin.take();
+        Ok(Watchdog { process, pipe })
+    }
+
+    /// Tells the watchdog what to stop if `run` dies. Call right after the command started,
+    /// with no await in between. A watchdog that has died already is not an error: the
+    /// command runs as it would without one.
+    pub(crate) fn watch(&mut self, target: Watched) {
+        let line = match target {
+            Watched::Group(pgid) => format!("group {pgid}\n"),
+            Watched::Process(pid) => format!("process {pid}\n"),
+        };
+        self.say(&line);
+    }
+
+    /// Ends the watchdog without it signalling anything: call once the command has been
+    /// reaped, and before anything else can fail.
+    pub(crate) fn dismiss(mut self) {
+        self.say("done\n");
+        drop(self.pipe.take());
+        // It exits as soon as it reads `done`.
+        if let Err(e) = self.process.wait() {
+            tracing::debug!(error = %e, "waiting for the watchdog");
+        }
+    }
+
+    fn say(&mut self, line: &str) {
+        if let Some(pipe) = self.pipe.as_mut() {
+            if let Err(e) = pipe.write_all(line.as_bytes()).and_then(|()| pipe.flush()) {
+                tracing::warn!(error = %e, "the watchdog is gone");
+            }
+        }
+    }
+}
+
+/// The watchdog process: reads its stdin until `done` (exit quietly) or its end (stop the
+/// command).
+pub(crate) fn watchdog(args: WatchdogArgs) -> Result<u8, Failure> {
+    let mut watched = None;
+    for line in io::stdin().lock().lines() {
+        let Ok(line) = line else { break };
+        match parse(&line) {
+            Some(Order::Done) => return Ok(0),
+            Some(Order::Watch(target)) => watched = Some(target),
+            None => tracing::warn!(%line, "the watchdog ignores an unknown order"),
+        }
+    }
+    if let Some(target) = watched {
+        eprintln!(
+            "quorumlock: the lock's holder died while the command ran: sending it SIGTERM, \
+             then SIGKILL after {}",
+            format_duration(args.grace)
+        );
+        stop(target, args.grace);
+    }
+    Ok(0)
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum Order {
+    Watch(Watched),
+    Done,
+}
+
+fn parse(line: &str) -> Option<Order> {
+    let pid = |n: &str| n.parse::<i32>().ok().filter(|n| *n > 1).map(Pid::from_raw);
+    match line.trim().split_once(' ') {
+        Some(("group", n)) => pid(n).map(|p| Order::Watch(Watched::Group(p))),
+        Some(("process", n)) => pid(n).map(|p| Order::Watch(Watched::Process(p))),
+        None if line.trim() == "done" => Some(Order::Done),
+        _ => None,
+    }
+}
+
+/// SIGTERM, then SIGKILL after `grace` unless every process of the target has ended.
+fn stop(target: Watched, grace: Duration) {
+    send(target, Signal::SIGTERM);
+    let deadline = Instant::now() + grace;
+    while Instant::now() < deadline {
+        if ended(target) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    send(target, Signal::SIGKILL);
+}
+
+fn send(target: Watched, sig: Signal) {
+    let sent = match target {
+        Watched::Group(pgid) => signal::killpg(pgid, sig),
+        Watched::Process(pid) => signal::kill(pid, sig),
+    };
+    if let Err(e) = sent {
+        if e != Errno::ESRCH {
+            eprintln!("quorumlock: the watchdog could not send {sig} to the command: {e}");
+        }
+    }
+}
+
+/// Whether no process of the target is left (a zombie that nobody reaped yet has ended).
+fn ended(target: Watched) -> bool {
+    match target {
+        Watched::Group(pgid) => signal::killpg(pgid, None) == Err(Errno::ESRCH),
+        Watched::Process(pid) => signal::kill(pid, None) == Err(Errno::ESRCH) || is_zombie(pid),
+    }
+}
+
+fn is_zombie(pid: Pid) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| {
+            stat.rsplit_once(')')
+                .map(|(_, rest)| rest.trim_start().starts_with('Z'))
+        })
+        .unwrap_or(false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_its_orders() {
+        let group = Order::Watch(Watched::Group(Pid::from_raw(42)));
+        assert_eq!(parse("group 42"), Some(group));
+        let process = Order::Watch(Watched::Process(Pid::from_raw(7)));
+        assert_eq!(parse("process 7\n"), Some(process));
+        assert_eq!(parse("done"), Some(Order::Done));
+        // Never every process (-1), nor init, nor garbage.
+        for bad in ["group -1", "group 1", "group 0", "process x", "", "kill 9"] {
+            assert_eq!(parse(bad), None, "{bad}");
+        }
+    }
+}
