@@ -33,7 +33,9 @@ pub enum Error {
         failures: Vec<NodeError>,
     },
 
-    /// Too many nodes failed (down, frozen, refusing) for a majority to agree.
+    /// Too many nodes failed (down, frozen, refusing) for a majority to agree. After an
+    /// extension or a release: too few nodes answered to tell whether the lock is still held
+    /// (a majority neither confirmed nor answered that our token is gone).
     #[error(
         "no quorum for `{resource}`: {agreed} of {needed} needed nodes agreed; {}",
         NodeErrors(failures)
@@ -67,8 +69,9 @@ pub enum Error {
         drift: Duration,
     },
 
-    /// The lock is no longer held: its validity ended, or a majority of nodes no longer has
-    /// our token (the key expired, or was deleted or taken over).
+    /// The lock is no longer held: so many nodes answered that our token is not there (the
+    /// key expired, or was deleted or taken over) that it is not on a majority. A node that
+    /// failed to answer never counts towards it.
     #[error(
         "the lock on `{resource}` is no longer held ({held} of {nodes} nodes still had our token)"
     )]

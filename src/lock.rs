@@ -12,7 +12,7 @@ use fred::types::{Key, Value};
 use crate::config::Ttl;
 use crate::error::{Error, NodeError};
 use crate::node::Extended;
-use crate::quorum::{validity, Decision};
+use crate::quorum::{validity, Decision, Stake, Tally};
 use crate::redlock::{RedLock, Round};
 use crate::token::Token;
 
@@ -266,10 +266,12 @@ impl Lock {
     /// # Errors
     /// - [`Error::Expired`] if the validity had already run out (nothing is sent): an
     ///   extension cannot make up for the time the lock was not safely held.
-    /// - [`Error::NotHeld`] if a majority no longer has our token; the lock is lost and its
-    ///   validity becomes zero.
-    /// - [`Error::NoQuorum`] or [`Error::ValidityExpired`]: the lock keeps its previous
-    ///   validity, or less if the nodes that did extend were given a shorter ttl.
+    /// - [`Error::NotHeld`] if so many nodes answered that our token is not there (another
+    ///   token, or missing) that it is not on a majority; the lock is lost and its validity
+    ///   becomes zero. A node that failed to answer never counts towards it.
+    /// - [`Error::NoQuorum`] (too few nodes answered to tell either way) or
+    ///   [`Error::ValidityExpired`]: the lock keeps its previous validity, or less if the
+    ///   nodes that did extend were given a shorter ttl.
     /// - [`Error::Config`] for a ttl that is zero or not above its drift allowance.
     pub async fn extend_for(&mut self, ttl: Duration) -> Result<Duration, Error> {
         let extension = self.extension(ttl)?.await;
@@ -307,7 +309,7 @@ impl Lock {
             let decided = Arc::new(AtomicBool::new(false));
             let start = Instant::now();
             let round = redlock
-                .round_marking(Some(&decided), false, |node| {
+                .round_marking(Some(&decided), Stake::Held, |node| {
                     let extended = node.extend(keys.clone(), value.clone(), ttl.px);
                     let (index, decided, mut verdict) =
                         (node.index(), Arc::clone(&decided), verdict.clone());
@@ -370,42 +372,46 @@ impl Lock {
                     })
                 }
             },
-            _ if round.tally.lost_to_contention() => {
+            _ if round.tally.gone() => {
                 self.held.valid_until = self.held.valid_until.min(start);
                 Err(self.not_held(round.tally.yes))
             }
             _ => {
                 self.held.valid_until = self.held.valid_until.min(extended_until);
-                Err(self
-                    .held
-                    .redlock
-                    .lost(self.held.name(), round.tally, round.failures))
+                Err(self.unconfirmed(round.tally, round.failures))
             }
         }
     }
 
     /// Deletes our key on every node (compare-and-delete: a key that holds someone else's
-    /// token is left alone). Returns once a majority confirmed, or every node answered.
+    /// token is left alone). Returns once a majority confirmed the delete, or once the
+    /// answers show that it cannot (the nodes not heard from by then still get the delete,
+    /// in the background).
     ///
     /// # Errors
-    /// - [`Error::NotHeld`] if a majority no longer had our token (the lock had expired).
-    /// - [`Error::NoQuorum`] if too many nodes failed to answer; our keys there expire after
-    ///   the ttl.
+    /// - [`Error::NotHeld`] if so many nodes answered that our token was not there that it
+    ///   was not on a majority (the lock had expired, or was lost): with five nodes, three.
+    ///   A node that failed to answer never counts towards it.
+    /// - [`Error::NoQuorum`] if too few nodes answered to tell either way (timeouts,
+    ///   connection errors, each listed); our keys on those nodes are deleted when the
+    ///   delete gets through, or expire after the ttl.
     pub async fn release(mut self) -> Result<Released, Error> {
         self.released = true;
         let held = &self.held;
         let value = held.value();
         let round = held
             .redlock
-            .round(|node| node.release(held.lock_keys().to_vec(), value.clone()))
+            .round_marking(None, Stake::Held, |node| {
+                node.release(held.lock_keys().to_vec(), value.clone())
+            })
             .await;
         match round.tally.decision() {
             Decision::Won => Ok(Released {
                 released: round.tally.yes,
                 nodes: round.tally.nodes,
             }),
-            _ if round.tally.lost_to_contention() => Err(self.not_held(round.tally.yes)),
-            _ => Err(held.redlock.lost(held.name(), round.tally, round.failures)),
+            _ if round.tally.gone() => Err(self.not_held(round.tally.yes)),
+            _ => Err(self.unconfirmed(round.tally, round.failures)),
         }
     }
 
@@ -428,6 +434,17 @@ impl Lock {
         held.redlock.detached(restore, |node| {
             node.restore(held.keys.to_vec(), held.locks, value.clone(), ttl_ms, fence)
         });
+    }
+
+    /// A round on this lock that neither a majority confirmed nor showed the lock gone:
+    /// failed nodes left it undecided.
+    fn unconfirmed(&self, tally: Tally, failures: Vec<NodeError>) -> Error {
+        Error::NoQuorum {
+            resource: self.held.name().to_string(),
+            needed: tally.quorum(),
+            agreed: tally.yes,
+            failures,
+        }
     }
 
     fn not_held(&self, held: usize) -> Error {

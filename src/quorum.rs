@@ -83,12 +83,26 @@ pub(crate) enum Decision {
     Lost,
 }
 
+/// What a round is about, which says what a "no" means and when the round is decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Stake {
+    /// Taking a lock (acquire, fence): a no is another holder. Decided as soon as a majority
+    /// of yes is out of reach, failures and refusals alike; suspects may be presumed failed.
+    Taking,
+    /// A lock we hold (extend, release): a no is a node that answered that our token is not
+    /// there. Decided once a majority said yes, or so many nodes answered no that our token
+    /// cannot be on a majority ([`Tally::gone`]), or neither can happen any more. A failed
+    /// node is never counted as a no, and no node is presumed failed.
+    Held,
+}
+
 /// Counts votes and decides as soon as the outcome is known.
 ///
 /// Nodes that failed their previous command ("suspects") can be presumed failed once the
 /// round has seen contention (a "no"): the tally then does not wait for them to lose, only to
 /// win. A suspect that answers is counted as it answered. A win always takes a quorum of
 /// real yes votes, so presuming can make an attempt give up sooner, never succeed wrongly.
+/// Only a round [`Taking`](Stake::Taking) a lock presumes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Tally {
     pub(crate) nodes: usize,
@@ -100,6 +114,7 @@ pub(crate) struct Tally {
     /// The yes votes needed: the quorum of `nodes` (lowered only by the test kit's
     /// deliberately broken client).
     needed: usize,
+    stake: Stake,
 }
 
 impl Tally {
@@ -117,7 +132,15 @@ impl Tally {
             failed: 0,
             presumed_failed: suspects,
             needed: quorum(nodes),
+            stake: Stake::Taking,
         }
+    }
+
+    /// The same tally for a round on a lock we hold (see [`Stake::Held`]).
+    pub(crate) const fn holding(mut self) -> Self {
+        self.stake = Stake::Held;
+        self.presumed_failed = 0;
+        self
     }
 
     /// The same tally needing `needed` yes votes instead of a majority.
@@ -150,6 +173,17 @@ impl Tally {
     pub(crate) const fn decision(&self) -> Decision {
         if self.yes >= self.quorum() {
             Decision::Won
+        } else if let Stake::Held = self.stake {
+            // Only answers decide whether our token is gone: wait while the nodes not heard
+            // from could still make a majority of yes, or a majority that lost our token.
+            let open = self.nodes.saturating_sub(self.yes + self.no + self.failed);
+            if self.gone()
+                || (self.yes + open < self.quorum() && self.no + open <= self.nodes - self.quorum())
+            {
+                Decision::Lost
+            } else {
+                Decision::Pending
+            }
         } else if self.no + self.failed > self.nodes - self.quorum() {
             Decision::Lost
         } else if self.no > 0
@@ -169,6 +203,13 @@ impl Tally {
     /// otherwise unreachability.
     pub(crate) const fn lost_to_contention(&self) -> bool {
         self.failed + self.presumed_failed <= self.nodes - self.quorum()
+    }
+
+    /// For a lock we hold: so many nodes answered that our token is not there (`no > N − q`)
+    /// that it cannot be on a majority, whatever the others would say. With an odd number of
+    /// nodes, that is a majority of answers. Failures never count here.
+    pub(crate) const fn gone(&self) -> bool {
+        self.no > self.nodes - self.quorum()
     }
 }
 
@@ -255,6 +296,53 @@ mod tests {
     }
 
     #[test]
+    fn a_held_lock_is_gone_only_when_enough_nodes_answered_so() {
+        // Two deleted our key, one never had it, two timed out: not a lost lock.
+        let mut t = Tally::new(5).holding();
+        t.record(Ballot::Yes);
+        t.record(Ballot::Yes);
+        assert_eq!(
+            t.record(Ballot::No),
+            Decision::Pending,
+            "two may still confirm"
+        );
+        assert_eq!(
+            t.record(Ballot::Failed),
+            Decision::Pending,
+            "one may still confirm"
+        );
+        assert_eq!(t.record(Ballot::Failed), Decision::Lost);
+        assert!(!t.gone());
+        // Three of five answered that our token is not there: gone, whatever the rest say.
+        let mut t = Tally::new(5).holding();
+        t.record(Ballot::Failed);
+        t.record(Ballot::No);
+        assert_eq!(
+            t.record(Ballot::No),
+            Decision::Pending,
+            "a third no may come"
+        );
+        assert_eq!(t.record(Ballot::No), Decision::Lost);
+        assert!(t.gone());
+        // Neither a majority of yes nor of no is possible any more: not waited for.
+        let mut t = Tally::new(5).holding();
+        t.record(Ballot::Yes);
+        t.record(Ballot::No);
+        t.record(Ballot::Failed);
+        assert_eq!(t.record(Ballot::Failed), Decision::Lost);
+        assert!(!t.gone());
+        // Four nodes: two that lost our token leave it on two at most, not a majority.
+        let mut t = Tally::new(4).holding();
+        t.record(Ballot::No);
+        assert_eq!(t.record(Ballot::No), Decision::Lost);
+        assert!(t.gone());
+        // Suspects are not presumed failed: a no does not end the round.
+        let mut t = Tally::presuming(5, 2).holding();
+        t.record(Ballot::Yes);
+        assert_eq!(t.record(Ballot::No), Decision::Pending);
+    }
+
+    #[test]
     fn one_node_decides_on_its_only_vote() {
         assert_eq!(Tally::new(1).record(Ballot::Yes), Decision::Won);
         assert_eq!(Tally::new(1).record(Ballot::No), Decision::Lost);
@@ -313,6 +401,44 @@ mod props {
                 }
             }
             prop_assert_eq!(tally.presumed_failed + ballots.iter().take(tally.yes + tally.no + tally.failed).filter(|(_, s)| *s).count(), suspects);
+        }
+
+        /// On a lock we hold, deciding early is sound for all three outcomes (confirmed by a
+        /// majority, gone, unknown): the first decided prefix tells what the full count
+        /// tells, and "gone" always rests on more than N − q answers that said so.
+        #[test]
+        fn a_held_lock_is_judged_early_as_the_full_count_judges_it(
+            ballots in (1usize..=9).prop_flat_map(|n| proptest::collection::vec(ballot(), n))
+        ) {
+            let n = ballots.len();
+            let outcome = |t: &Tally| match t.decision() {
+                Decision::Won => Some("confirmed"),
+                Decision::Lost if t.gone() => Some("gone"),
+                Decision::Lost => Some("unknown"),
+                Decision::Pending => None,
+            };
+            let mut tally = Tally::new(n).holding();
+            let mut early = None;
+            for b in &ballots {
+                tally.record(*b);
+                if early.is_none() {
+                    early = outcome(&tally);
+                    if tally.gone() {
+                        prop_assert!(tally.no > n - quorum(n));
+                    }
+                }
+            }
+            let no = ballots.iter().filter(|b| **b == Ballot::No).count();
+            let yes = ballots.iter().filter(|b| **b == Ballot::Yes).count();
+            let full = if yes >= quorum(n) {
+                "confirmed"
+            } else if no > n - quorum(n) {
+                "gone"
+            } else {
+                "unknown"
+            };
+            prop_assert_eq!(outcome(&tally), Some(full));
+            prop_assert_eq!(early, Some(full));
         }
 
         /// Two disjoint sets of nodes can never both reach a quorum.

@@ -23,7 +23,7 @@ use crate::keep::{KeepAlive, LockHandle};
 use crate::keeper::Keeper;
 use crate::lock::{Acquisition, Keys, Lock};
 use crate::node::{Answer, Node, NodeResult};
-use crate::quorum::{quorum, validity, Ballot, Decision, Tally};
+use crate::quorum::{quorum, validity, Ballot, Decision, Stake, Tally};
 use crate::token::Token;
 
 /// A Redlock coordinator over N independent Redis masters.
@@ -419,21 +419,23 @@ impl RedLock {
         F: Fn(&Node) -> Fut,
         Fut: Future<Output = NodeResult<T>> + Send + 'static,
     {
-        self.round_marking(None, true, op).await
+        self.round_marking(None, Stake::Taking, op).await
     }
 
     /// [`round`](Self::round), setting `decided` once the outcome is decided and before any
     /// undecided command is handed to the background: a per-node future that finds it set
     /// knows that its answer will not be counted, and can act on it itself.
     ///
-    /// `presume_suspects`: whether suspect nodes count as failed until they answer, once a
-    /// no has been seen (design 2.2a). That is right for an acquisition, where a no means
-    /// another holder; not for an extension, where a no ("missing") can come from a node
-    /// that merely missed earlier extensions while the suspects still hold our keys.
+    /// `stake` says when the round is decided (see [`Stake`]). Only a round that takes a
+    /// lock presumes suspect nodes failed until they answer, once a no has been seen
+    /// (design 2.2a): there a no means another holder. On a lock we hold, a no ("missing",
+    /// "not ours") can come from a node that merely missed the acquisition or earlier
+    /// extensions while the suspects still hold our keys, and the round waits until the
+    /// answers alone tell whether a majority confirmed or our token is gone.
     pub(crate) async fn round_marking<T, F, Fut>(
         &self,
         decided: Option<&AtomicBool>,
-        presume_suspects: bool,
+        stake: Stake,
         op: F,
     ) -> Round<T>
     where
@@ -448,15 +450,19 @@ impl RedLock {
             .iter()
             .map(|node| {
                 let index = node.index();
-                if presume_suspects && node.is_suspect() {
+                if stake == Stake::Taking && node.is_suspect() {
                     suspects |= 1 << index;
                 }
                 op(node).map(move |vote| (index, vote))
             })
             .collect();
+        let tally = Tally::presuming(self.nodes(), suspects.count_ones() as usize)
+            .needing(self.config().votes_needed.unwrap_or(self.quorum()));
         let mut round = Round {
-            tally: Tally::presuming(self.nodes(), suspects.count_ones() as usize)
-                .needing(self.config().votes_needed.unwrap_or(self.quorum())),
+            tally: match stake {
+                Stake::Taking => tally,
+                Stake::Held => tally.holding(),
+            },
             failures: Vec::new(),
             answered: 0,
             answers: Vec::with_capacity(self.nodes()),
