@@ -5,6 +5,7 @@
 mod admission;
 mod batch;
 mod config;
+mod decoder;
 mod error;
 mod health;
 mod inspect;
@@ -23,6 +24,7 @@ mod token;
 pub mod testkit;
 
 pub use config::{Config, NodeUrl, RedLockBuilder, Retry, ENV_VARS, MAX_NODES};
+pub use decoder::decoder_is_bounded;
 pub use error::{ConfigError, Error, NodeError, NodeErrorKind};
 pub use keep::{KeepAlive, KeptLock, LockHandle, LostReason};
 pub use lock::{Lock, Released};

@@ -86,6 +86,13 @@ impl RedLock {
     }
 
     pub(crate) fn connect(config: Config, preload: bool) -> Result<RedLock, ConfigError> {
+        if !crate::decoder_is_bounded() {
+            tracing::warn!(
+                "the RESP decoder does not bound nesting: a node that answers a deeply nested \
+                 reply can abort this process (apply quorumlock's vendored redis-protocol patch, \
+                 see vendor/README.md)"
+            );
+        }
         let fleet = Arc::new(Fleet::new(
             config.nodes.len(),
             config.quarantine,
