@@ -11,6 +11,7 @@ mod health;
 mod inspect;
 mod keep;
 mod keeper;
+mod listen;
 mod lock;
 mod node;
 mod probe;
@@ -19,6 +20,7 @@ mod redlock;
 mod report;
 mod scripts;
 mod token;
+mod wake;
 
 #[cfg(feature = "testkit")]
 pub mod testkit;

@@ -15,6 +15,7 @@ use crate::node::Extended;
 use crate::quorum::{validity, Decision, Stake, Tally};
 use crate::redlock::{RedLock, Round};
 use crate::token::Token;
+use crate::wake;
 
 /// The keys of one lock: the lock keys, then (with fencing) their fencing counters.
 #[derive(Debug, Clone)]
@@ -406,10 +407,19 @@ impl Lock {
             })
             .await;
         match round.tally.decision() {
-            Decision::Won => Ok(Released {
-                released: round.tally.yes,
-                nodes: round.tally.nodes,
-            }),
+            Decision::Won => {
+                // Waiters of this client need not wait for the nodes' messages.
+                let payload = wake::payload(held.token.as_str());
+                for key in held.lock_keys() {
+                    if let Some(key) = key.as_str() {
+                        held.redlock.wakeups().released(key, &payload);
+                    }
+                }
+                Ok(Released {
+                    released: round.tally.yes,
+                    nodes: round.tally.nodes,
+                })
+            }
             _ if round.tally.gone() => Err(self.not_held(round.tally.yes)),
             _ => Err(self.unconfirmed(round.tally, round.failures)),
         }

@@ -18,6 +18,7 @@ use crate::batch::{Batcher, Failure, Op, BATCH};
 use crate::config::{Config, NodeUrl};
 use crate::error::{ConfigError, NodeError, NodeErrorKind};
 use crate::health::Excluded;
+use crate::listen::Listener;
 use crate::quorum::Ballot;
 use crate::scripts;
 
@@ -102,6 +103,8 @@ pub(crate) struct Node {
     admission: Admission,
     /// Every script call and set goes through it (see `batch.rs`).
     batch: Batcher,
+    /// The subscriber for release messages, started on first use (see `listen.rs`).
+    listener: Listener,
     tasks: Vec<JoinHandle<Result<(), FredError>>>,
 }
 
@@ -122,7 +125,8 @@ impl Node {
         // Start while the node is down and keep trying in the background.
         fred_config.fail_fast = false;
         let connect_timeout = config.connect_timeout;
-        let client = Builder::from_config(fred_config)
+        let mut builder = Builder::from_config(fred_config);
+        builder
             .with_connection_config(|c| {
                 c.connection_timeout = connect_timeout;
                 c.internal_command_timeout = connect_timeout;
@@ -151,9 +155,13 @@ impl Node {
             })
             // fred's default is no reconnection: one dropped connection would fail the node
             // for good. Retry forever, 50 ms doubling up to 2 s.
-            .set_policy(ReconnectPolicy::new_exponential(0, 50, 2_000, 2))
-            .build()
-            .map_err(invalid)?;
+            .set_policy(ReconnectPolicy::new_exponential(0, 50, 2_000, 2));
+        let client = builder.build().map_err(invalid)?;
+        // Connected only when this client first waits for a release (`wake.rs`).
+        let listener = Listener::new(
+            builder.build_subscriber_client().map_err(invalid)?,
+            config.node_timeout,
+        );
 
         let last_error = Arc::new(Mutex::new(None));
         let sink = Arc::clone(&last_error);
@@ -197,6 +205,7 @@ impl Node {
         let batch = Batcher::start(client.clone(), config.node_timeout, admission.clone());
         Ok(Node {
             batch,
+            listener,
             index,
             url: label,
             client,
@@ -242,6 +251,10 @@ impl Node {
 
     pub(crate) fn label(&self) -> &str {
         &self.url
+    }
+
+    pub(crate) fn listener(&self) -> &Listener {
+        &self.listener
     }
 
     pub(crate) fn timeout(&self) -> Duration {

@@ -25,6 +25,7 @@ use crate::lock::{Acquisition, Keys, Lock};
 use crate::node::{Answer, Node, NodeResult};
 use crate::quorum::{quorum, validity, Ballot, Decision, Stake, Tally};
 use crate::token::Token;
+use crate::wake::{self, Entry, Wakeups};
 
 /// A Redlock coordinator over N independent Redis masters.
 ///
@@ -53,10 +54,40 @@ struct Inner {
     background: Arc<Background>,
     /// The task that extends this client's kept locks, started with the first one.
     keeper: Keeper,
+    /// The waiters for releases, by key (see `wake.rs`).
+    wakeups: Arc<Wakeups>,
 }
 
 /// The prefix of the fencing counters' keys: `quorumlock:fence:` + the lock's key.
 pub(crate) const FENCE_PREFIX: &str = "quorumlock:fence:";
+
+/// A waiter's subscription to the release channels of the keys it wants; unsubscribed when
+/// the last waiter for a key leaves.
+#[derive(Debug)]
+struct Armed {
+    redlock: RedLock,
+    keys: Vec<String>,
+    entries: Vec<Arc<Entry>>,
+}
+
+impl Drop for Armed {
+    fn drop(&mut self) {
+        let nodes = &self.redlock.inner.nodes;
+        let entries = std::mem::take(&mut self.entries);
+        self.redlock
+            .inner
+            .wakeups
+            .leave(&self.keys, entries, |idle| {
+                let channels: Vec<String> = idle
+                    .iter()
+                    .map(|k| format!("{}{k}", wake::CHANNEL_PREFIX))
+                    .collect();
+                for node in nodes {
+                    node.listener().unsubscribe(channels.clone());
+                }
+            });
+    }
+}
 
 /// What one lock call locks.
 #[derive(Debug)]
@@ -111,6 +142,7 @@ impl RedLock {
                 nodes,
                 background: Arc::default(),
                 keeper: Keeper::default(),
+                wakeups: Arc::default(),
             }),
         })
     }
@@ -118,6 +150,10 @@ impl RedLock {
     /// The validated configuration.
     pub fn config(&self) -> &Config {
         &self.inner.config
+    }
+
+    pub(crate) fn wakeups(&self) -> &Wakeups {
+        &self.inner.wakeups
     }
 
     pub(crate) fn keeper(&self) -> &Keeper {
@@ -256,6 +292,7 @@ impl RedLock {
         retry.validate()?;
         let started = Instant::now();
         let mut made = 0u32;
+        let mut armed: Option<Armed> = None;
         loop {
             made += 1;
             let error = match self.attempt(&target, ttl).await {
@@ -263,13 +300,63 @@ impl RedLock {
                 Err(e) if !e.is_retryable() => return Err(e),
                 Err(e) => e,
             };
-            match retry.next_pause(made, started) {
-                Some(pause) => {
+            let Some(pause) = retry.next_pause(made, started) else {
+                return Err(error);
+            };
+            let taken = matches!(error, Error::Taken { .. });
+            match &armed {
+                // Held by someone else: from now on, wait for its release. The next attempt
+                // comes right after the subscription, since a release made before it sent no
+                // message that we could get.
+                None if taken => {
+                    tracing::debug!(resource = %target.name, attempt = made, error = %error, "lock attempt failed; waiting for a release");
+                    armed = Some(self.arm(&target).await);
+                }
+                Some(armed) if taken => {
+                    let woken = wake::wait(&armed.entries, pause).await;
+                    tracing::debug!(resource = %target.name, attempt = made, error = %error, woken, "lock attempt failed; retrying after a release or the pause");
+                }
+                _ => {
                     tracing::debug!(resource = %target.name, attempt = made, error = %error, ?pause, "lock attempt failed; retrying");
                     tokio::time::sleep(pause).await;
                 }
-                None => return Err(error),
             }
+        }
+    }
+
+    /// Subscribes to the release channels of `target`'s lock keys on every node, and returns
+    /// once a majority confirmed it (or once every node answered or timed out).
+    async fn arm(&self, target: &Target) -> Armed {
+        let prefix = &self.config().key_prefix;
+        let keys: Vec<String> = target
+            .resources
+            .iter()
+            .map(|r| format!("{prefix}{r}"))
+            .collect();
+        let wakeups = &self.inner.wakeups;
+        let mut confirmations = Vec::with_capacity(self.inner.nodes.len());
+        let entries = wakeups.arm(&keys, |keys| {
+            let channels: Vec<String> = keys
+                .iter()
+                .map(|k| format!("{}{k}", wake::CHANNEL_PREFIX))
+                .collect();
+            for node in &self.inner.nodes {
+                confirmations.push(node.listener().subscribe(channels.clone(), wakeups));
+            }
+        });
+        let mut pending: FuturesUnordered<_> = confirmations.into_iter().collect();
+        let mut confirmed = 0;
+        while let Some(answer) = pending.next().await {
+            confirmed += usize::from(answer.unwrap_or(false));
+            if confirmed >= self.quorum() {
+                break;
+            }
+        }
+        tracing::debug!(resource = %target.name, confirmed, "waiting for a release");
+        Armed {
+            redlock: self.clone(),
+            keys,
+            entries,
         }
     }
 

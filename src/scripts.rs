@@ -86,11 +86,16 @@ for i = n + 1, #KEYS do
 end
 return 1";
 
-/// Compare-and-delete: deletes each key that holds our token. `ARGV = [token]`. Returns how
-/// many keys were deleted.
+/// Compare-and-delete: deletes each key that holds our token, and for each announces the
+/// release on the key's channel (`quorumlock:released:` + the key) with the SHA1 of the token,
+/// for the clients that wait for it (`wake.rs`). `ARGV = [token]`. Returns how many keys were
+/// deleted. The announcement is a `pcall`: a user whose ACL forbids `PUBLISH` still releases.
 pub(crate) const RELEASE: &str = r"local n = 0
 for i = 1, #KEYS do
-  if redis.call('get', KEYS[i]) == ARGV[1] then n = n + redis.call('del', KEYS[i]) end
+  if redis.call('get', KEYS[i]) == ARGV[1] then
+    n = n + redis.call('del', KEYS[i])
+    redis.pcall('publish', 'quorumlock:released:' .. KEYS[i], redis.sha1hex(ARGV[1]))
+  end
 end
 return n";
 

@@ -1,0 +1,134 @@
+//! Waiting for a lock: a waiter is woken by the holder's release (a message from the nodes,
+//! or within one client directly), with the retry pause as the fallback for what sends no
+//! message (an expiry, another Redlock client). The pauses here are far longer than the hang
+//! detector, so a waiter that missed a wake-up fails the test instead of passing late.
+
+mod common;
+
+use std::time::Duration;
+
+use quorumlock::testkit::LocalQuorum;
+use quorumlock::{RedLock, Retry};
+use rand::Rng;
+
+/// A pause no test waits out: only a release can wake a waiter before the hang detector.
+const NEVER: Duration = Duration::from_secs(600);
+
+/// The hang detector: a woken waiter gets the lock long before this.
+const HANG: Duration = Duration::from_secs(60);
+
+fn patient() -> Retry {
+    Retry::within(NEVER * 10)
+        .delay(NEVER)
+        .jitter(Duration::ZERO)
+}
+
+async fn handoffs(holder: &RedLock, waiter: &RedLock, resource: &str, rounds: usize) {
+    for round in 0..rounds {
+        let held = holder.try_lock(resource).await.expect("the holder locks");
+        let waiter = waiter.clone();
+        let resource_owned = resource.to_string();
+        let waiting = tokio::spawn(async move {
+            waiter
+                .lock_with(&resource_owned, Duration::from_secs(10), patient())
+                .await
+        });
+        // Release at a random moment: before, during or after the waiter's subscription.
+        let micros = rand::rng().random_range(0..3_000);
+        tokio::time::sleep(Duration::from_micros(micros)).await;
+        held.release().await.expect("the holder releases");
+        let got = tokio::time::timeout(HANG, waiting)
+            .await
+            .unwrap_or_else(|_| panic!("round {round}: the waiter missed the release"))
+            .expect("joined")
+            .expect("the waiter locks");
+        got.release().await.expect("the waiter releases");
+    }
+}
+
+/// Two clients (as two processes would be): the release reaches the waiter as a message
+/// from the nodes, whenever it comes relative to the waiter's subscription.
+#[tokio::test]
+async fn a_release_by_another_client_wakes_the_waiter() {
+    let q = LocalQuorum::start(3).await.unwrap();
+    let holder = common::client(&q).await;
+    let waiter = common::client(&q).await;
+    handoffs(&holder, &waiter, "wake-remote", 30).await;
+}
+
+/// One client: the release wakes its own waiter at once.
+#[tokio::test]
+async fn a_release_by_the_same_client_wakes_the_waiter() {
+    let q = LocalQuorum::start(3).await.unwrap();
+    let redlock = common::client(&q).await;
+    handoffs(&redlock, &redlock, "wake-local", 30).await;
+}
+
+/// A lock that expires sends no message: the waiter gets it after its pause.
+#[tokio::test]
+async fn an_expired_lock_is_taken_after_the_pause() {
+    let q = LocalQuorum::start(3).await.unwrap();
+    let waiter = common::client(&q).await;
+    // Another Redlock client's lock, which will expire rather than be released.
+    for node in q.nodes() {
+        let set = node
+            .command(&["SET", "wake-expiry", "theirs", "PX", "300"])
+            .await
+            .unwrap();
+        assert_eq!(set.as_str(), Some("OK"));
+    }
+    let retry = Retry::within(HANG)
+        .delay(Duration::from_millis(50))
+        .jitter(Duration::from_millis(50));
+    let lock = tokio::time::timeout(
+        HANG,
+        waiter.lock_with("wake-expiry", Duration::from_secs(10), retry),
+    )
+    .await
+    .expect("no hang")
+    .expect("locked once the other lock expired");
+    lock.release().await.unwrap();
+}
+
+/// A user that may not publish still releases (the announcement is best effort), and the
+/// waiter then falls back on its pause.
+#[tokio::test]
+async fn a_user_that_may_not_publish_still_releases() {
+    let q = LocalQuorum::start(3).await.unwrap();
+    for node in q.nodes() {
+        let ok = node
+            .command(&[
+                "ACL",
+                "SETUSER",
+                "mute",
+                "on",
+                ">mute-pw",
+                "~*",
+                "resetchannels",
+                "+@all",
+            ])
+            .await
+            .unwrap();
+        assert_eq!(ok.as_str(), Some("OK"));
+    }
+    let urls: Vec<String> = q
+        .nodes()
+        .iter()
+        .map(|n| format!("redis://mute:mute-pw@{}", n.addr()))
+        .collect();
+    let mute = common::connected(
+        RedLock::builder()
+            .nodes(urls)
+            .retry(Retry::none())
+            .node_timeout(Duration::from_millis(250))
+            .quarantine(false),
+    )
+    .await;
+    let lock = mute.try_lock("wake-mute").await.expect("locks");
+    let released = lock.release().await.expect("releases without PUBLISH");
+    assert!(released.released >= 2, "{released:?}");
+    common::eventually("no node holds the key", || async {
+        common::holders(&q, "wake-mute").await == 0
+    })
+    .await;
+}
