@@ -19,6 +19,7 @@ mod quorum;
 mod redlock;
 mod report;
 mod scripts;
+mod stats;
 mod token;
 mod wake;
 
@@ -33,4 +34,5 @@ pub use lock::{Lock, Released};
 pub use quorum::{drift, quorum, validity, DRIFT_FLOOR};
 pub use redlock::RedLock;
 pub use report::{Finding, NodeReport, Severity};
+pub use stats::Stats;
 pub use token::Token;

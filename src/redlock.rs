@@ -24,6 +24,7 @@ use crate::keeper::Keeper;
 use crate::lock::{Acquisition, Keys, Lock};
 use crate::node::{Answer, Node, NodeResult};
 use crate::quorum::{quorum, validity, Ballot, Decision, Stake, Tally};
+use crate::stats::{Counters, Event, Stats};
 use crate::token::Token;
 use crate::wake::{self, Entry, Wakeups};
 
@@ -56,6 +57,7 @@ struct Inner {
     keeper: Keeper,
     /// The waiters for releases, by key (see `wake.rs`).
     wakeups: Arc<Wakeups>,
+    counters: Counters,
 }
 
 /// The prefix of the fencing counters' keys: `quorumlock:fence:` + the lock's key.
@@ -143,6 +145,7 @@ impl RedLock {
                 background: Arc::default(),
                 keeper: Keeper::default(),
                 wakeups: Arc::default(),
+                counters: Counters::default(),
             }),
         })
     }
@@ -162,6 +165,12 @@ impl RedLock {
 
     pub(crate) fn node_list(&self) -> &[Node] {
         &self.inner.nodes
+    }
+
+    /// What this client has done since it was built: attempts, acquisitions, contention, and
+    /// how its waits between attempts ended.
+    pub fn stats(&self) -> Stats {
+        self.inner.counters.read()
     }
 
     /// How many nodes are configured.
@@ -295,15 +304,23 @@ impl RedLock {
         let mut armed: Option<Armed> = None;
         loop {
             made += 1;
+            let counters = &self.inner.counters;
+            counters.count(Event::Attempt);
             let error = match self.attempt(&target, ttl).await {
-                Ok(lock) => return Ok(lock),
+                Ok(lock) => {
+                    counters.count(Event::Acquired);
+                    return Ok(lock);
+                }
                 Err(e) if !e.is_retryable() => return Err(e),
                 Err(e) => e,
             };
+            let taken = matches!(error, Error::Taken { .. });
+            if taken {
+                counters.count(Event::Taken);
+            }
             let Some(pause) = retry.next_pause(made, started) else {
                 return Err(error);
             };
-            let taken = matches!(error, Error::Taken { .. });
             match &armed {
                 // Held by someone else: from now on, wait for its release. The next attempt
                 // comes right after the subscription, since a release made before it sent no
@@ -314,11 +331,13 @@ impl RedLock {
                 }
                 Some(armed) if taken => {
                     let woken = wake::wait(&armed.entries, pause).await;
+                    counters.count(if woken { Event::Woken } else { Event::Paused });
                     tracing::debug!(resource = %target.name, attempt = made, error = %error, woken, "lock attempt failed; retrying after a release or the pause");
                 }
                 _ => {
                     tracing::debug!(resource = %target.name, attempt = made, error = %error, ?pause, "lock attempt failed; retrying");
                     tokio::time::sleep(pause).await;
+                    counters.count(Event::Paused);
                 }
             }
         }

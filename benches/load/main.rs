@@ -80,7 +80,7 @@ fn main() {
                 results.insert("throughput".into(), b);
             }
             if settings.runs('c') {
-                let c = throughput::contention(&clients, &settings).await;
+                let c = throughput::contention(&clients, quorum.node(0), &settings).await;
                 results.insert("contention".into(), c);
             }
             if settings.runs('i') {

@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use quorumlock::testkit::{LocalNode, Reply};
 use quorumlock::Retry;
 use serde_json::json;
 
@@ -186,6 +187,37 @@ struct Contended {
     /// Acquisitions while another task of the bench held the lock (never expected).
     overlaps: u64,
     secs: f64,
+    /// Acquisitions in the whole run, window or not.
+    acquired: u64,
+    /// Lock attempts in the whole run.
+    attempts: u64,
+}
+
+impl Contended {
+    /// Attempts that did not get the lock, per acquisition.
+    fn wasted(&self) -> f64 {
+        self.attempts.saturating_sub(self.acquired) as f64 / self.acquired.max(1) as f64
+    }
+}
+
+/// Lock attempts so far: quorumlock's own count, or for rslock, the `SET` commands `node`
+/// has run (rslock sends one to each node per attempt).
+async fn attempts(clients: &Clients, node: &LocalNode, imp: Impl) -> u64 {
+    match imp {
+        Impl::Fenced => clients.fenced.stats().attempts,
+        Impl::Plain => clients.plain.stats().attempts,
+        Impl::Rslock | Impl::Floor => {
+            let info = match node.command(&["INFO", "commandstats"]).await {
+                Ok(Reply::Bulk(Some(v))) => String::from_utf8_lossy(&v).into_owned(),
+                _ => return 0,
+            };
+            info.lines()
+                .find_map(|l| l.strip_prefix("cmdstat_set:calls="))
+                .and_then(|rest| rest.split(',').next())
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(0)
+        }
+    }
 }
 
 async fn run_contended(
@@ -208,7 +240,7 @@ async fn run_contended(
                 (Arc::clone(clients), rslock.clone(), Arc::clone(&resource));
             let (holders, overlaps) = (Arc::clone(&holders), Arc::clone(&overlaps));
             tokio::spawn(async move {
-                let (mut acquired, mut gave_up) = (0u64, 0u64);
+                let (mut acquired, mut gave_up, mut all) = (0u64, 0u64, 0u64);
                 while Instant::now() < until {
                     let Some(held) =
                         acquire_contended(&clients, &rslock, imp, &resource, jitter).await
@@ -224,17 +256,20 @@ async fn run_contended(
                     holders.fetch_sub(1, Ordering::SeqCst);
                     clients.release(held).await;
                     acquired += u64::from(at >= from && at < until);
+                    all += 1;
                 }
-                (acquired, gave_up)
+                (acquired, gave_up, all)
             })
         })
         .collect();
     let mut per_task = Vec::with_capacity(handles.len());
     let mut gave_up = 0;
+    let mut acquired_all = 0;
     for handle in handles {
-        let (acquired, given_up) = handle.await.expect("task");
+        let (acquired, given_up, all) = handle.await.expect("task");
         per_task.push(acquired);
         gave_up += given_up;
+        acquired_all += all;
     }
     tokio::time::sleep(Duration::from_millis(50)).await;
     Contended {
@@ -242,25 +277,35 @@ async fn run_contended(
         gave_up,
         overlaps: overlaps.load(Ordering::Relaxed),
         secs: s.secs,
+        acquired: acquired_all,
+        attempts: 0,
     }
 }
 
 /// Workload c: handoffs/s and fairness on one resource.
-pub(crate) async fn contention(clients: &Arc<Clients>, s: &crate::Settings) -> serde_json::Value {
+pub(crate) async fn contention(
+    clients: &Arc<Clients>,
+    node: &LocalNode,
+    s: &crate::Settings,
+) -> serde_json::Value {
     const IMPLS: [Impl; 3] = [Impl::Fenced, Impl::Plain, Impl::Rslock];
     let mut windows: Vec<Vec<Contended>> = IMPLS.iter().map(|_| Vec::new()).collect();
     for round in 0..s.rounds {
         for imp in order(&IMPLS, round) {
             let i = IMPLS.iter().position(|&x| x == imp).unwrap_or(0);
-            let w = run_contended(clients, imp, round, s).await;
+            let before = attempts(clients, node, imp).await;
+            let mut w = run_contended(clients, imp, round, s).await;
+            w.attempts = attempts(clients, node, imp).await - before;
             let total: u64 = w.per_task.iter().sum();
             eprintln!(
-                "c: round {round}: {}: {:.0} handoffs/s, Jain {:.3}, {} gave up, {} overlaps",
+                "c: round {round}: {}: {:.0} handoffs/s, Jain {:.3}, {} gave up, {} overlaps, \
+                 {:.2} wasted attempts per acquisition",
                 imp.name(),
                 total as f64 / w.secs,
                 jain(&w.per_task),
                 w.gave_up,
-                w.overlaps
+                w.overlaps,
+                w.wasted()
             );
             windows[i].push(w);
         }
@@ -285,6 +330,8 @@ pub(crate) async fn contention(clients: &Arc<Clients>, s: &crate::Settings) -> s
         );
         let gave_up: u64 = windows.iter().map(|w| w.gave_up).sum();
         let overlaps: u64 = windows.iter().map(|w| w.overlaps).sum();
+        let wasted: Vec<f64> = windows.iter().map(Contended::wasted).collect();
+        let wasted = median(&wasted);
         let rate = median(&rates);
         rows.push(vec![
             imp.name().to_string(),
@@ -294,6 +341,7 @@ pub(crate) async fn contention(clients: &Arc<Clients>, s: &crate::Settings) -> s
             format!("{:.3}", jain(&per_task)),
             gave_up.to_string(),
             overlaps.to_string(),
+            fmt(wasted, 2),
         ]);
         results.push(json!({
             "impl": imp.name(),
@@ -304,7 +352,9 @@ pub(crate) async fn contention(clients: &Arc<Clients>, s: &crate::Settings) -> s
             "jain": jain(&per_task),
             "gave_up": gave_up,
             "overlaps": overlaps,
+            "wasted_attempts_per_acquisition": wasted,
             "rounds": windows.iter().map(|w| json!({
+                "wasted_attempts_per_acquisition": w.wasted(),
                 "handoffs_per_s": w.per_task.iter().sum::<u64>() as f64 / w.secs,
                 "per_task": w.per_task,
                 "jain": jain(&w.per_task),
@@ -331,6 +381,7 @@ pub(crate) async fn contention(clients: &Arc<Clients>, s: &crate::Settings) -> s
             "Jain",
             "gave up",
             "overlaps",
+            "wasted attempts/acq.",
         ],
         &rows,
     );
