@@ -1,11 +1,12 @@
 //! Configuration: the builder, its validation, node URLs, retry policy and environment.
 
-use std::fmt;
 use std::time::{Duration, Instant};
 
 use rand::Rng;
 
 use crate::error::ConfigError;
+pub use crate::node_url::NodeUrl;
+use crate::node_url::{redact, GivenUrl};
 use crate::quorum::drift;
 use crate::RedLock;
 
@@ -118,122 +119,6 @@ fn random_up_to(max: Duration) -> Duration {
         return Duration::ZERO;
     }
     Duration::from_micros(rand::rng().random_range(0..=micros))
-}
-
-/// One node's address, parsed and checked.
-#[derive(Clone, PartialEq, Eq)]
-pub struct NodeUrl {
-    raw: String,
-    redacted: String,
-    host: String,
-    port: u16,
-    tls: bool,
-}
-
-impl NodeUrl {
-    /// Parses `redis://[user[:password]@]host[:port][/db]` or the same with `rediss://`.
-    ///
-    /// # Errors
-    /// [`ConfigError::InvalidUrl`], [`ConfigError::UnsupportedScheme`], or
-    /// [`ConfigError::TlsUnavailable`] for `rediss://` without the `tls` feature.
-    pub fn parse(raw: &str) -> Result<NodeUrl, ConfigError> {
-        let raw = raw.trim();
-        let invalid = |reason: &str| ConfigError::InvalidUrl {
-            url: redact(raw),
-            reason: reason.to_string(),
-        };
-        let url = url::Url::parse(raw).map_err(|e| invalid(&e.to_string()))?;
-        let tls = match url.scheme() {
-            "redis" => false,
-            "rediss" => true,
-            other => {
-                return Err(ConfigError::UnsupportedScheme {
-                    url: redact(raw),
-                    scheme: other.to_string(),
-                })
-            }
-        };
-        if tls && !cfg!(feature = "tls") {
-            return Err(ConfigError::TlsUnavailable { url: redact(raw) });
-        }
-        let host = match url.host_str() {
-            Some(h) if !h.is_empty() => h.to_ascii_lowercase(),
-            _ => return Err(invalid("no host")),
-        };
-        let port = url.port().unwrap_or(6379);
-        let path = url.path().trim_matches('/');
-        if !path.is_empty() && path.parse::<u8>().is_err() {
-            return Err(invalid("the path must be a database number, e.g. /0"));
-        }
-        if url.query().is_some() || url.fragment().is_some() {
-            return Err(invalid("query strings and fragments are not supported"));
-        }
-        // Validate with the client library too, so build() cannot fail on it later.
-        fred::types::config::Config::from_url_centralized(raw).map_err(|e| invalid(e.details()))?;
-        Ok(NodeUrl {
-            redacted: redact_url(&url),
-            raw: raw.to_string(),
-            host,
-            port,
-            tls,
-        })
-    }
-
-    /// The URL as given (with its password, if any).
-    pub(crate) fn as_str(&self) -> &str {
-        &self.raw
-    }
-
-    /// The URL with any password replaced by `***`: safe for logs and errors.
-    pub fn redacted(&self) -> &str {
-        &self.redacted
-    }
-
-    /// Host name or address, lower-cased.
-    pub fn host(&self) -> &str {
-        &self.host
-    }
-
-    /// TCP port (6379 when the URL has none).
-    pub fn port(&self) -> u16 {
-        self.port
-    }
-
-    /// Whether the URL asks for TLS (`rediss://`).
-    pub fn tls(&self) -> bool {
-        self.tls
-    }
-}
-
-impl fmt::Debug for NodeUrl {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_tuple("NodeUrl").field(&self.redacted).finish()
-    }
-}
-
-impl fmt::Display for NodeUrl {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.redacted)
-    }
-}
-
-fn redact_url(url: &url::Url) -> String {
-    let mut shown = url.clone();
-    if url.password().is_some() {
-        let _ = shown.set_password(Some("***"));
-    }
-    shown.to_string()
-}
-
-/// Hides a password even in a URL that does not parse.
-fn redact(raw: &str) -> String {
-    match url::Url::parse(raw) {
-        Ok(url) => redact_url(&url),
-        Err(_) => match (raw.find("://"), raw.rfind('@')) {
-            (Some(s), Some(at)) if at > s => format!("{}***@{}", &raw[..s + 3], &raw[at + 1..]),
-            _ => raw.to_string(),
-        },
-    }
 }
 
 /// A validated configuration: what [`RedLockBuilder::build`] runs with.
@@ -362,7 +247,8 @@ impl Ttl {
 #[derive(Debug, Clone)]
 #[must_use = "a builder does nothing by itself; call .build()"]
 pub struct RedLockBuilder {
-    nodes: Vec<String>,
+    /// As given; their `Debug` hides passwords.
+    nodes: Vec<GivenUrl>,
     ttl: Duration,
     drift_factor: f64,
     node_timeout: Duration,
@@ -453,7 +339,7 @@ impl RedLockBuilder {
         let [nodes, ttl, drift, node_to, conn_to, attempts, within, delay, jitter, prefix, fencing, quarantine, max_ttl] =
             ENV_VARS;
         if let Some(v) = lookup(nodes) {
-            b.nodes = split_nodes(&v);
+            b.nodes = split_nodes(&v).into_iter().map(GivenUrl).collect();
         }
         if let Some(d) = env_duration(&lookup, ttl)? {
             b.ttl = d;
@@ -512,7 +398,7 @@ impl RedLockBuilder {
 
     /// Adds one node URL.
     pub fn node(mut self, url: impl Into<String>) -> Self {
-        self.nodes.push(url.into());
+        self.nodes.push(GivenUrl(url.into()));
         self
     }
 
@@ -523,7 +409,8 @@ impl RedLockBuilder {
         I: IntoIterator<Item = S>,
         S: Into<String>,
     {
-        self.nodes.extend(urls.into_iter().map(Into::into));
+        self.nodes
+            .extend(urls.into_iter().map(|url| GivenUrl(url.into())));
         self
     }
 
@@ -628,13 +515,13 @@ impl RedLockBuilder {
         }
         let mut nodes: Vec<NodeUrl> = Vec::with_capacity(self.nodes.len());
         for (second, raw) in self.nodes.iter().enumerate() {
-            let url = NodeUrl::parse(raw)?;
+            let url = NodeUrl::parse(&raw.0)?;
             if let Some(first) = nodes
                 .iter()
-                .position(|n| n.host == url.host && n.port == url.port)
+                .position(|n| n.host() == url.host() && n.port() == url.port())
             {
                 return Err(ConfigError::DuplicateNode {
-                    url: url.redacted,
+                    url: url.redacted().to_string(),
                     first,
                     second,
                 });

@@ -235,12 +235,19 @@ pub enum ConfigError {
         reason: String,
     },
     /// A URL scheme other than `redis://` or `rediss://`.
-    #[error("unsupported scheme `{scheme}` in `{url}`: use redis:// or rediss://")]
+    #[error(
+        "unsupported scheme{} in `{url}`: use redis:// or rediss://",
+        scheme.as_ref().map(|s| format!(" `{s}`")).unwrap_or_default()
+    )]
     UnsupportedScheme {
-        /// The URL as given, password hidden.
+        /// The URL as given, password hidden (and what may be one: see [`NodeUrl`]).
+        ///
+        /// [`NodeUrl`]: crate::NodeUrl
         url: String,
-        /// The scheme found.
-        scheme: String,
+        /// The scheme found, if it is a known one such as `http` or `redis-cluster`; any
+        /// other name is not shown, as it may be a user name or a password that lost its
+        /// `//` (`default:secret@host` parses as scheme `default`).
+        scheme: Option<String>,
     },
     /// A `rediss://` URL, but the crate was built without the `tls` feature.
     #[error("`{url}` needs TLS, but quorumlock was built without the `tls` feature")]

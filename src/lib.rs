@@ -12,6 +12,7 @@ mod keep;
 mod keeper;
 mod lock;
 mod node;
+mod node_url;
 mod probe;
 mod quorum;
 mod redlock;

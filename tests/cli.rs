@@ -293,6 +293,45 @@ async fn exits_64_with_one_line_on_bad_input() {
 }
 
 #[tokio::test]
+async fn never_shows_the_password_of_a_mistyped_url() {
+    let cases: [(&[&str], &str); 4] = [
+        (
+            &[
+                "run",
+                "--nodes",
+                "default:S3CRET@127.0.0.1:7401",
+                "r",
+                "--",
+                "true",
+            ],
+            "",
+        ),
+        (&["-vv", "status", "r"], "redis:/u:S3CRET@127.0.0.1:7401"),
+        (&["doctor"], "redis//u:S3CRET@127.0.0.1:7401"),
+        (
+            &["run", "r", "--", "true"],
+            "redis://127.0.0.1:1,redis:u:S3CRET@127.0.0.1:7401",
+        ),
+    ];
+    for (args, env_nodes) in cases {
+        let mut cli = quorumlock(&[]);
+        if !env_nodes.is_empty() {
+            cli.env("QUORUMLOCK_NODES", env_nodes);
+        }
+        let out = outcome(cli.args(args)).await;
+        assert_eq!(out.code, Some(64), "{args:?} {env_nodes}: {out:?}");
+        assert!(
+            out.stderr.contains("node URL") || out.stderr.contains("scheme"),
+            "{out:?}"
+        );
+        assert!(
+            !out.stderr.contains("S3CRET") && !out.stdout.contains("S3CRET"),
+            "{args:?} {env_nodes}: {out:?}"
+        );
+    }
+}
+
+#[tokio::test]
 async fn exits_64_for_two_urls_of_one_server() {
     let q = LocalQuorum::start(3).await.unwrap();
     let again = format!("redis://localhost:{}", q.node(0).port());

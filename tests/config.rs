@@ -66,9 +66,21 @@ fn unknown_schemes_are_refused() {
         ("unix:///tmp/redis.sock", "unix"),
     ] {
         match err(RedLock::builder().node(url)) {
-            ConfigError::UnsupportedScheme { scheme: s, .. } => assert_eq!(s, scheme),
+            ConfigError::UnsupportedScheme { scheme: s, .. } => {
+                assert_eq!(s.as_deref(), Some(scheme))
+            }
             other => panic!("{url}: {other:?}"),
         }
+    }
+    // A name that is no known scheme may be a user name or a password: not shown.
+    match err(RedLock::builder().node("default:S3CRET@127.0.0.1:7401")) {
+        e @ ConfigError::UnsupportedScheme { scheme: None, .. } => {
+            assert_eq!(
+                e.to_string(),
+                "unsupported scheme in `***@127.0.0.1:7401`: use redis:// or rediss://"
+            )
+        }
+        other => panic!("{other:?}"),
     }
 }
 
@@ -267,7 +279,96 @@ fn bad_environment_values_name_the_variable() {
     );
 }
 
+/// Everything a mistaken node URL `url` could be shown through: the parsed URL or the
+/// parser's error, `validate()`'s error as such and as an [`quorumlock::Error`], and the
+/// builder (from code and from `QUORUMLOCK_NODES`).
+fn every_way_of_showing(url: &str) -> Vec<String> {
+    let mut shown = Vec::new();
+    match NodeUrl::parse(url) {
+        Ok(u) => shown.extend([u.to_string(), format!("{u:?}")]),
+        Err(e) => shown.extend([e.to_string(), format!("{e:?}")]),
+    }
+    let from_code = RedLock::builder().nodes([THREE[0], url]);
+    let from_env = RedLockBuilder::from_vars(vars(&[("QUORUMLOCK_NODES", url)]));
+    for b in [Ok(from_code), from_env] {
+        match b {
+            Ok(b) => {
+                shown.push(format!("{b:?}"));
+                match b.validate() {
+                    Ok(config) => shown.push(format!("{config:?}")),
+                    Err(e) => {
+                        let e = quorumlock::Error::from(e);
+                        shown.extend([e.to_string(), format!("{e:?}")]);
+                    }
+                }
+            }
+            Err(e) => shown.extend([e.to_string(), format!("{e:?}")]),
+        }
+    }
+    shown
+}
+
+/// A password: it starts with `S3cr`, which no other part of the generated URLs contains,
+/// and has no character that ends a URL's user-info part.
+fn password() -> impl Strategy<Value = String> {
+    "S3cr[A-Za-z0-9!$&*+;=._~-]{2,12}"
+}
+
+/// A node URL, correct or mistyped in the ways people mistype them, with `password` where
+/// a password goes (or where one lands after the mistake).
+fn url_with(password: String) -> impl Strategy<Value = String> {
+    let scheme = prop::sample::select(vec![
+        "redis", "rediss", "REDIS", "default", "http", "unix", "x", "",
+    ]);
+    let sep = prop::sample::select(vec!["://", ":/", ":", "//", "/", ":///", ""]);
+    let user = prop::sample::select(vec!["", "app", "default"]);
+    let host = prop::sample::select(vec!["127.0.0.1", "example.com", "[::1]", "", "a b"]);
+    let port = prop::sample::select(vec!["", ":7401", ":99999", ":x"]);
+    let tail = prop::sample::select(vec!["", "/0", "/x", "?db=1", "#f"]);
+    (scheme, sep, user, host, port, tail, 0..6usize).prop_map(
+        move |(scheme, sep, user, host, port, tail, shape)| {
+            let pw = &password;
+            match shape {
+                0 => format!("{scheme}{sep}{user}:{pw}@{host}{port}{tail}"),
+                // A password given as the user name (Lettuce's `redis://password@host`).
+                1 => format!("{scheme}{sep}{pw}@{host}{port}{tail}"),
+                // The `@` forgotten.
+                2 => format!("{scheme}{sep}{user}:{pw}{host}{port}"),
+                3 => format!("{scheme}{sep}{host}{port}/?password={pw}"),
+                4 => format!("{scheme}{sep}{host}{port}/{pw}"),
+                _ => format!("{user}:{pw}@{scheme}{sep}{host}{port}{tail}"),
+            }
+        },
+    )
+}
+
+#[test]
+fn mistyped_urls_never_show_their_password() {
+    for url in [
+        "default:S3CRET@127.0.0.1:7401",
+        "redis//u:S3CRET@127.0.0.1:7401",
+        "redis:/u:S3CRET@127.0.0.1:7401",
+        "redis:u:S3CRET@127.0.0.1:7401",
+        "redis://u:S3CRET@127.0.0.1:port",
+        "redis://u:S3CRET",
+        "redis://u:12#S3CRET@127.0.0.1",
+        "redis://u:ab/S3CRET@127.0.0.1",
+        "rediss://S3CRET@127.0.0.1",
+    ] {
+        for text in every_way_of_showing(url) {
+            assert!(!text.contains("S3CRET"), "{url}: {text}");
+        }
+    }
+}
+
 proptest! {
+    #[test]
+    fn no_url_shape_shows_its_password((pw, url) in password().prop_flat_map(|pw| (Just(pw.clone()), url_with(pw)))) {
+        for text in every_way_of_showing(&url) {
+            prop_assert!(!text.contains(&pw) && !text.contains("S3cr"), "{url:?} shown as {text:?}");
+        }
+    }
+
     #[test]
     fn no_url_makes_the_parser_panic(s in "\\PC{0,40}", t in "(redis|rediss|http)://[a-z0-9:@./\\[\\]?#%-]{0,30}") {
         let _ = NodeUrl::parse(&s);
