@@ -402,8 +402,15 @@ impl RedLockBuilder {
         self
     }
 
-    /// Adds node URLs: `redis://[user[:password]@]host[:port][/db]`, or `rediss://` for TLS.
+    /// Adds node URLs: `redis://[[user]:password@]host[:port][/db]`, or `rediss://` for TLS.
     /// Each must be a different, independent Redis master.
+    ///
+    /// With a password and no user name (`redis://:password@host`) the client
+    /// authenticates as the `default` user; with both, as that ACL user. A user name
+    /// without a password (`redis://app@host`) is refused by [`build`](Self::build) with
+    /// [`ConfigError::UserWithoutPassword`]: the client would not authenticate at all (the
+    /// connection would quietly run as `default`), and redis-cli reads the same URL as a
+    /// password alone.
     pub fn nodes<I, S>(mut self, urls: I) -> Self
     where
         I: IntoIterator<Item = S>,

@@ -249,6 +249,18 @@ pub enum ConfigError {
         /// `//` (`default:secret@host` parses as scheme `default`).
         scheme: Option<String>,
     },
+    /// A node URL with a user name but no password (`redis://app@host`). The client would
+    /// send no AUTH, so the connection would run as the `default` user; redis-cli, on the
+    /// other hand, reads a lone name as a password. Either way it is not what was meant.
+    #[error(
+        "node URL `{url}` has a user name but no password: the connection would not be \
+         authenticated and would run as the `default` user; write \
+         redis://user:password@host, or redis://:password@host for a password alone"
+    )]
+    UserWithoutPassword {
+        /// The URL, with the user name hidden (it may be a password).
+        url: String,
+    },
     /// A `rediss://` URL, but the crate was built without the `tls` feature.
     #[error("`{url}` needs TLS, but quorumlock was built without the `tls` feature")]
     TlsUnavailable {

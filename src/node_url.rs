@@ -45,12 +45,17 @@ pub struct NodeUrl {
 }
 
 impl NodeUrl {
-    /// Parses `redis://[user[:password]@]host[:port][/db]` or the same with `rediss://`.
+    /// Parses `redis://[[user]:password@]host[:port][/db]` or the same with `rediss://`.
+    ///
+    /// A user name without a password (`redis://app@host`, `redis://app:@host`) is refused:
+    /// the client would not authenticate at all, so the connection would quietly run as
+    /// Redis's `default` user, while redis-cli reads the same URL as a password alone.
     ///
     /// # Errors
-    /// [`ConfigError::InvalidUrl`], [`ConfigError::UnsupportedScheme`], or
-    /// [`ConfigError::TlsUnavailable`] for `rediss://` without the `tls` feature. None of
-    /// them shows a password, whatever the shape of the text given.
+    /// [`ConfigError::InvalidUrl`], [`ConfigError::UnsupportedScheme`],
+    /// [`ConfigError::UserWithoutPassword`], or [`ConfigError::TlsUnavailable`] for
+    /// `rediss://` without the `tls` feature. None of them shows a password, whatever the
+    /// shape of the text given.
     pub fn parse(raw: &str) -> Result<NodeUrl, ConfigError> {
         let raw = raw.trim();
         let invalid = |reason: &str| ConfigError::InvalidUrl {
@@ -83,6 +88,12 @@ impl NodeUrl {
         }
         if url.query().is_some() || url.fragment().is_some() {
             return Err(invalid("query strings and fragments are not supported"));
+        }
+        // fred sends AUTH only with a password; redis-cli takes a lone name for one.
+        if !url.username().is_empty() && url.password().is_none() {
+            return Err(ConfigError::UserWithoutPassword {
+                url: redact_url(&url),
+            });
         }
         // Validate with the client library too, so build() cannot fail on it later. Its
         // messages do not quote the URL either.
@@ -194,8 +205,8 @@ pub(crate) fn redact(raw: &str) -> String {
 }
 
 /// A string that is not a usable URL, by shape: a known scheme with the separator as typed
-/// (`redis:/`, `redis//`), `***@` if there is an `@`, and what follows the last `@` (or the
-/// scheme, without one) if it looks like `host[:port][/db]`, else `***`.
+/// (`redis:/`, `redis//`), `***@` if there is an `@`, and what follows the last `@` (or a
+/// well-formed `scheme://`, without one) if it looks like `host[:port][/db]`, else `***`.
 fn redact_shape(raw: &str) -> String {
     let (head, tail) = match raw.rfind('@') {
         Some(at) => (&raw[..at], Some(&raw[at + 1..])),
@@ -208,19 +219,26 @@ fn redact_shape(raw: &str) -> String {
             shown.push_str("***@");
             shown.push_str(host_like(tail));
         }
-        None => shown.push_str(host_like(rest)),
+        // Without an `@`, a host is told from a password only after a proper `scheme://`:
+        // `redis:secret` or `redis:///secret` look like `redis:host` too.
+        None if scheme.ends_with("://") && !scheme.ends_with(":///") => {
+            shown.push_str(host_like(rest))
+        }
+        None => shown.push_str("***"),
     }
     shown
 }
 
 /// `(scheme with its separator, rest)` when `s` starts with a known scheme name followed by
-/// `:` or `/` characters; `("", s)` otherwise.
+/// a separator as typed (`:`, `/`s, or `:` and `/`s); `("", s)` otherwise. A `:` after the
+/// slashes is left to the rest: it may start a password (`redis://:secret`).
 fn split_known_scheme(s: &str) -> (&str, &str) {
     let is_name = |c: char| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.');
     let name_end = s.find(|c: char| !is_name(c)).unwrap_or(s.len());
-    let sep_len = s[name_end..]
-        .find(|c: char| c != ':' && c != '/')
-        .unwrap_or(s.len() - name_end);
+    let after = &s[name_end..];
+    let colon = usize::from(after.starts_with(':'));
+    let slashes = after[colon..].len() - after[colon..].trim_start_matches('/').len();
+    let sep_len = colon + slashes;
     if sep_len > 0 && shown_scheme(&s[..name_end]).is_some() {
         s.split_at(name_end + sep_len)
     } else {
@@ -274,6 +292,8 @@ mod tests {
             ("redis:u:S3CRET@host/2", "redis:***@host/2"),
             ("http://u:S3CRET@[::1]:80", "http://***@[::1]:80"),
             ("redis://u:S3CRET", "redis://***"),
+            ("redis://:S3CRET127.0.0.1", "redis://***"),
+            ("redis:///:S3CRET", "redis:///***"),
             ("redis://u:S3CRET@host:port", "redis://***@***"),
             ("S3CRET@host", "***@host"),
             ("redis://S3CRET@host:7401", "redis://***@host:7401"),
@@ -285,7 +305,9 @@ mod tests {
             ("redis://host/S3CRET", "redis://host/***"),
             ("not a url", "***"),
             ("redis://host:7401", "redis://host:7401"),
-            ("127.0.0.1:7401", "127.0.0.1:7401"),
+            ("redis://host:99999", "redis://host:99999"),
+            ("redis:S3CRET", "redis:***"),
+            ("127.0.0.1:7401", "***"),
         ] {
             assert_eq!(redact(raw), shown, "{raw}");
         }

@@ -125,6 +125,31 @@ fn credentials_tls_and_databases_are_accepted_and_passwords_never_shown() {
 }
 
 #[test]
+fn a_user_name_without_a_password_is_refused() {
+    for url in [
+        "redis://app@127.0.0.1:7001",
+        "redis://app:@127.0.0.1:7001",
+        "redis://S3CRET@127.0.0.1:7001/1",
+    ] {
+        match err(RedLock::builder().node(url)) {
+            ConfigError::UserWithoutPassword { url: shown } => {
+                assert!(shown.starts_with("redis://***@127.0.0.1:7001"), "{shown}");
+            }
+            other => panic!("{url}: {other:?}"),
+        }
+    }
+    // A password alone means the `default` user; no credentials at all, no AUTH.
+    for url in [
+        "redis://:pw@127.0.0.1:7001",
+        "redis://app:pw@127.0.0.1:7001",
+        "redis://@127.0.0.1:7001",
+        "redis://127.0.0.1:7001",
+    ] {
+        assert!(NodeUrl::parse(url).is_ok(), "{url}");
+    }
+}
+
+#[test]
 fn a_zero_ttl_or_one_not_above_the_drift_is_refused() {
     assert_eq!(
         err(RedLock::builder().nodes(THREE).ttl(Duration::ZERO)),
@@ -335,7 +360,8 @@ fn url_with(password: String) -> impl Strategy<Value = String> {
                 // The `@` forgotten.
                 2 => format!("{scheme}{sep}{user}:{pw}{host}{port}"),
                 3 => format!("{scheme}{sep}{host}{port}/?password={pw}"),
-                4 => format!("{scheme}{sep}{host}{port}/{pw}"),
+                // (With a host: `redis:/` + `/secret` is `redis://secret`, a host name.)
+                4 => format!("{scheme}{sep}example.com{port}/{pw}"),
                 _ => format!("{user}:{pw}@{scheme}{sep}{host}{port}{tail}"),
             }
         },
@@ -362,12 +388,18 @@ fn mistyped_urls_never_show_their_password() {
 }
 
 proptest! {
+    // Many shapes: more cases than the default 256.
+    #![proptest_config(ProptestConfig::with_cases(4096))]
+
     #[test]
     fn no_url_shape_shows_its_password((pw, url) in password().prop_flat_map(|pw| (Just(pw.clone()), url_with(pw)))) {
         for text in every_way_of_showing(&url) {
             prop_assert!(!text.contains(&pw) && !text.contains("S3cr"), "{url:?} shown as {text:?}");
         }
     }
+}
+
+proptest! {
 
     #[test]
     fn no_url_makes_the_parser_panic(s in "\\PC{0,40}", t in "(redis|rediss|http)://[a-z0-9:@./\\[\\]?#%-]{0,30}") {

@@ -18,7 +18,7 @@ pub(crate) const RETRY_WITHIN: &str = "QUORUMLOCK_RETRY_WITHIN";
 #[derive(Debug, Args)]
 pub(crate) struct NodesArg {
     /// Comma-separated node URLs, each an independent Redis master:
-    /// redis://[user[:password]@]host[:port][/db], or rediss:// for TLS
+    /// redis://[[user]:password@]host[:port][/db], or rediss:// for TLS
     /// [default: $QUORUMLOCK_NODES]
     #[arg(long, value_name = "URLS")]
     pub(crate) nodes: Option<String>,
