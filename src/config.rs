@@ -1,5 +1,6 @@
 //! Configuration: the builder, its validation, node URLs, retry policy and environment.
 
+use std::ffi::OsString;
 use std::time::{Duration, Instant};
 
 use rand::Rng;
@@ -14,8 +15,12 @@ use crate::RedLock;
 /// a longer list is almost certainly a cluster's node list pasted by mistake.
 pub const MAX_NODES: usize = 64;
 
-/// Redis keeps expiries in signed 64-bit milliseconds; we stay far below that.
+/// Redis keeps expiries in signed 64-bit milliseconds; we stay far below that. Timeouts
+/// have the same bound, so that deadlines computed from them never overflow.
 const MAX_TTL: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// What a deadline too far to be represented becomes: later than any process lives.
+pub(crate) const FAR_FUTURE: Duration = Duration::from_secs(30 * 365 * 24 * 3600);
 
 /// How many times, and how far apart, a lock is attempted before giving up.
 ///
@@ -323,10 +328,32 @@ impl RedLockBuilder {
     /// Durations are [humantime](https://docs.rs/humantime) strings: `250ms`, `10s`, `2m`.
     ///
     /// # Errors
-    /// [`ConfigError::Env`] naming the variable that does not parse. The values themselves
-    /// are checked by [`build`](Self::build).
+    /// [`ConfigError::Env`] naming the variable that does not parse or is not valid UTF-8
+    /// (its value is not shown then). The values themselves are checked by
+    /// [`build`](Self::build).
     pub fn from_env() -> Result<Self, ConfigError> {
-        Self::from_vars(|name| std::env::var(name).ok())
+        Self::from_os_vars(|name| std::env::var_os(name))
+    }
+
+    /// Like [`from_vars`](Self::from_vars), from values that may not be text, as the
+    /// environment's: one that is not valid UTF-8 is an error naming its variable, not an
+    /// unset variable.
+    pub(crate) fn from_os_vars(
+        lookup: impl Fn(&str) -> Option<OsString>,
+    ) -> Result<Self, ConfigError> {
+        let mut values = Vec::new();
+        for var in ENV_VARS {
+            if let Some(value) = lookup(var) {
+                let value = value.into_string().map_err(|_| not_utf8(var))?;
+                values.push((var, value));
+            }
+        }
+        Self::from_vars(|name| {
+            values
+                .iter()
+                .find(|(var, _)| *var == name)
+                .map(|(_, value)| value.clone())
+        })
     }
 
     /// Like [`from_env`](Self::from_env), reading variables through `lookup` (for tests and
@@ -441,14 +468,14 @@ impl RedLockBuilder {
     /// The Redis documentation suggests 5-50 ms for a 10 s ttl. Because an attempt is decided
     /// as soon as a majority has answered, this timeout only costs time when a node whose
     /// vote is needed is slow; 100 ms is 1% of the default ttl and avoids the spurious
-    /// timeouts that 50 ms produced on busy hosts.
+    /// timeouts that 50 ms produced on busy hosts. At most a year.
     pub fn node_timeout(mut self, timeout: Duration) -> Self {
         self.node_timeout = timeout;
         self
     }
 
     /// How long connecting to one node (TCP, TLS, AUTH, SELECT) may take before it is
-    /// retried. Defaults to 1 second.
+    /// retried. Defaults to 1 second; at most a year.
     pub fn connect_timeout(mut self, timeout: Duration) -> Self {
         self.connect_timeout = timeout;
         self
@@ -547,11 +574,20 @@ impl RedLockBuilder {
                 max: max_ttl,
             });
         }
-        if self.node_timeout.is_zero() {
-            return Err(ConfigError::ZeroTimeout("node timeout"));
-        }
-        if self.connect_timeout.is_zero() {
-            return Err(ConfigError::ZeroTimeout("connect timeout"));
+        for (what, timeout) in [
+            ("node timeout", self.node_timeout),
+            ("connect timeout", self.connect_timeout),
+        ] {
+            if timeout.is_zero() {
+                return Err(ConfigError::ZeroTimeout(what));
+            }
+            if timeout > MAX_TTL {
+                return Err(ConfigError::TimeoutTooLarge {
+                    what,
+                    timeout,
+                    max: MAX_TTL,
+                });
+            }
         }
         self.retry.validate()?;
         Ok(Config {
@@ -603,6 +639,15 @@ fn split_nodes(v: &str) -> Vec<String> {
         .collect()
 }
 
+/// The error for a variable whose value is not valid UTF-8 (and is not shown).
+pub(crate) fn not_utf8(var: &'static str) -> ConfigError {
+    ConfigError::Env {
+        var,
+        value: String::new(),
+        reason: "not valid UTF-8".into(),
+    }
+}
+
 fn env_error(var: &'static str, value: &str, reason: String) -> ConfigError {
     ConfigError::Env {
         var,
@@ -618,4 +663,26 @@ fn env_duration(
     lookup(var)
         .map(|v| humantime::parse_duration(v.trim()).map_err(|e| env_error(var, &v, e.to_string())))
         .transpose()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::ffi::OsStringExt;
+
+    use super::*;
+
+    #[test]
+    fn a_variable_that_is_not_utf8_is_an_error_naming_it() {
+        let lookup =
+            |name: &str| (name == "QUORUMLOCK_TTL").then(|| OsString::from_vec(b"\xff1s".to_vec()));
+        let e = RedLockBuilder::from_os_vars(lookup).unwrap_err();
+        assert_eq!(e, not_utf8("QUORUMLOCK_TTL"));
+        assert_eq!(
+            e.to_string(),
+            "environment variable QUORUMLOCK_TTL: not valid UTF-8"
+        );
+        let text = |name: &str| (name == "QUORUMLOCK_TTL").then(|| OsString::from("2s"));
+        let b = RedLockBuilder::from_os_vars(text).unwrap();
+        assert_eq!(b.ttl, Duration::from_secs(2));
+    }
 }

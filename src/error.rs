@@ -331,6 +331,19 @@ pub enum ConfigError {
     /// A per-node or connection timeout of zero.
     #[error("the {0} must be greater than zero")]
     ZeroTimeout(&'static str),
+    /// A per-node or connection timeout longer than the longest ttl allowed (a year).
+    #[error(
+        "the {what} ({}) is too large: at most {}",
+        format_duration(*timeout), format_duration(*max)
+    )]
+    TimeoutTooLarge {
+        /// Which timeout.
+        what: &'static str,
+        /// The timeout given.
+        timeout: Duration,
+        /// The largest allowed.
+        max: Duration,
+    },
     /// A retry policy that could never make an attempt.
     #[error("the retry policy can never make an attempt: {0}")]
     InvalidRetry(&'static str),
@@ -349,12 +362,16 @@ pub enum ConfigError {
     /// A resource whose key would be a fencing counter's key.
     #[error("resource key `{0}` is reserved: keys starting with `quorumlock:fence:` hold fencing counters")]
     ReservedResource(String),
-    /// An environment variable that could not be parsed.
-    #[error("environment variable {var}=`{value}`: {reason}")]
+    /// An environment variable that could not be parsed, or is not valid UTF-8.
+    #[error(
+        "environment variable {var}{}: {reason}",
+        if value.is_empty() { String::new() } else { format!("=`{value}`") }
+    )]
     Env {
         /// The variable's name.
         var: &'static str,
-        /// Its value.
+        /// Its value, with anything that may be a password hidden; empty when it is not
+        /// shown at all (not valid UTF-8).
         value: String,
         /// What is wrong with it.
         reason: String,

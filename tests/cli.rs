@@ -332,6 +332,28 @@ async fn never_shows_the_password_of_a_mistyped_url() {
 }
 
 #[tokio::test]
+async fn exits_64_naming_a_variable_that_is_not_utf8() {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    let not_utf8 = OsStr::from_bytes(b"\xff1s");
+    for var in ["QUORUMLOCK_TTL", "QUORUMLOCK_NODES", "QUORUMLOCK_LOG"] {
+        for args in [
+            &["run", "r", "--", "true"][..],
+            &["status", "r"],
+            &["doctor"],
+        ] {
+            let mut cli = quorumlock(&nowhere());
+            let out = outcome(cli.env(var, not_utf8).args(args)).await;
+            let what = format!("{var} {args:?}: {out:?}");
+            assert_eq!(out.code, Some(64), "{what}");
+            assert!(out.stderr.contains(var), "{what}");
+            assert!(out.stderr.contains("not valid UTF-8"), "{what}");
+            assert_eq!(out.stderr.lines().count(), 1, "{what}");
+        }
+    }
+}
+
+#[tokio::test]
 async fn exits_64_for_two_urls_of_one_server() {
     let q = LocalQuorum::start(3).await.unwrap();
     let again = format!("redis://localhost:{}", q.node(0).port());

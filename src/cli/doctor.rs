@@ -66,7 +66,7 @@ Example:
   QUORUMLOCK_NODES=redis://a:6379,redis://b:6379,redis://c:6379 quorumlock doctor --json";
 
 pub(crate) async fn doctor(args: DoctorArgs) -> Result<u8, Failure> {
-    let mut vars = Vars::from_env();
+    let mut vars = Vars::from_env()?;
     vars.flag(NODES, args.nodes.nodes.clone());
     // The quarantine lasts the longest ttl: the same default as `quorumlock run`'s locks.
     vars.default(TTL, DEFAULT_TTL);

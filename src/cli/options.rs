@@ -2,10 +2,11 @@
 //! variables with the command line laid over them.
 
 use std::collections::HashMap;
+use std::env::VarError;
 use std::time::Duration;
 
 use clap::Args;
-use quorumlock::{RedLockBuilder, ENV_VARS};
+use quorumlock::{ConfigError, RedLockBuilder, ENV_VARS};
 
 use super::exit::Failure;
 
@@ -48,10 +49,16 @@ pub(crate) struct Vars {
 }
 
 impl Vars {
-    /// The variables of the process's environment (one that is not valid UTF-8 counts as
-    /// unset, as for [`RedLockBuilder::from_env`]).
-    pub(crate) fn from_env() -> Vars {
-        Vars::from_lookup(|name| std::env::var(name).ok())
+    /// The variables of the process's environment.
+    ///
+    /// # Errors
+    /// A usage failure naming a variable that is not valid UTF-8, as
+    /// [`RedLockBuilder::from_env`] reports it.
+    pub(crate) fn from_env() -> Result<Vars, Failure> {
+        for name in ENV_VARS {
+            env_var(name)?;
+        }
+        Ok(Vars::from_lookup(|name| std::env::var(name).ok()))
     }
 
     pub(crate) fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Vars {
@@ -109,6 +116,20 @@ impl Vars {
             .filter(|s| !s.is_empty())
             .map(String::from)
             .collect()
+    }
+}
+
+/// An environment variable's value; one that is not valid UTF-8 is an error naming it (its
+/// value is not shown).
+pub(crate) fn env_var(name: &'static str) -> Result<Option<String>, ConfigError> {
+    match std::env::var(name) {
+        Ok(value) => Ok(Some(value)),
+        Err(VarError::NotPresent) => Ok(None),
+        Err(VarError::NotUnicode(_)) => Err(ConfigError::Env {
+            var: name,
+            value: String::new(),
+            reason: "not valid UTF-8".into(),
+        }),
     }
 }
 

@@ -47,7 +47,7 @@ pub(crate) async fn status(args: StatusArgs) -> Result<u8, Failure> {
     if args.resource.is_empty() {
         return Err(ConfigError::EmptyResource.into());
     }
-    let mut vars = Vars::from_env();
+    let mut vars = Vars::from_env()?;
     vars.flag(NODES, args.nodes.nodes.clone());
     let config = vars.builder()?.validate()?;
     let key = format!("{}{}", config.key_prefix(), args.resource);
