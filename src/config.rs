@@ -1,6 +1,7 @@
 //! Configuration: the builder, its validation, node URLs, retry policy and environment.
 
 use std::ffi::OsString;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use rand::Rng;
@@ -9,6 +10,7 @@ use crate::error::ConfigError;
 pub use crate::node_url::NodeUrl;
 use crate::node_url::{redact, GivenUrl};
 use crate::quorum::drift;
+use crate::tls::{Tls, TlsFiles};
 use crate::RedLock;
 
 /// The most nodes one [`RedLock`] accepts. Redlock wants a handful of independent masters;
@@ -139,6 +141,8 @@ pub struct Config {
     pub(crate) fencing: bool,
     pub(crate) quarantine: bool,
     pub(crate) max_ttl: Duration,
+    /// Set when a node is `rediss://` or TLS files are given.
+    pub(crate) tls: Option<Tls>,
     /// Set only by the test kit's deliberately broken client.
     pub(crate) votes_needed: Option<usize>,
 }
@@ -263,6 +267,7 @@ pub struct RedLockBuilder {
     fencing: bool,
     quarantine: bool,
     max_ttl: Option<Duration>,
+    tls: TlsFiles,
     votes_needed: Option<usize>,
 }
 
@@ -279,13 +284,14 @@ impl Default for RedLockBuilder {
             fencing: true,
             quarantine: true,
             max_ttl: None,
+            tls: TlsFiles::default(),
             votes_needed: None,
         }
     }
 }
 
 /// The environment variables read by [`RedLockBuilder::from_env`].
-pub const ENV_VARS: [&str; 13] = [
+pub const ENV_VARS: [&str; 16] = [
     "QUORUMLOCK_NODES",
     "QUORUMLOCK_TTL",
     "QUORUMLOCK_DRIFT_FACTOR",
@@ -299,6 +305,9 @@ pub const ENV_VARS: [&str; 13] = [
     "QUORUMLOCK_FENCING",
     "QUORUMLOCK_QUARANTINE",
     "QUORUMLOCK_MAX_TTL",
+    "QUORUMLOCK_TLS_CA_FILE",
+    "QUORUMLOCK_TLS_CERT_FILE",
+    "QUORUMLOCK_TLS_KEY_FILE",
 ];
 
 impl RedLockBuilder {
@@ -324,6 +333,9 @@ impl RedLockBuilder {
     /// | `QUORUMLOCK_FENCING` | fencing tokens on or off | `true`, `false` |
     /// | `QUORUMLOCK_QUARANTINE` | quarantine of restarted nodes on or off | `true`, `false` |
     /// | `QUORUMLOCK_MAX_TTL` | the longest ttl of any lock or extension | `1m` |
+    /// | `QUORUMLOCK_TLS_CA_FILE` | PEM CA bundle trusted for `rediss://` nodes, besides the system's | `/etc/redis/ca.pem` |
+    /// | `QUORUMLOCK_TLS_CERT_FILE` | PEM client certificate (chain) for `rediss://` nodes | `/etc/redis/client.pem` |
+    /// | `QUORUMLOCK_TLS_KEY_FILE` | its PEM private key | `/etc/redis/client-key.pem` |
     ///
     /// Durations are [humantime](https://docs.rs/humantime) strings: `250ms`, `10s`, `2m`.
     ///
@@ -363,7 +375,7 @@ impl RedLockBuilder {
     /// As [`from_env`](Self::from_env).
     pub fn from_vars(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
         let mut b = RedLockBuilder::default();
-        let [nodes, ttl, drift, node_to, conn_to, attempts, within, delay, jitter, prefix, fencing, quarantine, max_ttl] =
+        let [nodes, ttl, drift, node_to, conn_to, attempts, within, delay, jitter, prefix, fencing, quarantine, max_ttl, ca, cert, key] =
             ENV_VARS;
         if let Some(v) = lookup(nodes) {
             b.nodes = split_nodes(&v).into_iter().map(GivenUrl).collect();
@@ -420,6 +432,12 @@ impl RedLockBuilder {
         if let Some(d) = env_duration(&lookup, max_ttl)? {
             b.max_ttl = Some(d);
         }
+        let path = |var| lookup(var).filter(|v| !v.is_empty()).map(PathBuf::from);
+        b.tls = TlsFiles {
+            ca: path(ca),
+            cert: path(cert),
+            key: path(key),
+        };
         Ok(b)
     }
 
@@ -526,6 +544,29 @@ impl RedLockBuilder {
         self
     }
 
+    /// Trusts the CA certificates in this PEM file (one or more `BEGIN CERTIFICATE`
+    /// sections) for `rediss://` nodes, besides the system's root certificates (which
+    /// honour `SSL_CERT_FILE` and `SSL_CERT_DIR`). For servers whose certificates a private
+    /// CA signed. Read and checked by [`build`](Self::build). Defaults to none.
+    pub fn tls_ca_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.tls.ca = Some(path.into());
+        self
+    }
+
+    /// Presents this client certificate (a PEM chain, leaf first) with its PEM private key
+    /// (PKCS#8, PKCS#1 or SEC1) to `rediss://` nodes, for servers that require one
+    /// (`tls-auth-clients yes`, Redis's default when TLS is on). Read and checked by
+    /// [`build`](Self::build). Defaults to none.
+    pub fn tls_client_cert(
+        mut self,
+        cert_file: impl Into<PathBuf>,
+        key_file: impl Into<PathBuf>,
+    ) -> Self {
+        self.tls.cert = Some(cert_file.into());
+        self.tls.key = Some(key_file.into());
+        self
+    }
+
     /// **Breaks the lock, for tests only**: an operation succeeds with `votes` yes votes
     /// instead of a majority. The test suite uses it to show that its exclusion checker
     /// catches a client that skips the quorum check.
@@ -536,7 +577,8 @@ impl RedLockBuilder {
         self
     }
 
-    /// Checks every setting without connecting to anything.
+    /// Checks every setting without connecting to anything, and reads the TLS files (and
+    /// the system's root certificates) when a node is `rediss://` or a file is given.
     ///
     /// # Errors
     /// The first problem found, as a [`ConfigError`].
@@ -590,6 +632,7 @@ impl RedLockBuilder {
             }
         }
         self.retry.validate()?;
+        let tls = self.tls.load(&nodes)?;
         Ok(Config {
             nodes,
             ttl: self.ttl,
@@ -601,6 +644,7 @@ impl RedLockBuilder {
             fencing: self.fencing,
             quarantine: self.quarantine,
             max_ttl,
+            tls,
             votes_needed: self.votes_needed,
         })
     }

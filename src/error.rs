@@ -151,12 +151,16 @@ impl std::error::Error for NodeError {}
 #[non_exhaustive]
 pub enum NodeErrorKind {
     /// No answer within the per-node timeout (frozen, partitioned, overloaded, or not
-    /// connected).
+    /// connected without a connection error known yet).
     Timeout,
-    /// The connection failed or was closed.
+    /// The connection failed or was closed (refused, reset), or the node is not connected
+    /// and its last connection attempt failed so.
     Io,
     /// Authentication was refused, or the user may not run a command we need.
     Auth,
+    /// TLS failed: the server's certificate is not trusted or not valid for its name, the
+    /// server refused ours (or wanted one), or the port does not speak TLS.
+    Tls,
     /// The peer answered something that is not the expected Redis reply (perhaps it is not
     /// a Redis server).
     Protocol,
@@ -179,6 +183,7 @@ impl fmt::Display for NodeErrorKind {
             NodeErrorKind::Timeout => "timeout",
             NodeErrorKind::Io => "connection error",
             NodeErrorKind::Auth => "not authorized",
+            NodeErrorKind::Tls => "TLS error",
             NodeErrorKind::Protocol => "protocol error",
             NodeErrorKind::Server => "server error",
             NodeErrorKind::Quarantined => "quarantined",
@@ -267,6 +272,18 @@ pub enum ConfigError {
         /// The URL as given, password hidden.
         url: String,
     },
+    /// A TLS file (CA bundle, client certificate or key) that cannot be read or used.
+    #[error("TLS file `{}`: {reason}", path.display())]
+    TlsFile {
+        /// The file.
+        path: std::path::PathBuf,
+        /// What is wrong with it (never its contents).
+        reason: String,
+    },
+    /// TLS settings that do not go together (a client certificate without its key, a key
+    /// that does not match the certificate, TLS files without the `tls` feature).
+    #[error("invalid TLS settings: {0}")]
+    InvalidTls(String),
     /// Two URLs name the same host and port, which would count one server twice.
     #[error("node {second} (`{url}`) is the same server as node {first}: every node must be a different Redis master")]
     DuplicateNode {

@@ -6,6 +6,7 @@ mod admission;
 mod batch;
 mod config;
 mod error;
+mod failure;
 mod health;
 mod inspect;
 mod keep;
@@ -18,6 +19,7 @@ mod quorum;
 mod redlock;
 mod report;
 mod scripts;
+mod tls;
 mod token;
 
 #[cfg(feature = "testkit")]

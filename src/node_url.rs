@@ -95,16 +95,27 @@ impl NodeUrl {
                 url: redact_url(&url),
             });
         }
-        // Validate with the client library too, so build() cannot fail on it later. Its
-        // messages do not quote the URL either.
-        fred::types::config::Config::from_url_centralized(raw).map_err(|e| invalid(e.details()))?;
-        Ok(NodeUrl {
+        let url = NodeUrl {
             redacted: redact_url(&url),
             raw: raw.to_string(),
             host,
             port,
             tls,
-        })
+        };
+        // Validate with the client library too, so build() cannot fail on it later. Its
+        // messages do not quote the URL either. (As `redis://`: for `rediss://` it would
+        // load the system's root certificates, which is done once, in `validate`.)
+        fred::types::config::Config::from_url_centralized(&url.as_plain())
+            .map_err(|e| invalid(e.details()))?;
+        Ok(url)
+    }
+
+    /// The URL as given, with `redis` for its scheme.
+    pub(crate) fn as_plain(&self) -> String {
+        match self.raw.find(':') {
+            Some(colon) => format!("redis{}", &self.raw[colon..]),
+            None => self.raw.clone(),
+        }
     }
 
     /// The URL as given (with its password, if any).

@@ -353,6 +353,50 @@ async fn exits_64_naming_a_variable_that_is_not_utf8() {
     }
 }
 
+#[cfg(feature = "tls")]
+#[tokio::test]
+async fn run_status_and_doctor_take_the_tls_files_from_the_environment() {
+    use common::tls::{tls_nodes, Pki};
+
+    let pki = Pki::new();
+    let nodes = tls_nodes(&pki, 3, true, None).await;
+    let urls: Vec<String> = nodes.iter().map(|n| n.url("")).collect();
+    let path = |p: std::path::PathBuf| p.to_string_lossy().into_owned();
+    let ca = ("QUORUMLOCK_TLS_CA_FILE", path(pki.ca()));
+    let client = [
+        ("QUORUMLOCK_TLS_CERT_FILE", path(pki.client_cert())),
+        ("QUORUMLOCK_TLS_KEY_FILE", path(pki.client_key())),
+    ];
+    let with_all = || {
+        let mut cli = quorumlock(&urls);
+        cli.envs([ca.clone()]).envs(client.clone());
+        cli
+    };
+    let out = outcome(with_all().args(["run", "over-tls", "--", "true"])).await;
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let out = outcome(with_all().args(["status", "over-tls"])).await;
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(out.stdout.matches(": free").count(), 4, "{}", out.stdout);
+    let out = outcome(with_all().args(["doctor", "--json"])).await;
+    let doc: serde_json::Value = serde_json::from_str(&out.stdout).expect("JSON");
+    for node in doc["nodes"].as_array().expect("nodes") {
+        assert_eq!(node["reachable"], true, "{node:#}");
+    }
+    // Without the client certificate, the servers refuse the handshake: said so.
+    let out = outcome(quorumlock(&urls).envs([ca]).args(["doctor", "--json"])).await;
+    let doc: serde_json::Value = serde_json::from_str(&out.stdout).expect("JSON");
+    for node in doc["nodes"].as_array().expect("nodes") {
+        assert_eq!(node["error_kind"], "tls", "{node:#}");
+    }
+    let out = outcome(quorumlock(&urls).args(["run", "over-tls", "--", "true"])).await;
+    assert_eq!(out.code, Some(69), "{out:?}");
+    assert!(
+        out.stderr
+            .contains("TLS error: the server's certificate is not signed by a trusted CA"),
+        "{out:?}"
+    );
+}
+
 #[tokio::test]
 async fn exits_64_for_two_urls_of_one_server() {
     let q = LocalQuorum::start(3).await.unwrap();

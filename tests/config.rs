@@ -1,6 +1,8 @@
 //! Configuration and bad input, without any server: every mistake is a typed error found
 //! before anything is sent.
 
+mod common;
+
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -301,6 +303,89 @@ fn bad_environment_values_name_the_variable() {
             .validate()
             .unwrap_err(),
         ConfigError::NoNodes
+    );
+}
+
+#[cfg(feature = "tls")]
+#[test]
+fn tls_files_are_checked_before_anything_connects_and_never_quoted() {
+    use std::path::PathBuf;
+
+    let pki = common::tls::Pki::new();
+    let file = |name: &str, text: &str| {
+        let path = pki.dir().join(name);
+        std::fs::write(&path, text).unwrap();
+        path
+    };
+    let tls_file = |b: RedLockBuilder| {
+        let e = err(b.nodes(THREE));
+        assert!(!format!("{e} {e:?}").contains("S3CRET"), "{e}");
+        match e {
+            ConfigError::TlsFile { path, reason } => (path, reason),
+            other => panic!("{other:?}"),
+        }
+    };
+    let missing = pki.dir().join("missing.pem");
+    let (path, reason) = tls_file(RedLock::builder().tls_ca_file(&missing));
+    assert_eq!(path, missing);
+    assert!(reason.contains("cannot be read"), "{reason}");
+    let empty = file("empty.pem", "");
+    let (_, reason) = tls_file(RedLock::builder().tls_ca_file(&empty));
+    assert!(reason.contains("no PEM certificate"), "{reason}");
+
+    let cert = pki.client_cert();
+    for (name, text, says) in [
+        ("plain.pem", "S3CRET key material\n", "no PEM private key"),
+        (
+            "base64.pem",
+            "-----BEGIN PRIVATE KEY-----\nS3CRET*key*material\n-----END PRIVATE KEY-----\n",
+            "not valid base64",
+        ),
+        (
+            "unended.pem",
+            "-----BEGIN PRIVATE KEY-----\nS3CRETkeymaterial\n",
+            "no END line",
+        ),
+    ] {
+        let key = file(name, text);
+        let (path, reason) = tls_file(RedLock::builder().tls_client_cert(&cert, &key));
+        assert_eq!(path, key);
+        assert!(reason.contains(says), "{name}: {reason}");
+    }
+    // A certificate with someone else's key.
+    let other_key = pki.path("server-key.pem");
+    let e = err(RedLock::builder()
+        .nodes(THREE)
+        .tls_client_cert(&cert, &other_key));
+    assert!(matches!(e, ConfigError::InvalidTls(_)), "{e:?}");
+
+    // From the environment: all three, or a certificate without its key.
+    let var = |p: PathBuf| p.to_string_lossy().into_owned();
+    let (ca, key) = (var(pki.ca()), var(pki.client_key()));
+    let cert_var = var(cert.clone());
+    let c = RedLockBuilder::from_vars(vars(&[
+        ("QUORUMLOCK_NODES", "rediss://127.0.0.1:7001"),
+        ("QUORUMLOCK_TLS_CA_FILE", &ca),
+        ("QUORUMLOCK_TLS_CERT_FILE", &cert_var),
+        ("QUORUMLOCK_TLS_KEY_FILE", &key),
+    ]))
+    .unwrap()
+    .validate()
+    .unwrap();
+    assert_eq!(c.tls_ca_file(), Some(pki.ca().as_path()));
+    assert_eq!(
+        c.tls_client_cert(),
+        Some((cert.as_path(), pki.client_key().as_path()))
+    );
+    let alone = RedLockBuilder::from_vars(vars(&[
+        ("QUORUMLOCK_NODES", "rediss://127.0.0.1:7001"),
+        ("QUORUMLOCK_TLS_CERT_FILE", &cert_var),
+    ]))
+    .unwrap()
+    .validate();
+    assert!(
+        matches!(alone, Err(ConfigError::InvalidTls(_))),
+        "{alone:?}"
     );
 }
 

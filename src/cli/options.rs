@@ -105,18 +105,6 @@ impl Vars {
             self.get(name).map(str::to_string)
         })?)
     }
-
-    /// The node URLs as given (passwords included), split as the library splits them, in
-    /// the same order as `Config::nodes`.
-    pub(crate) fn node_urls(&self) -> Vec<String> {
-        self.get(NODES)
-            .unwrap_or_default()
-            .split(',')
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-            .map(String::from)
-            .collect()
-    }
 }
 
 /// An environment variable's value; one that is not valid UTF-8 is an error naming it (its
@@ -157,14 +145,14 @@ mod tests {
         v.flag(TTL, None::<String>);
         v.default(TTL, "30s");
         v.default(RETRY_ATTEMPTS, "1");
-        assert_eq!(v.node_urls(), ["redis://b", "redis://c"]);
         assert_eq!(v.get(TTL), Some("5s"));
         assert_eq!(v.get(RETRY_ATTEMPTS), Some("1"));
         assert!(!v.is_set("UNRELATED"));
         let config = v.builder().ok().and_then(|b| b.validate().ok());
         let config = config.expect("a valid configuration");
         assert_eq!(config.ttl(), Duration::from_secs(5));
-        assert_eq!(config.nodes().len(), 2);
+        let nodes: Vec<&str> = config.nodes().iter().map(|n| n.redacted()).collect();
+        assert_eq!(nodes, ["redis://b", "redis://c"]);
     }
 
     #[test]
