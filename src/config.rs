@@ -693,11 +693,13 @@ pub(crate) fn not_utf8(var: &'static str) -> ConfigError {
 }
 
 fn env_error(var: &'static str, value: &str, reason: String) -> ConfigError {
-    ConfigError::Env {
-        var,
-        value: redact(value),
-        reason,
-    }
+    // A value that may hold credentials (a URL in the wrong variable) is shown by shape.
+    let value = if value.contains([':', '@']) {
+        redact(value)
+    } else {
+        value.to_string()
+    };
+    ConfigError::Env { var, value, reason }
 }
 
 fn env_duration(

@@ -285,10 +285,19 @@ fn bad_environment_values_name_the_variable() {
         ("QUORUMLOCK_RETRY_ATTEMPTS", "-1"),
     ] {
         match RedLockBuilder::from_vars(vars(&[(var, value)])) {
-            Err(ConfigError::Env { var: v, .. }) => assert_eq!(v, var),
+            Err(e @ ConfigError::Env { var: v, .. }) => {
+                assert_eq!(v, var);
+                assert!(e.to_string().contains(&format!("`{value}`")), "{e}");
+            }
             other => panic!("{var}={value}: {other:?}"),
         }
     }
+    // A URL in the wrong variable is shown without its password.
+    let e = RedLockBuilder::from_vars(vars(&[("QUORUMLOCK_TTL", "redis://u:S3CRET@h")]));
+    assert!(
+        matches!(&e, Err(e @ ConfigError::Env { .. }) if !format!("{e} {e:?}").contains("S3CRET")),
+        "{e:?}"
+    );
     assert!(matches!(
         RedLockBuilder::from_vars(vars(&[
             ("QUORUMLOCK_RETRY_ATTEMPTS", "2"),
