@@ -1,20 +1,28 @@
 //! Configuration: the builder, its validation, node URLs, retry policy and environment.
 
-use std::fmt;
+use std::ffi::OsString;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use rand::Rng;
 
 use crate::error::ConfigError;
+pub use crate::node_url::NodeUrl;
+use crate::node_url::{redact, GivenUrl};
 use crate::quorum::drift;
+use crate::tls::{Tls, TlsFiles};
 use crate::RedLock;
 
 /// The most nodes one [`RedLock`] accepts. Redlock wants a handful of independent masters;
 /// a longer list is almost certainly a cluster's node list pasted by mistake.
 pub const MAX_NODES: usize = 64;
 
-/// Redis keeps expiries in signed 64-bit milliseconds; we stay far below that.
+/// Redis keeps expiries in signed 64-bit milliseconds; we stay far below that. Timeouts
+/// have the same bound, so that deadlines computed from them never overflow.
 const MAX_TTL: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// What a deadline too far to be represented becomes: later than any process lives.
+pub(crate) const FAR_FUTURE: Duration = Duration::from_secs(30 * 365 * 24 * 3600);
 
 /// How many times, and how far apart, a lock is attempted before giving up.
 ///
@@ -120,122 +128,6 @@ fn random_up_to(max: Duration) -> Duration {
     Duration::from_micros(rand::rng().random_range(0..=micros))
 }
 
-/// One node's address, parsed and checked.
-#[derive(Clone, PartialEq, Eq)]
-pub struct NodeUrl {
-    raw: String,
-    redacted: String,
-    host: String,
-    port: u16,
-    tls: bool,
-}
-
-impl NodeUrl {
-    /// Parses `redis://[user[:password]@]host[:port][/db]` or the same with `rediss://`.
-    ///
-    /// # Errors
-    /// [`ConfigError::InvalidUrl`], [`ConfigError::UnsupportedScheme`], or
-    /// [`ConfigError::TlsUnavailable`] for `rediss://` without the `tls` feature.
-    pub fn parse(raw: &str) -> Result<NodeUrl, ConfigError> {
-        let raw = raw.trim();
-        let invalid = |reason: &str| ConfigError::InvalidUrl {
-            url: redact(raw),
-            reason: reason.to_string(),
-        };
-        let url = url::Url::parse(raw).map_err(|e| invalid(&e.to_string()))?;
-        let tls = match url.scheme() {
-            "redis" => false,
-            "rediss" => true,
-            other => {
-                return Err(ConfigError::UnsupportedScheme {
-                    url: redact(raw),
-                    scheme: other.to_string(),
-                })
-            }
-        };
-        if tls && !cfg!(feature = "tls") {
-            return Err(ConfigError::TlsUnavailable { url: redact(raw) });
-        }
-        let host = match url.host_str() {
-            Some(h) if !h.is_empty() => h.to_ascii_lowercase(),
-            _ => return Err(invalid("no host")),
-        };
-        let port = url.port().unwrap_or(6379);
-        let path = url.path().trim_matches('/');
-        if !path.is_empty() && path.parse::<u8>().is_err() {
-            return Err(invalid("the path must be a database number, e.g. /0"));
-        }
-        if url.query().is_some() || url.fragment().is_some() {
-            return Err(invalid("query strings and fragments are not supported"));
-        }
-        // Validate with the client library too, so build() cannot fail on it later.
-        fred::types::config::Config::from_url_centralized(raw).map_err(|e| invalid(e.details()))?;
-        Ok(NodeUrl {
-            redacted: redact_url(&url),
-            raw: raw.to_string(),
-            host,
-            port,
-            tls,
-        })
-    }
-
-    /// The URL as given (with its password, if any).
-    pub(crate) fn as_str(&self) -> &str {
-        &self.raw
-    }
-
-    /// The URL with any password replaced by `***`: safe for logs and errors.
-    pub fn redacted(&self) -> &str {
-        &self.redacted
-    }
-
-    /// Host name or address, lower-cased.
-    pub fn host(&self) -> &str {
-        &self.host
-    }
-
-    /// TCP port (6379 when the URL has none).
-    pub fn port(&self) -> u16 {
-        self.port
-    }
-
-    /// Whether the URL asks for TLS (`rediss://`).
-    pub fn tls(&self) -> bool {
-        self.tls
-    }
-}
-
-impl fmt::Debug for NodeUrl {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_tuple("NodeUrl").field(&self.redacted).finish()
-    }
-}
-
-impl fmt::Display for NodeUrl {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.redacted)
-    }
-}
-
-fn redact_url(url: &url::Url) -> String {
-    let mut shown = url.clone();
-    if url.password().is_some() {
-        let _ = shown.set_password(Some("***"));
-    }
-    shown.to_string()
-}
-
-/// Hides a password even in a URL that does not parse.
-fn redact(raw: &str) -> String {
-    match url::Url::parse(raw) {
-        Ok(url) => redact_url(&url),
-        Err(_) => match (raw.find("://"), raw.rfind('@')) {
-            (Some(s), Some(at)) if at > s => format!("{}***@{}", &raw[..s + 3], &raw[at + 1..]),
-            _ => raw.to_string(),
-        },
-    }
-}
-
 /// A validated configuration: what [`RedLockBuilder::build`] runs with.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -249,6 +141,8 @@ pub struct Config {
     pub(crate) fencing: bool,
     pub(crate) quarantine: bool,
     pub(crate) max_ttl: Duration,
+    /// Set when a node is `rediss://` or TLS files are given.
+    pub(crate) tls: Option<Tls>,
     /// Set only by the test kit's deliberately broken client.
     pub(crate) votes_needed: Option<usize>,
 }
@@ -362,7 +256,8 @@ impl Ttl {
 #[derive(Debug, Clone)]
 #[must_use = "a builder does nothing by itself; call .build()"]
 pub struct RedLockBuilder {
-    nodes: Vec<String>,
+    /// As given; their `Debug` hides passwords.
+    nodes: Vec<GivenUrl>,
     ttl: Duration,
     drift_factor: f64,
     node_timeout: Duration,
@@ -372,6 +267,7 @@ pub struct RedLockBuilder {
     fencing: bool,
     quarantine: bool,
     max_ttl: Option<Duration>,
+    tls: TlsFiles,
     votes_needed: Option<usize>,
 }
 
@@ -388,13 +284,14 @@ impl Default for RedLockBuilder {
             fencing: true,
             quarantine: true,
             max_ttl: None,
+            tls: TlsFiles::default(),
             votes_needed: None,
         }
     }
 }
 
 /// The environment variables read by [`RedLockBuilder::from_env`].
-pub const ENV_VARS: [&str; 13] = [
+pub const ENV_VARS: [&str; 16] = [
     "QUORUMLOCK_NODES",
     "QUORUMLOCK_TTL",
     "QUORUMLOCK_DRIFT_FACTOR",
@@ -408,6 +305,9 @@ pub const ENV_VARS: [&str; 13] = [
     "QUORUMLOCK_FENCING",
     "QUORUMLOCK_QUARANTINE",
     "QUORUMLOCK_MAX_TTL",
+    "QUORUMLOCK_TLS_CA_FILE",
+    "QUORUMLOCK_TLS_CERT_FILE",
+    "QUORUMLOCK_TLS_KEY_FILE",
 ];
 
 impl RedLockBuilder {
@@ -433,14 +333,39 @@ impl RedLockBuilder {
     /// | `QUORUMLOCK_FENCING` | fencing tokens on or off | `true`, `false` |
     /// | `QUORUMLOCK_QUARANTINE` | quarantine of restarted nodes on or off | `true`, `false` |
     /// | `QUORUMLOCK_MAX_TTL` | the longest ttl of any lock or extension | `1m` |
+    /// | `QUORUMLOCK_TLS_CA_FILE` | PEM CA bundle trusted for `rediss://` nodes, besides the system's | `/etc/redis/ca.pem` |
+    /// | `QUORUMLOCK_TLS_CERT_FILE` | PEM client certificate (chain) for `rediss://` nodes | `/etc/redis/client.pem` |
+    /// | `QUORUMLOCK_TLS_KEY_FILE` | its PEM private key | `/etc/redis/client-key.pem` |
     ///
     /// Durations are [humantime](https://docs.rs/humantime) strings: `250ms`, `10s`, `2m`.
     ///
     /// # Errors
-    /// [`ConfigError::Env`] naming the variable that does not parse. The values themselves
-    /// are checked by [`build`](Self::build).
+    /// [`ConfigError::Env`] naming the variable that does not parse or is not valid UTF-8
+    /// (its value is not shown then). The values themselves are checked by
+    /// [`build`](Self::build).
     pub fn from_env() -> Result<Self, ConfigError> {
-        Self::from_vars(|name| std::env::var(name).ok())
+        Self::from_os_vars(|name| std::env::var_os(name))
+    }
+
+    /// Like [`from_vars`](Self::from_vars), from values that may not be text, as the
+    /// environment's: one that is not valid UTF-8 is an error naming its variable, not an
+    /// unset variable.
+    pub(crate) fn from_os_vars(
+        lookup: impl Fn(&str) -> Option<OsString>,
+    ) -> Result<Self, ConfigError> {
+        let mut values = Vec::new();
+        for var in ENV_VARS {
+            if let Some(value) = lookup(var) {
+                let value = value.into_string().map_err(|_| not_utf8(var))?;
+                values.push((var, value));
+            }
+        }
+        Self::from_vars(|name| {
+            values
+                .iter()
+                .find(|(var, _)| *var == name)
+                .map(|(_, value)| value.clone())
+        })
     }
 
     /// Like [`from_env`](Self::from_env), reading variables through `lookup` (for tests and
@@ -450,10 +375,10 @@ impl RedLockBuilder {
     /// As [`from_env`](Self::from_env).
     pub fn from_vars(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
         let mut b = RedLockBuilder::default();
-        let [nodes, ttl, drift, node_to, conn_to, attempts, within, delay, jitter, prefix, fencing, quarantine, max_ttl] =
+        let [nodes, ttl, drift, node_to, conn_to, attempts, within, delay, jitter, prefix, fencing, quarantine, max_ttl, ca, cert, key] =
             ENV_VARS;
         if let Some(v) = lookup(nodes) {
-            b.nodes = split_nodes(&v);
+            b.nodes = split_nodes(&v).into_iter().map(GivenUrl).collect();
         }
         if let Some(d) = env_duration(&lookup, ttl)? {
             b.ttl = d;
@@ -507,23 +432,37 @@ impl RedLockBuilder {
         if let Some(d) = env_duration(&lookup, max_ttl)? {
             b.max_ttl = Some(d);
         }
+        let path = |var| lookup(var).filter(|v| !v.is_empty()).map(PathBuf::from);
+        b.tls = TlsFiles {
+            ca: path(ca),
+            cert: path(cert),
+            key: path(key),
+        };
         Ok(b)
     }
 
     /// Adds one node URL.
     pub fn node(mut self, url: impl Into<String>) -> Self {
-        self.nodes.push(url.into());
+        self.nodes.push(GivenUrl(url.into()));
         self
     }
 
-    /// Adds node URLs: `redis://[user[:password]@]host[:port][/db]`, or `rediss://` for TLS.
+    /// Adds node URLs: `redis://[[user]:password@]host[:port][/db]`, or `rediss://` for TLS.
     /// Each must be a different, independent Redis master.
+    ///
+    /// With a password and no user name (`redis://:password@host`) the client
+    /// authenticates as the `default` user; with both, as that ACL user. A user name
+    /// without a password (`redis://app@host`) is refused by [`build`](Self::build) with
+    /// [`ConfigError::UserWithoutPassword`]: the client would not authenticate at all (the
+    /// connection would quietly run as `default`), and redis-cli reads the same URL as a
+    /// password alone.
     pub fn nodes<I, S>(mut self, urls: I) -> Self
     where
         I: IntoIterator<Item = S>,
         S: Into<String>,
     {
-        self.nodes.extend(urls.into_iter().map(Into::into));
+        self.nodes
+            .extend(urls.into_iter().map(|url| GivenUrl(url.into())));
         self
     }
 
@@ -547,14 +486,14 @@ impl RedLockBuilder {
     /// The Redis documentation suggests 5-50 ms for a 10 s ttl. Because an attempt is decided
     /// as soon as a majority has answered, this timeout only costs time when a node whose
     /// vote is needed is slow; 100 ms is 1% of the default ttl and avoids the spurious
-    /// timeouts that 50 ms produced on busy hosts.
+    /// timeouts that 50 ms produced on busy hosts. At most a year.
     pub fn node_timeout(mut self, timeout: Duration) -> Self {
         self.node_timeout = timeout;
         self
     }
 
     /// How long connecting to one node (TCP, TLS, AUTH, SELECT) may take before it is
-    /// retried. Defaults to 1 second.
+    /// retried. Defaults to 1 second; at most a year.
     pub fn connect_timeout(mut self, timeout: Duration) -> Self {
         self.connect_timeout = timeout;
         self
@@ -605,6 +544,29 @@ impl RedLockBuilder {
         self
     }
 
+    /// Trusts the CA certificates in this PEM file (one or more `BEGIN CERTIFICATE`
+    /// sections) for `rediss://` nodes, besides the system's root certificates (which
+    /// honour `SSL_CERT_FILE` and `SSL_CERT_DIR`). For servers whose certificates a private
+    /// CA signed. Read and checked by [`build`](Self::build). Defaults to none.
+    pub fn tls_ca_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.tls.ca = Some(path.into());
+        self
+    }
+
+    /// Presents this client certificate (a PEM chain, leaf first) with its PEM private key
+    /// (PKCS#8, PKCS#1 or SEC1) to `rediss://` nodes, for servers that require one
+    /// (`tls-auth-clients yes`, Redis's default when TLS is on). Read and checked by
+    /// [`build`](Self::build). Defaults to none.
+    pub fn tls_client_cert(
+        mut self,
+        cert_file: impl Into<PathBuf>,
+        key_file: impl Into<PathBuf>,
+    ) -> Self {
+        self.tls.cert = Some(cert_file.into());
+        self.tls.key = Some(key_file.into());
+        self
+    }
+
     /// **Breaks the lock, for tests only**: an operation succeeds with `votes` yes votes
     /// instead of a majority. The test suite uses it to show that its exclusion checker
     /// catches a client that skips the quorum check.
@@ -615,7 +577,8 @@ impl RedLockBuilder {
         self
     }
 
-    /// Checks every setting without connecting to anything.
+    /// Checks every setting without connecting to anything, and reads the TLS files (and
+    /// the system's root certificates) when a node is `rediss://` or a file is given.
     ///
     /// # Errors
     /// The first problem found, as a [`ConfigError`].
@@ -628,13 +591,13 @@ impl RedLockBuilder {
         }
         let mut nodes: Vec<NodeUrl> = Vec::with_capacity(self.nodes.len());
         for (second, raw) in self.nodes.iter().enumerate() {
-            let url = NodeUrl::parse(raw)?;
+            let url = NodeUrl::parse(&raw.0)?;
             if let Some(first) = nodes
                 .iter()
-                .position(|n| n.host == url.host && n.port == url.port)
+                .position(|n| n.host() == url.host() && n.port() == url.port())
             {
                 return Err(ConfigError::DuplicateNode {
-                    url: url.redacted,
+                    url: url.redacted().to_string(),
                     first,
                     second,
                 });
@@ -653,13 +616,23 @@ impl RedLockBuilder {
                 max: max_ttl,
             });
         }
-        if self.node_timeout.is_zero() {
-            return Err(ConfigError::ZeroTimeout("node timeout"));
-        }
-        if self.connect_timeout.is_zero() {
-            return Err(ConfigError::ZeroTimeout("connect timeout"));
+        for (what, timeout) in [
+            ("node timeout", self.node_timeout),
+            ("connect timeout", self.connect_timeout),
+        ] {
+            if timeout.is_zero() {
+                return Err(ConfigError::ZeroTimeout(what));
+            }
+            if timeout > MAX_TTL {
+                return Err(ConfigError::TimeoutTooLarge {
+                    what,
+                    timeout,
+                    max: MAX_TTL,
+                });
+            }
         }
         self.retry.validate()?;
+        let tls = self.tls.load(&nodes)?;
         Ok(Config {
             nodes,
             ttl: self.ttl,
@@ -671,6 +644,7 @@ impl RedLockBuilder {
             fencing: self.fencing,
             quarantine: self.quarantine,
             max_ttl,
+            tls,
             votes_needed: self.votes_needed,
         })
     }
@@ -709,12 +683,23 @@ fn split_nodes(v: &str) -> Vec<String> {
         .collect()
 }
 
-fn env_error(var: &'static str, value: &str, reason: String) -> ConfigError {
+/// The error for a variable whose value is not valid UTF-8 (and is not shown).
+pub(crate) fn not_utf8(var: &'static str) -> ConfigError {
     ConfigError::Env {
         var,
-        value: redact(value),
-        reason,
+        value: String::new(),
+        reason: "not valid UTF-8".into(),
     }
+}
+
+fn env_error(var: &'static str, value: &str, reason: String) -> ConfigError {
+    // A value that may hold credentials (a URL in the wrong variable) is shown by shape.
+    let value = if value.contains([':', '@']) {
+        redact(value)
+    } else {
+        value.to_string()
+    };
+    ConfigError::Env { var, value, reason }
 }
 
 fn env_duration(
@@ -724,4 +709,26 @@ fn env_duration(
     lookup(var)
         .map(|v| humantime::parse_duration(v.trim()).map_err(|e| env_error(var, &v, e.to_string())))
         .transpose()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::ffi::OsStringExt;
+
+    use super::*;
+
+    #[test]
+    fn a_variable_that_is_not_utf8_is_an_error_naming_it() {
+        let lookup =
+            |name: &str| (name == "QUORUMLOCK_TTL").then(|| OsString::from_vec(b"\xff1s".to_vec()));
+        let e = RedLockBuilder::from_os_vars(lookup).unwrap_err();
+        assert_eq!(e, not_utf8("QUORUMLOCK_TTL"));
+        assert_eq!(
+            e.to_string(),
+            "environment variable QUORUMLOCK_TTL: not valid UTF-8"
+        );
+        let text = |name: &str| (name == "QUORUMLOCK_TTL").then(|| OsString::from("2s"));
+        let b = RedLockBuilder::from_os_vars(text).unwrap();
+        assert_eq!(b.ttl, Duration::from_secs(2));
+    }
 }

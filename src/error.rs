@@ -154,12 +154,16 @@ impl std::error::Error for NodeError {}
 #[non_exhaustive]
 pub enum NodeErrorKind {
     /// No answer within the per-node timeout (frozen, partitioned, overloaded, or not
-    /// connected).
+    /// connected without a connection error known yet).
     Timeout,
-    /// The connection failed or was closed.
+    /// The connection failed or was closed (refused, reset), or the node is not connected
+    /// and its last connection attempt failed so.
     Io,
     /// Authentication was refused, or the user may not run a command we need.
     Auth,
+    /// TLS failed: the server's certificate is not trusted or not valid for its name, the
+    /// server refused ours (or wanted one), or the port does not speak TLS.
+    Tls,
     /// The peer answered something that is not the expected Redis reply (perhaps it is not
     /// a Redis server).
     Protocol,
@@ -182,6 +186,7 @@ impl fmt::Display for NodeErrorKind {
             NodeErrorKind::Timeout => "timeout",
             NodeErrorKind::Io => "connection error",
             NodeErrorKind::Auth => "not authorized",
+            NodeErrorKind::Tls => "TLS error",
             NodeErrorKind::Protocol => "protocol error",
             NodeErrorKind::Server => "server error",
             NodeErrorKind::Quarantined => "quarantined",
@@ -238,12 +243,31 @@ pub enum ConfigError {
         reason: String,
     },
     /// A URL scheme other than `redis://` or `rediss://`.
-    #[error("unsupported scheme `{scheme}` in `{url}`: use redis:// or rediss://")]
+    #[error(
+        "unsupported scheme{} in `{url}`: use redis:// or rediss://",
+        scheme.as_ref().map(|s| format!(" `{s}`")).unwrap_or_default()
+    )]
     UnsupportedScheme {
-        /// The URL as given, password hidden.
+        /// The URL as given, password hidden (and what may be one: see [`NodeUrl`]).
+        ///
+        /// [`NodeUrl`]: crate::NodeUrl
         url: String,
-        /// The scheme found.
-        scheme: String,
+        /// The scheme found, if it is a known one such as `http` or `redis-cluster`; any
+        /// other name is not shown, as it may be a user name or a password that lost its
+        /// `//` (`default:secret@host` parses as scheme `default`).
+        scheme: Option<String>,
+    },
+    /// A node URL with a user name but no password (`redis://app@host`). The client would
+    /// send no AUTH, so the connection would run as the `default` user; redis-cli, on the
+    /// other hand, reads a lone name as a password. Either way it is not what was meant.
+    #[error(
+        "node URL `{url}` has a user name but no password: the connection would not be \
+         authenticated and would run as the `default` user; write \
+         redis://user:password@host, or redis://:password@host for a password alone"
+    )]
+    UserWithoutPassword {
+        /// The URL, with the user name hidden (it may be a password).
+        url: String,
     },
     /// A `rediss://` URL, but the crate was built without the `tls` feature.
     #[error("`{url}` needs TLS, but quorumlock was built without the `tls` feature")]
@@ -251,6 +275,18 @@ pub enum ConfigError {
         /// The URL as given, password hidden.
         url: String,
     },
+    /// A TLS file (CA bundle, client certificate or key) that cannot be read or used.
+    #[error("TLS file `{}`: {reason}", path.display())]
+    TlsFile {
+        /// The file.
+        path: std::path::PathBuf,
+        /// What is wrong with it (never its contents).
+        reason: String,
+    },
+    /// TLS settings that do not go together (a client certificate without its key, a key
+    /// that does not match the certificate, TLS files without the `tls` feature).
+    #[error("invalid TLS settings: {0}")]
+    InvalidTls(String),
     /// Two URLs name the same host and port, which would count one server twice.
     #[error("node {second} (`{url}`) is the same server as node {first}: every node must be a different Redis master")]
     DuplicateNode {
@@ -315,6 +351,19 @@ pub enum ConfigError {
     /// A per-node or connection timeout of zero.
     #[error("the {0} must be greater than zero")]
     ZeroTimeout(&'static str),
+    /// A per-node or connection timeout longer than the longest ttl allowed (a year).
+    #[error(
+        "the {what} ({}) is too large: at most {}",
+        format_duration(*timeout), format_duration(*max)
+    )]
+    TimeoutTooLarge {
+        /// Which timeout.
+        what: &'static str,
+        /// The timeout given.
+        timeout: Duration,
+        /// The largest allowed.
+        max: Duration,
+    },
     /// A retry policy that could never make an attempt.
     #[error("the retry policy can never make an attempt: {0}")]
     InvalidRetry(&'static str),
@@ -333,12 +382,16 @@ pub enum ConfigError {
     /// A resource whose key would be a fencing counter's key.
     #[error("resource key `{0}` is reserved: keys starting with `quorumlock:fence:` hold fencing counters")]
     ReservedResource(String),
-    /// An environment variable that could not be parsed.
-    #[error("environment variable {var}=`{value}`: {reason}")]
+    /// An environment variable that could not be parsed, or is not valid UTF-8.
+    #[error(
+        "environment variable {var}{}: {reason}",
+        if value.is_empty() { String::new() } else { format!("=`{value}`") }
+    )]
     Env {
         /// The variable's name.
         var: &'static str,
-        /// Its value.
+        /// Its value, with anything that may be a password hidden; empty when it is not
+        /// shown at all (not valid UTF-8).
         value: String,
         /// What is wrong with it.
         reason: String,

@@ -7,6 +7,7 @@ use futures::future::join_all;
 
 use crate::config::RedLockBuilder;
 use crate::error::ConfigError;
+use crate::failure::describe;
 use crate::health::Excluded;
 use crate::node::Node;
 use crate::probe;
@@ -88,20 +89,24 @@ async fn inspect_node(node: &Node, clock_window: Duration, rules: Rules) -> Node
     let (client, timeout) = (node.client(), node.timeout());
     let mut seen = Observed::default();
     let not_connected = || match node.last_error() {
-        Some(e) => format!("not connected: {e}"),
-        None => "not connected".to_string(),
+        Some((kind, e)) => (Some(kind), format!("not connected: {kind}: {e}")),
+        None => (None, "not connected".to_string()),
     };
     if !node.is_connected() {
-        seen.error = Some(not_connected());
+        let (kind, error) = not_connected();
+        (seen.error_kind, seen.error) = (kind, Some(error));
         return report::report(node.index(), node.label(), seen, rules);
     }
     match probe::round_trip(client, timeout).await {
         Err(e) => {
-            seen.error = Some(if node.is_connected() {
-                e.details().to_string()
+            let (kind, error) = if node.is_connected() {
+                let (kind, message) = describe(&e);
+                (Some(kind), format!("{kind}: {message}"))
             } else {
                 not_connected()
-            });
+            };
+            seen.error_kind = kind;
+            seen.error = Some(error);
         }
         Ok(rtt) => {
             seen.round_trip = Some(rtt);

@@ -289,7 +289,10 @@ impl Entry {
         self.phase = Phase::Waiting;
         self.last_error = Some(error.to_string());
         self.status.shortened(self.lock.valid_until());
-        self.next_try = now + self.schedule.retry_delay;
+        // A retry later than any instant is no retry: the loss instant comes first.
+        self.next_try = now
+            .checked_add(self.schedule.retry_delay)
+            .unwrap_or_else(|| self.lost_at(now));
         Next::Wake(self.next_try.min(self.lost_at(now)))
     }
 

@@ -9,7 +9,7 @@ use std::time::Duration;
 use fred::clients::Client;
 use fred::error::{Error as FredError, ErrorKind};
 use fred::interfaces::{ClientLike, EventInterface, LuaInterface};
-use fred::types::config::{Config as FredConfig, ReconnectPolicy, TcpConfig, UnresponsiveConfig};
+use fred::types::config::{ReconnectPolicy, TcpConfig, UnresponsiveConfig};
 use fred::types::{Builder, Key, Value};
 use tokio::task::JoinHandle;
 
@@ -17,6 +17,7 @@ use crate::admission::{self, Admission, Fleet};
 use crate::batch::{Batcher, Failure, Op, BATCH};
 use crate::config::{Config, NodeUrl};
 use crate::error::{ConfigError, NodeError, NodeErrorKind};
+use crate::failure::{classify, describe};
 use crate::health::Excluded;
 use crate::listen::Listener;
 use crate::quorum::Ballot;
@@ -94,9 +95,9 @@ pub(crate) struct Node {
     url: Arc<str>,
     client: Client,
     timeout: Duration,
-    /// The last connection error reported by the client, shown when a command times out
-    /// because the node is not connected.
-    last_error: Arc<Mutex<Option<String>>>,
+    /// The last connection error reported by the client (kind and message), reported when
+    /// a command fails because the node is not connected.
+    last_error: LastError,
     /// Set when the node's last command failed (timeout, connection), cleared by any answer.
     suspect: Arc<AtomicBool>,
     /// Whether its votes count now.
@@ -121,7 +122,7 @@ impl Node {
             url: url.redacted().to_string(),
             reason: e.details().to_string(),
         };
-        let mut fred_config = FredConfig::from_url_centralized(url.as_str()).map_err(invalid)?;
+        let mut fred_config = crate::tls::fred_config(url, config.tls.as_ref()).map_err(invalid)?;
         // Start while the node is down and keep trying in the background.
         fred_config.fail_fast = false;
         let connect_timeout = config.connect_timeout;
@@ -172,7 +173,7 @@ impl Node {
         let errors = client.on_error(move |(error, _server)| {
             tracing::debug!(node = index, url = %log_label, %error, "connection error");
             if let Ok(mut slot) = sink.lock() {
-                *slot = Some(error.details().to_string());
+                *slot = Some(describe(&error));
             }
             // The connection broke: the server may come back as a new one.
             on_error.recheck(&errors_client, false);
@@ -262,7 +263,7 @@ impl Node {
     }
 
     /// The last connection error the client reported.
-    pub(crate) fn last_error(&self) -> Option<String> {
+    pub(crate) fn last_error(&self) -> Option<(NodeErrorKind, String)> {
         self.last_error.lock().ok().and_then(|slot| slot.clone())
     }
 
@@ -449,13 +450,16 @@ fn integer(script: &str, reply: Result<Value, FredError>) -> Result<i64, FredErr
     }
 }
 
+/// A node's last connection error, shared with the client's error handler.
+type LastError = Arc<Mutex<Option<(NodeErrorKind, String)>>>;
+
 /// What is needed to describe a node's failure, owned so that per-node futures are `'static`.
 struct ErrorContext {
     index: usize,
     url: Arc<str>,
     client: Client,
     timeout: Duration,
-    last_error: Arc<Mutex<Option<String>>>,
+    last_error: LastError,
     suspect: Arc<AtomicBool>,
     admission: Admission,
     batch: crate::batch::Queue,
@@ -525,10 +529,12 @@ impl ErrorContext {
                 Ok(yes)
             }
             Err(e) => {
+                // As the command saw it (`error` may report why the connection is down).
+                let kind = classify(&e);
                 let error = self.error(&e);
-                let unresponsive = matches!(error.kind, NodeErrorKind::Timeout | NodeErrorKind::Io);
+                let unresponsive = matches!(kind, NodeErrorKind::Timeout | NodeErrorKind::Io);
                 self.suspect.store(unresponsive, Ordering::Relaxed);
-                if error.kind == NodeErrorKind::Io {
+                if kind == NodeErrorKind::Io {
                     // The connection broke: the server may come back as a new one.
                     self.admission.recheck(&self.client, false);
                 }
@@ -537,23 +543,27 @@ impl ErrorContext {
         }
     }
 
+    /// The failure of a command. When the node is not connected and the command timed out
+    /// or found no connection, the failure is the connection's: its last error's kind
+    /// (TLS, authentication, I/O) and message, rather than a bare timeout.
     fn error(&self, e: &FredError) -> NodeError {
-        let details = e.details();
-        let kind = classify(e);
-        let mut message = match kind {
-            NodeErrorKind::Timeout => format!(
-                "no answer within {}",
-                humantime::format_duration(self.timeout)
-            ),
-            _ if details.is_empty() => e.kind().to_str().to_string(),
-            _ => details.to_string(),
-        };
+        let (mut kind, mut message) = describe(e);
+        let waited = humantime::format_duration(self.timeout);
+        if kind == NodeErrorKind::Timeout {
+            message = format!("no answer within {waited}");
+        }
         if !self.client.is_connected() {
             let last = self.last_error.lock().ok().and_then(|slot| slot.clone());
-            message.push_str("; not connected");
-            if let Some(last) = last {
-                message.push_str(": ");
-                message.push_str(&last);
+            match last {
+                Some((
+                    last_kind @ (NodeErrorKind::Tls | NodeErrorKind::Auth | NodeErrorKind::Io),
+                    last,
+                )) if matches!(kind, NodeErrorKind::Timeout | NodeErrorKind::Io) => {
+                    kind = last_kind;
+                    message = format!("{last}; not connected (no answer within {waited})");
+                }
+                Some((_, last)) => message.push_str(&format!("; not connected: {last}")),
+                None => message.push_str("; not connected"),
             }
         }
         let error = NodeError {
@@ -564,25 +574,5 @@ impl ErrorContext {
         };
         tracing::debug!(node = self.index, url = %self.url, error = %error, "node failed");
         error
-    }
-}
-
-fn classify(e: &FredError) -> NodeErrorKind {
-    let details = e.details();
-    let server_says = |prefix: &str| details.starts_with(prefix);
-    match e.kind() {
-        ErrorKind::Timeout => NodeErrorKind::Timeout,
-        ErrorKind::Auth => NodeErrorKind::Auth,
-        _ if server_says("NOAUTH") || server_says("WRONGPASS") || server_says("NOPERM") => {
-            NodeErrorKind::Auth
-        }
-        // fred could not hand the command to a connection (it is down): reported as
-        // `Unknown` with this message, or as `Routing`.
-        _ if server_says("Failed to route command") => NodeErrorKind::Io,
-        ErrorKind::IO | ErrorKind::Canceled | ErrorKind::Routing | ErrorKind::Backpressure => {
-            NodeErrorKind::Io
-        }
-        ErrorKind::Protocol | ErrorKind::Parse => NodeErrorKind::Protocol,
-        _ => NodeErrorKind::Server,
     }
 }

@@ -199,14 +199,20 @@ async fn time(client: &Client, timeout: Duration) -> Option<Reading> {
     let sent = Instant::now();
     let reply = command(client, "TIME", Vec::new(), timeout).await.ok()?;
     let received = Instant::now();
-    let parts = reply.into_array();
-    let secs: u64 = parts.first()?.as_string()?.parse().ok()?;
-    let micros: u64 = parts.get(1)?.as_string()?.parse().ok()?;
     Some(Reading {
-        node: Duration::from_secs(secs) + Duration::from_micros(micros),
+        node: node_time(reply)?,
         sent,
         received,
     })
+}
+
+/// `TIME`'s reply (seconds and microseconds) as a duration since the epoch; `None` for a
+/// reply of another shape, or one too large to add up (a peer may answer anything).
+fn node_time(reply: Value) -> Option<Duration> {
+    let parts = reply.into_array();
+    let secs: u64 = parts.first()?.as_string()?.parse().ok()?;
+    let micros: u64 = parts.get(1)?.as_string()?.parse().ok()?;
+    Duration::from_secs(secs).checked_add(Duration::from_micros(micros))
 }
 
 /// One `PING` round trip.
@@ -214,4 +220,27 @@ pub(crate) async fn round_trip(client: &Client, timeout: Duration) -> Result<Dur
     let start = Instant::now();
     command(client, "PING", Vec::new(), timeout).await?;
     Ok(start.elapsed())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn time_reply(secs: &str, micros: &str) -> Value {
+        Value::Array(vec![Value::from(secs), Value::from(micros)])
+    }
+
+    #[test]
+    fn a_time_reply_too_large_to_add_up_is_no_reading() {
+        assert_eq!(
+            node_time(time_reply("1700000000", "250")),
+            Some(Duration::new(1_700_000_000, 250_000))
+        );
+        assert_eq!(
+            node_time(time_reply(&u64::MAX.to_string(), "999999999")),
+            None
+        );
+        assert_eq!(node_time(time_reply("x", "1")), None);
+        assert_eq!(node_time(Value::from("OK")), None);
+    }
 }

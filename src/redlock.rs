@@ -706,7 +706,10 @@ impl Background {
     }
 
     async fn settled(&self, within: Duration) -> bool {
-        let deadline = tokio::time::Instant::now() + within;
+        let now = tokio::time::Instant::now();
+        let deadline = now
+            .checked_add(within)
+            .unwrap_or_else(|| now + crate::config::FAR_FUTURE);
         loop {
             let idle = self.idle.notified();
             tokio::pin!(idle);

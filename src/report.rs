@@ -5,6 +5,7 @@
 use std::fmt;
 use std::time::Duration;
 
+use crate::error::NodeErrorKind;
 use crate::health::{Excluded, Facts};
 use crate::probe::ClockRate;
 
@@ -62,6 +63,8 @@ pub struct NodeReport {
     pub reachable: bool,
     /// Why it could not be reached.
     pub error: Option<String>,
+    /// What kind of failure that was (TLS, authentication, I/O, timeout), when known.
+    pub error_kind: Option<NodeErrorKind>,
     /// One `PING` round trip.
     pub round_trip: Option<Duration>,
     /// `redis_version`.
@@ -111,6 +114,7 @@ impl NodeReport {
 #[derive(Debug, Default)]
 pub(crate) struct Observed {
     pub(crate) error: Option<String>,
+    pub(crate) error_kind: Option<NodeErrorKind>,
     pub(crate) round_trip: Option<Duration>,
     pub(crate) facts: Option<Facts>,
     pub(crate) clock_rate: Option<ClockRate>,
@@ -273,6 +277,7 @@ pub(crate) fn report(index: usize, node: &str, seen: Observed, rules: Rules) -> 
         node: node.to_string(),
         reachable,
         error: seen.error,
+        error_kind: seen.error_kind,
         round_trip: seen.round_trip,
         version: facts.version.clone(),
         role: facts.role.as_deref().map(|r| match r {

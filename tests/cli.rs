@@ -293,6 +293,111 @@ async fn exits_64_with_one_line_on_bad_input() {
 }
 
 #[tokio::test]
+async fn never_shows_the_password_of_a_mistyped_url() {
+    let cases: [(&[&str], &str); 4] = [
+        (
+            &[
+                "run",
+                "--nodes",
+                "default:S3CRET@127.0.0.1:7401",
+                "r",
+                "--",
+                "true",
+            ],
+            "",
+        ),
+        (&["-vv", "status", "r"], "redis:/u:S3CRET@127.0.0.1:7401"),
+        (&["doctor"], "redis//u:S3CRET@127.0.0.1:7401"),
+        (
+            &["run", "r", "--", "true"],
+            "redis://127.0.0.1:1,redis:u:S3CRET@127.0.0.1:7401",
+        ),
+    ];
+    for (args, env_nodes) in cases {
+        let mut cli = quorumlock(&[]);
+        if !env_nodes.is_empty() {
+            cli.env("QUORUMLOCK_NODES", env_nodes);
+        }
+        let out = outcome(cli.args(args)).await;
+        assert_eq!(out.code, Some(64), "{args:?} {env_nodes}: {out:?}");
+        assert!(
+            out.stderr.contains("node URL") || out.stderr.contains("scheme"),
+            "{out:?}"
+        );
+        assert!(
+            !out.stderr.contains("S3CRET") && !out.stdout.contains("S3CRET"),
+            "{args:?} {env_nodes}: {out:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn exits_64_naming_a_variable_that_is_not_utf8() {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    let not_utf8 = OsStr::from_bytes(b"\xff1s");
+    for var in ["QUORUMLOCK_TTL", "QUORUMLOCK_NODES", "QUORUMLOCK_LOG"] {
+        for args in [
+            &["run", "r", "--", "true"][..],
+            &["status", "r"],
+            &["doctor"],
+        ] {
+            let mut cli = quorumlock(&nowhere());
+            let out = outcome(cli.env(var, not_utf8).args(args)).await;
+            let what = format!("{var} {args:?}: {out:?}");
+            assert_eq!(out.code, Some(64), "{what}");
+            assert!(out.stderr.contains(var), "{what}");
+            assert!(out.stderr.contains("not valid UTF-8"), "{what}");
+            assert_eq!(out.stderr.lines().count(), 1, "{what}");
+        }
+    }
+}
+
+#[cfg(feature = "tls")]
+#[tokio::test]
+async fn run_status_and_doctor_take_the_tls_files_from_the_environment() {
+    use common::tls::{tls_nodes, Pki};
+
+    let pki = Pki::new();
+    let nodes = tls_nodes(&pki, 3, true, None).await;
+    let urls: Vec<String> = nodes.iter().map(|n| n.url("")).collect();
+    let path = |p: std::path::PathBuf| p.to_string_lossy().into_owned();
+    let ca = ("QUORUMLOCK_TLS_CA_FILE", path(pki.ca()));
+    let client = [
+        ("QUORUMLOCK_TLS_CERT_FILE", path(pki.client_cert())),
+        ("QUORUMLOCK_TLS_KEY_FILE", path(pki.client_key())),
+    ];
+    let with_all = || {
+        let mut cli = quorumlock(&urls);
+        cli.envs([ca.clone()]).envs(client.clone());
+        cli
+    };
+    let out = outcome(with_all().args(["run", "over-tls", "--", "true"])).await;
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let out = outcome(with_all().args(["status", "over-tls"])).await;
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(out.stdout.matches(": free").count(), 4, "{}", out.stdout);
+    let out = outcome(with_all().args(["doctor", "--json"])).await;
+    let doc: serde_json::Value = serde_json::from_str(&out.stdout).expect("JSON");
+    for node in doc["nodes"].as_array().expect("nodes") {
+        assert_eq!(node["reachable"], true, "{node:#}");
+    }
+    // Without the client certificate, the servers refuse the handshake: said so.
+    let out = outcome(quorumlock(&urls).envs([ca]).args(["doctor", "--json"])).await;
+    let doc: serde_json::Value = serde_json::from_str(&out.stdout).expect("JSON");
+    for node in doc["nodes"].as_array().expect("nodes") {
+        assert_eq!(node["error_kind"], "tls", "{node:#}");
+    }
+    let out = outcome(quorumlock(&urls).args(["run", "over-tls", "--", "true"])).await;
+    assert_eq!(out.code, Some(69), "{out:?}");
+    assert!(
+        out.stderr
+            .contains("TLS error: the server's certificate is not signed by a trusted CA"),
+        "{out:?}"
+    );
+}
+
+#[tokio::test]
 async fn exits_64_for_two_urls_of_one_server() {
     let q = LocalQuorum::start(3).await.unwrap();
     let again = format!("redis://localhost:{}", q.node(0).port());

@@ -1,6 +1,8 @@
 //! Configuration and bad input, without any server: every mistake is a typed error found
 //! before anything is sent.
 
+mod common;
+
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -66,9 +68,21 @@ fn unknown_schemes_are_refused() {
         ("unix:///tmp/redis.sock", "unix"),
     ] {
         match err(RedLock::builder().node(url)) {
-            ConfigError::UnsupportedScheme { scheme: s, .. } => assert_eq!(s, scheme),
+            ConfigError::UnsupportedScheme { scheme: s, .. } => {
+                assert_eq!(s.as_deref(), Some(scheme))
+            }
             other => panic!("{url}: {other:?}"),
         }
+    }
+    // A name that is no known scheme may be a user name or a password: not shown.
+    match err(RedLock::builder().node("default:S3CRET@127.0.0.1:7401")) {
+        e @ ConfigError::UnsupportedScheme { scheme: None, .. } => {
+            assert_eq!(
+                e.to_string(),
+                "unsupported scheme in `***@127.0.0.1:7401`: use redis:// or rediss://"
+            )
+        }
+        other => panic!("{other:?}"),
     }
 }
 
@@ -110,6 +124,31 @@ fn credentials_tls_and_databases_are_accepted_and_passwords_never_shown() {
 
     let e = err(RedLock::builder().node("redis://app:s3cret@127.0.0.1:7001/notadb"));
     assert!(!e.to_string().contains("s3cret"), "{e}");
+}
+
+#[test]
+fn a_user_name_without_a_password_is_refused() {
+    for url in [
+        "redis://app@127.0.0.1:7001",
+        "redis://app:@127.0.0.1:7001",
+        "redis://S3CRET@127.0.0.1:7001/1",
+    ] {
+        match err(RedLock::builder().node(url)) {
+            ConfigError::UserWithoutPassword { url: shown } => {
+                assert!(shown.starts_with("redis://***@127.0.0.1:7001"), "{shown}");
+            }
+            other => panic!("{url}: {other:?}"),
+        }
+    }
+    // A password alone means the `default` user; no credentials at all, no AUTH.
+    for url in [
+        "redis://:pw@127.0.0.1:7001",
+        "redis://app:pw@127.0.0.1:7001",
+        "redis://@127.0.0.1:7001",
+        "redis://127.0.0.1:7001",
+    ] {
+        assert!(NodeUrl::parse(url).is_ok(), "{url}");
+    }
 }
 
 #[test]
@@ -246,10 +285,19 @@ fn bad_environment_values_name_the_variable() {
         ("QUORUMLOCK_RETRY_ATTEMPTS", "-1"),
     ] {
         match RedLockBuilder::from_vars(vars(&[(var, value)])) {
-            Err(ConfigError::Env { var: v, .. }) => assert_eq!(v, var),
+            Err(e @ ConfigError::Env { var: v, .. }) => {
+                assert_eq!(v, var);
+                assert!(e.to_string().contains(&format!("`{value}`")), "{e}");
+            }
             other => panic!("{var}={value}: {other:?}"),
         }
     }
+    // A URL in the wrong variable is shown without its password.
+    let e = RedLockBuilder::from_vars(vars(&[("QUORUMLOCK_TTL", "redis://u:S3CRET@h")]));
+    assert!(
+        matches!(&e, Err(e @ ConfigError::Env { .. }) if !format!("{e} {e:?}").contains("S3CRET")),
+        "{e:?}"
+    );
     assert!(matches!(
         RedLockBuilder::from_vars(vars(&[
             ("QUORUMLOCK_RETRY_ATTEMPTS", "2"),
@@ -267,7 +315,186 @@ fn bad_environment_values_name_the_variable() {
     );
 }
 
+#[cfg(feature = "tls")]
+#[test]
+fn tls_files_are_checked_before_anything_connects_and_never_quoted() {
+    use std::path::PathBuf;
+
+    let pki = common::tls::Pki::new();
+    let file = |name: &str, text: &str| {
+        let path = pki.dir().join(name);
+        std::fs::write(&path, text).unwrap();
+        path
+    };
+    let tls_file = |b: RedLockBuilder| {
+        let e = err(b.nodes(THREE));
+        assert!(!format!("{e} {e:?}").contains("S3CRET"), "{e}");
+        match e {
+            ConfigError::TlsFile { path, reason } => (path, reason),
+            other => panic!("{other:?}"),
+        }
+    };
+    let missing = pki.dir().join("missing.pem");
+    let (path, reason) = tls_file(RedLock::builder().tls_ca_file(&missing));
+    assert_eq!(path, missing);
+    assert!(reason.contains("cannot be read"), "{reason}");
+    let empty = file("empty.pem", "");
+    let (_, reason) = tls_file(RedLock::builder().tls_ca_file(&empty));
+    assert!(reason.contains("no PEM certificate"), "{reason}");
+
+    let cert = pki.client_cert();
+    for (name, text, says) in [
+        ("plain.pem", "S3CRET key material\n", "no PEM private key"),
+        (
+            "base64.pem",
+            "-----BEGIN PRIVATE KEY-----\nS3CRET*key*material\n-----END PRIVATE KEY-----\n",
+            "not valid base64",
+        ),
+        (
+            "unended.pem",
+            "-----BEGIN PRIVATE KEY-----\nS3CRETkeymaterial\n",
+            "no END line",
+        ),
+    ] {
+        let key = file(name, text);
+        let (path, reason) = tls_file(RedLock::builder().tls_client_cert(&cert, &key));
+        assert_eq!(path, key);
+        assert!(reason.contains(says), "{name}: {reason}");
+    }
+    // A certificate with someone else's key.
+    let other_key = pki.path("server-key.pem");
+    let e = err(RedLock::builder()
+        .nodes(THREE)
+        .tls_client_cert(&cert, &other_key));
+    assert!(matches!(e, ConfigError::InvalidTls(_)), "{e:?}");
+
+    // From the environment: all three, or a certificate without its key.
+    let var = |p: PathBuf| p.to_string_lossy().into_owned();
+    let (ca, key) = (var(pki.ca()), var(pki.client_key()));
+    let cert_var = var(cert.clone());
+    let c = RedLockBuilder::from_vars(vars(&[
+        ("QUORUMLOCK_NODES", "rediss://127.0.0.1:7001"),
+        ("QUORUMLOCK_TLS_CA_FILE", &ca),
+        ("QUORUMLOCK_TLS_CERT_FILE", &cert_var),
+        ("QUORUMLOCK_TLS_KEY_FILE", &key),
+    ]))
+    .unwrap()
+    .validate()
+    .unwrap();
+    assert_eq!(c.tls_ca_file(), Some(pki.ca().as_path()));
+    assert_eq!(
+        c.tls_client_cert(),
+        Some((cert.as_path(), pki.client_key().as_path()))
+    );
+    let alone = RedLockBuilder::from_vars(vars(&[
+        ("QUORUMLOCK_NODES", "rediss://127.0.0.1:7001"),
+        ("QUORUMLOCK_TLS_CERT_FILE", &cert_var),
+    ]))
+    .unwrap()
+    .validate();
+    assert!(
+        matches!(alone, Err(ConfigError::InvalidTls(_))),
+        "{alone:?}"
+    );
+}
+
+/// Everything a mistaken node URL `url` could be shown through: the parsed URL or the
+/// parser's error, `validate()`'s error as such and as an [`quorumlock::Error`], and the
+/// builder (from code and from `QUORUMLOCK_NODES`).
+fn every_way_of_showing(url: &str) -> Vec<String> {
+    let mut shown = Vec::new();
+    match NodeUrl::parse(url) {
+        Ok(u) => shown.extend([u.to_string(), format!("{u:?}")]),
+        Err(e) => shown.extend([e.to_string(), format!("{e:?}")]),
+    }
+    let from_code = RedLock::builder().nodes([THREE[0], url]);
+    let from_env = RedLockBuilder::from_vars(vars(&[("QUORUMLOCK_NODES", url)]));
+    for b in [Ok(from_code), from_env] {
+        match b {
+            Ok(b) => {
+                shown.push(format!("{b:?}"));
+                match b.validate() {
+                    Ok(config) => shown.push(format!("{config:?}")),
+                    Err(e) => {
+                        let e = quorumlock::Error::from(e);
+                        shown.extend([e.to_string(), format!("{e:?}")]);
+                    }
+                }
+            }
+            Err(e) => shown.extend([e.to_string(), format!("{e:?}")]),
+        }
+    }
+    shown
+}
+
+/// A password: it starts with `S3cr`, which no other part of the generated URLs contains,
+/// and has no character that ends a URL's user-info part.
+fn password() -> impl Strategy<Value = String> {
+    "S3cr[A-Za-z0-9!$&*+;=._~-]{2,12}"
+}
+
+/// A node URL, correct or mistyped in the ways people mistype them, with `password` where
+/// a password goes (or where one lands after the mistake).
+fn url_with(password: String) -> impl Strategy<Value = String> {
+    let scheme = prop::sample::select(vec![
+        "redis", "rediss", "REDIS", "default", "http", "unix", "x", "",
+    ]);
+    let sep = prop::sample::select(vec!["://", ":/", ":", "//", "/", ":///", ""]);
+    let user = prop::sample::select(vec!["", "app", "default"]);
+    let host = prop::sample::select(vec!["127.0.0.1", "example.com", "[::1]", "", "a b"]);
+    let port = prop::sample::select(vec!["", ":7401", ":99999", ":x"]);
+    let tail = prop::sample::select(vec!["", "/0", "/x", "?db=1", "#f"]);
+    (scheme, sep, user, host, port, tail, 0..6usize).prop_map(
+        move |(scheme, sep, user, host, port, tail, shape)| {
+            let pw = &password;
+            match shape {
+                0 => format!("{scheme}{sep}{user}:{pw}@{host}{port}{tail}"),
+                // A password given as the user name (Lettuce's `redis://password@host`).
+                1 => format!("{scheme}{sep}{pw}@{host}{port}{tail}"),
+                // The `@` forgotten.
+                2 => format!("{scheme}{sep}{user}:{pw}{host}{port}"),
+                3 => format!("{scheme}{sep}{host}{port}/?password={pw}"),
+                // (With a host: `redis:/` + `/secret` is `redis://secret`, a host name.)
+                4 => format!("{scheme}{sep}example.com{port}/{pw}"),
+                _ => format!("{user}:{pw}@{scheme}{sep}{host}{port}{tail}"),
+            }
+        },
+    )
+}
+
+#[test]
+fn mistyped_urls_never_show_their_password() {
+    for url in [
+        "default:S3CRET@127.0.0.1:7401",
+        "redis//u:S3CRET@127.0.0.1:7401",
+        "redis:/u:S3CRET@127.0.0.1:7401",
+        "redis:u:S3CRET@127.0.0.1:7401",
+        "redis://u:S3CRET@127.0.0.1:port",
+        "redis://u:S3CRET",
+        "redis://u:12#S3CRET@127.0.0.1",
+        "redis://u:ab/S3CRET@127.0.0.1",
+        "rediss://S3CRET@127.0.0.1",
+    ] {
+        for text in every_way_of_showing(url) {
+            assert!(!text.contains("S3CRET"), "{url}: {text}");
+        }
+    }
+}
+
 proptest! {
+    // Many shapes: more cases than the default 256.
+    #![proptest_config(ProptestConfig::with_cases(4096))]
+
+    #[test]
+    fn no_url_shape_shows_its_password((pw, url) in password().prop_flat_map(|pw| (Just(pw.clone()), url_with(pw)))) {
+        for text in every_way_of_showing(&url) {
+            prop_assert!(!text.contains(&pw) && !text.contains("S3cr"), "{url:?} shown as {text:?}");
+        }
+    }
+}
+
+proptest! {
+
     #[test]
     fn no_url_makes_the_parser_panic(s in "\\PC{0,40}", t in "(redis|rediss|http)://[a-z0-9:@./\\[\\]?#%-]{0,30}") {
         let _ = NodeUrl::parse(&s);

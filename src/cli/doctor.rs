@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use clap::Args;
-use quorumlock::{quorum, NodeReport, Severity};
+use quorumlock::{quorum, NodeErrorKind, NodeReport, Severity};
 use serde::Serialize;
 
 use super::exit::{Failure, SOFTWARE};
@@ -66,7 +66,7 @@ Example:
   QUORUMLOCK_NODES=redis://a:6379,redis://b:6379,redis://c:6379 quorumlock doctor --json";
 
 pub(crate) async fn doctor(args: DoctorArgs) -> Result<u8, Failure> {
-    let mut vars = Vars::from_env();
+    let mut vars = Vars::from_env()?;
     vars.flag(NODES, args.nodes.nodes.clone());
     // The quarantine lasts the longest ttl: the same default as `quorumlock run`'s locks.
     vars.default(TTL, DEFAULT_TTL);
@@ -342,6 +342,8 @@ struct JsonNode<'a> {
     node: &'a str,
     reachable: bool,
     error: Option<&'a str>,
+    /// `timeout`, `io`, `auth`, `tls`, `protocol`, `server`, ... when known.
+    error_kind: Option<&'static str>,
     round_trip_ms: Option<f64>,
     version: Option<&'a str>,
     role: Option<&'a str>,
@@ -367,6 +369,23 @@ struct JsonFinding<'a> {
     message: &'a str,
 }
 
+/// A failure's kind as one lower-case word, for `--json`.
+fn kind_name(kind: NodeErrorKind) -> &'static str {
+    match kind {
+        NodeErrorKind::Timeout => "timeout",
+        NodeErrorKind::Io => "io",
+        NodeErrorKind::Auth => "auth",
+        NodeErrorKind::Tls => "tls",
+        NodeErrorKind::Protocol => "protocol",
+        NodeErrorKind::Server => "server",
+        NodeErrorKind::Quarantined => "quarantined",
+        NodeErrorKind::Replica => "replica",
+        NodeErrorKind::SameServer => "same_server",
+        NodeErrorKind::Unchecked => "unchecked",
+        _ => "other",
+    }
+}
+
 /// The JSON document: every report's fields, the quorum, the verdict.
 fn to_json<'a>(reports: &'a [NodeReport], overall: &Overall) -> Document<'a> {
     let nodes = reports
@@ -376,6 +395,7 @@ fn to_json<'a>(reports: &'a [NodeReport], overall: &Overall) -> Document<'a> {
             node: &r.node,
             reachable: r.reachable,
             error: r.error.as_deref(),
+            error_kind: r.error_kind.map(kind_name),
             round_trip_ms: r.round_trip.map(|d| d.as_micros() as f64 / 1000.0),
             version: r.version.as_deref(),
             role: r.role.as_deref(),

@@ -133,8 +133,8 @@ fn one_line(text: &str) -> String {
 /// `tracing` events to stderr, at the level of `-v`/`-vv` or `QUORUMLOCK_LOG`
 /// (off, error, warn, info, debug, trace), whichever is more verbose.
 fn init_logging(verbose: u8) -> Result<(), Failure> {
-    let from_env = match std::env::var("QUORUMLOCK_LOG") {
-        Ok(v) if !v.trim().is_empty() => v.trim().parse::<LevelFilter>().map_err(|_| {
+    let from_env = match options::env_var("QUORUMLOCK_LOG")? {
+        Some(v) if !v.trim().is_empty() => v.trim().parse::<LevelFilter>().map_err(|_| {
             Failure::usage(format!(
                 "QUORUMLOCK_LOG=`{v}`: expected off, error, warn, info, debug or trace"
             ))

@@ -2,10 +2,11 @@
 //! variables with the command line laid over them.
 
 use std::collections::HashMap;
+use std::env::VarError;
 use std::time::Duration;
 
 use clap::Args;
-use quorumlock::{RedLockBuilder, ENV_VARS};
+use quorumlock::{ConfigError, RedLockBuilder, ENV_VARS};
 
 use super::exit::Failure;
 
@@ -18,7 +19,7 @@ pub(crate) const RETRY_WITHIN: &str = "QUORUMLOCK_RETRY_WITHIN";
 #[derive(Debug, Args)]
 pub(crate) struct NodesArg {
     /// Comma-separated node URLs, each an independent Redis master:
-    /// redis://[user[:password]@]host[:port][/db], or rediss:// for TLS
+    /// redis://[[user]:password@]host[:port][/db], or rediss:// for TLS
     /// [default: $QUORUMLOCK_NODES]
     #[arg(long, value_name = "URLS")]
     pub(crate) nodes: Option<String>,
@@ -48,10 +49,16 @@ pub(crate) struct Vars {
 }
 
 impl Vars {
-    /// The variables of the process's environment (one that is not valid UTF-8 counts as
-    /// unset, as for [`RedLockBuilder::from_env`]).
-    pub(crate) fn from_env() -> Vars {
-        Vars::from_lookup(|name| std::env::var(name).ok())
+    /// The variables of the process's environment.
+    ///
+    /// # Errors
+    /// A usage failure naming a variable that is not valid UTF-8, as
+    /// [`RedLockBuilder::from_env`] reports it.
+    pub(crate) fn from_env() -> Result<Vars, Failure> {
+        for name in ENV_VARS {
+            env_var(name)?;
+        }
+        Ok(Vars::from_lookup(|name| std::env::var(name).ok()))
     }
 
     pub(crate) fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Vars {
@@ -98,17 +105,19 @@ impl Vars {
             self.get(name).map(str::to_string)
         })?)
     }
+}
 
-    /// The node URLs as given (passwords included), split as the library splits them, in
-    /// the same order as `Config::nodes`.
-    pub(crate) fn node_urls(&self) -> Vec<String> {
-        self.get(NODES)
-            .unwrap_or_default()
-            .split(',')
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-            .map(String::from)
-            .collect()
+/// An environment variable's value; one that is not valid UTF-8 is an error naming it (its
+/// value is not shown).
+pub(crate) fn env_var(name: &'static str) -> Result<Option<String>, ConfigError> {
+    match std::env::var(name) {
+        Ok(value) => Ok(Some(value)),
+        Err(VarError::NotPresent) => Ok(None),
+        Err(VarError::NotUnicode(_)) => Err(ConfigError::Env {
+            var: name,
+            value: String::new(),
+            reason: "not valid UTF-8".into(),
+        }),
     }
 }
 
@@ -136,14 +145,14 @@ mod tests {
         v.flag(TTL, None::<String>);
         v.default(TTL, "30s");
         v.default(RETRY_ATTEMPTS, "1");
-        assert_eq!(v.node_urls(), ["redis://b", "redis://c"]);
         assert_eq!(v.get(TTL), Some("5s"));
         assert_eq!(v.get(RETRY_ATTEMPTS), Some("1"));
         assert!(!v.is_set("UNRELATED"));
         let config = v.builder().ok().and_then(|b| b.validate().ok());
         let config = config.expect("a valid configuration");
         assert_eq!(config.ttl(), Duration::from_secs(5));
-        assert_eq!(config.nodes().len(), 2);
+        let nodes: Vec<&str> = config.nodes().iter().map(|n| n.redacted()).collect();
+        assert_eq!(nodes, ["redis://b", "redis://c"]);
     }
 
     #[test]

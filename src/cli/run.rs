@@ -147,7 +147,7 @@ pub(crate) async fn run(args: RunArgs) -> Result<u8, Failure> {
     if args.resource.is_empty() {
         return Err(ConfigError::EmptyResource.into());
     }
-    let builder = args.vars(Vars::from_env()).builder()?;
+    let builder = args.vars(Vars::from_env()?).builder()?;
     let config = builder.validate()?;
     let (grace, keep) = grace_for(config.ttl(), args.grace)?;
     // Caught from now on: a Ctrl-C while waiting for the lock ends quorumlock cleanly.

@@ -47,13 +47,21 @@ pub(crate) async fn status(args: StatusArgs) -> Result<u8, Failure> {
     if args.resource.is_empty() {
         return Err(ConfigError::EmptyResource.into());
     }
-    let mut vars = Vars::from_env();
+    let mut vars = Vars::from_env()?;
     vars.flag(NODES, args.nodes.nodes.clone());
     let config = vars.builder()?.validate()?;
     let key = format!("{}{}", config.key_prefix(), args.resource);
     let timeout = config.connect_timeout();
-    let urls = vars.node_urls();
-    let seen = futures::future::join_all(urls.iter().map(|url| probe(url, &key, timeout))).await;
+    let clients = (0..config.nodes().len())
+        .map(|i| config.node_client_config(i).transpose())
+        .collect::<Result<Vec<_>, _>>()?;
+    let seen = futures::future::join_all(
+        clients
+            .into_iter()
+            .flatten()
+            .map(|client| probe(client, &key, timeout)),
+    )
+    .await;
 
     let mut out = String::new();
     for (i, (node, seen)) in config.nodes().iter().zip(&seen).enumerate() {
@@ -75,9 +83,8 @@ pub(crate) async fn status(args: StatusArgs) -> Result<u8, Failure> {
 }
 
 /// Reads the key on one node; never writes.
-async fn probe(url: &str, key: &str, timeout: Duration) -> Seen {
+async fn probe(config: Config, key: &str, timeout: Duration) -> Seen {
     let read = async {
-        let config = Config::from_url_centralized(url)?;
         let client = Builder::from_config(config)
             .with_connection_config(|c| {
                 c.connection_timeout = timeout;

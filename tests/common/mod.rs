@@ -11,6 +11,10 @@ use quorumlock::{RedLock, RedLockBuilder};
 #[cfg(feature = "cli")]
 pub mod cli;
 
+/// Certificates and servers that speak TLS.
+#[cfg(feature = "tls")]
+pub mod tls;
+
 /// A builder for `quorum` with test-friendly defaults: one attempt; a generous node timeout
 /// so that a loaded CI machine does not turn a healthy node into a failed one; ttls up to a
 /// minute; and no quarantine, since the test servers are seconds old and keep nothing across
