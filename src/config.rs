@@ -101,6 +101,15 @@ impl Retry {
         }
     }
 
+    /// How long a caller may wait in line for its turn (see `wake.rs`): until the deadline
+    /// of [`Retry::within`], or for [`Retry::attempts`] as long as all its pauses could take.
+    pub(crate) fn waiting_budget(&self) -> Duration {
+        match self.limit {
+            RetryLimit::Attempts(n) => self.delay.saturating_add(self.jitter).saturating_mul(n),
+            RetryLimit::Within(total) => total,
+        }
+    }
+
     /// The pause before attempt `made + 1`, or `None` when no further attempt may start.
     pub(crate) fn next_pause(&self, made: u32, started: Instant) -> Option<Duration> {
         let pause = self.delay.saturating_add(random_up_to(self.jitter));

@@ -26,7 +26,7 @@ use crate::node::{Answer, Node, NodeResult};
 use crate::quorum::{quorum, validity, Ballot, Decision, Stake, Tally};
 use crate::stats::{Counters, Event, Stats};
 use crate::token::Token;
-use crate::wake::{self, Entry, Wakeups};
+use crate::wake::{self, Ticket, Wakeups, Woken};
 
 /// A Redlock coordinator over N independent Redis masters.
 ///
@@ -63,29 +63,26 @@ struct Inner {
 /// The prefix of the fencing counters' keys: `quorumlock:fence:` + the lock's key.
 pub(crate) const FENCE_PREFIX: &str = "quorumlock:fence:";
 
-/// A waiter's subscription to the release channels of the keys it wants; unsubscribed when
-/// the last waiter for a key leaves.
+/// A caller's place in the line for a key (see `wake.rs`); it leaves the line when dropped,
+/// and the last to leave unsubscribes.
 #[derive(Debug)]
-struct Armed {
+struct Place {
     redlock: RedLock,
-    keys: Vec<String>,
-    entries: Vec<Arc<Entry>>,
+    key: String,
+    ticket: Arc<Ticket>,
+    /// Whether it leaves with the lock (then the next in line waits for its release).
+    acquired: bool,
 }
 
-impl Drop for Armed {
+impl Drop for Place {
     fn drop(&mut self) {
-        let nodes = &self.redlock.inner.nodes;
-        let entries = std::mem::take(&mut self.entries);
-        self.redlock
-            .inner
+        let inner = &self.redlock.inner;
+        let channel = format!("{}{}", wake::CHANNEL_PREFIX, self.key);
+        inner
             .wakeups
-            .leave(&self.keys, entries, |idle| {
-                let channels: Vec<String> = idle
-                    .iter()
-                    .map(|k| format!("{}{k}", wake::CHANNEL_PREFIX))
-                    .collect();
-                for node in nodes {
-                    node.listener().unsubscribe(channels.clone());
+            .leave(&self.key, &self.ticket, self.acquired, || {
+                for node in &inner.nodes {
+                    node.listener().unsubscribe(vec![channel.clone()]);
                 }
             });
     }
@@ -300,15 +297,48 @@ impl RedLock {
         let ttl = self.config().check_ttl(ttl)?;
         retry.validate()?;
         let started = Instant::now();
+        let counters = &self.inner.counters;
+        // One resource: callers of this client that find it taken wait in line for a release
+        // (`wake.rs`); several: they pause between attempts.
+        let key = match target.resources.as_slice() {
+            [resource] => Some(format!("{}{resource}", self.config().key_prefix)),
+            _ => None,
+        };
+        let deadline = tokio::time::Instant::from_std(started)
+            .checked_add(retry.waiting_budget())
+            .unwrap_or_else(|| tokio::time::Instant::now() + Duration::from_secs(86_400 * 365));
         let mut made = 0u32;
-        let mut armed: Option<Armed> = None;
+        let mut place: Option<Place> = None;
+        let mut last: Option<Error> = None;
+        // Do not barge in before this client's callers already waiting for the resource.
+        let mut attempt_now = true;
+        if let Some(key) = key.as_deref().filter(|k| self.inner.wakeups.queued(k)) {
+            let joined = self.join(key).await;
+            attempt_now = joined.ticket.is_head();
+            place = Some(joined);
+        }
         loop {
+            if let (false, Some(waiting)) = (attempt_now, &place) {
+                let pause = retry.next_pause(0, started).unwrap_or(Duration::ZERO);
+                match wake::wait(&waiting.ticket, pause, Some(deadline)).await {
+                    Woken::Released => counters.count(Event::Woken),
+                    Woken::Paused => counters.count(Event::Paused),
+                    Woken::Deadline => {
+                        if let Some(error) = last {
+                            return Err(error);
+                        }
+                        // Never attempted: one attempt before giving up.
+                    }
+                }
+            }
             made += 1;
-            let counters = &self.inner.counters;
             counters.count(Event::Attempt);
             let error = match self.attempt(&target, ttl).await {
                 Ok(lock) => {
                     counters.count(Event::Acquired);
+                    if let Some(mut waiting) = place.take() {
+                        waiting.acquired = true;
+                    }
                     return Ok(lock);
                 }
                 Err(e) if !e.is_retryable() => return Err(e),
@@ -321,62 +351,56 @@ impl RedLock {
             let Some(pause) = retry.next_pause(made, started) else {
                 return Err(error);
             };
-            match &armed {
-                // Held by someone else: from now on, wait for its release. The next attempt
-                // comes right after the subscription, since a release made before it sent no
-                // message that we could get.
-                None if taken => {
-                    tracing::debug!(resource = %target.name, attempt = made, error = %error, "lock attempt failed; waiting for a release");
-                    armed = Some(self.arm(&target).await);
+            tracing::debug!(resource = %target.name, attempt = made, error = %error, "lock attempt failed");
+            last = Some(error);
+            match (&key, &place) {
+                // Taken: wait in line for a release. The head's next attempt comes right after
+                // the subscription, since a release made before it sent no message we could get.
+                (Some(key), None) if taken => {
+                    let joined = self.join(key).await;
+                    attempt_now = joined.ticket.is_head();
+                    place = Some(joined);
                 }
-                Some(armed) if taken => {
-                    let woken = wake::wait(&armed.entries, pause).await;
-                    counters.count(if woken { Event::Woken } else { Event::Paused });
-                    tracing::debug!(resource = %target.name, attempt = made, error = %error, woken, "lock attempt failed; retrying after a release or the pause");
-                }
+                (_, Some(_)) => attempt_now = false,
                 _ => {
-                    tracing::debug!(resource = %target.name, attempt = made, error = %error, ?pause, "lock attempt failed; retrying");
                     tokio::time::sleep(pause).await;
                     counters.count(Event::Paused);
+                    attempt_now = true;
                 }
             }
         }
     }
 
-    /// Subscribes to the release channels of `target`'s lock keys on every node, and returns
-    /// once a majority confirmed it (or once every node answered or timed out).
-    async fn arm(&self, target: &Target) -> Armed {
-        let prefix = &self.config().key_prefix;
-        let keys: Vec<String> = target
-            .resources
-            .iter()
-            .map(|r| format!("{prefix}{r}"))
-            .collect();
+    /// Joins the line of this client's callers waiting for `key`; the first subscribes to the
+    /// key's release channel on every node and waits until a majority confirmed it (or every
+    /// node answered or timed out).
+    async fn join(&self, key: &str) -> Place {
         let wakeups = &self.inner.wakeups;
-        let mut confirmations = Vec::with_capacity(self.inner.nodes.len());
-        let entries = wakeups.arm(&keys, |keys| {
-            let channels: Vec<String> = keys
-                .iter()
-                .map(|k| format!("{}{k}", wake::CHANNEL_PREFIX))
-                .collect();
+        let channel = format!("{}{key}", wake::CHANNEL_PREFIX);
+        let mut confirmations = Vec::new();
+        let ticket = wakeups.join(key, || {
             for node in &self.inner.nodes {
-                confirmations.push(node.listener().subscribe(channels.clone(), wakeups));
+                confirmations.push(node.listener().subscribe(vec![channel.clone()], wakeups));
             }
         });
-        let mut pending: FuturesUnordered<_> = confirmations.into_iter().collect();
-        let mut confirmed = 0;
-        while let Some(answer) = pending.next().await {
-            confirmed += usize::from(answer.unwrap_or(false));
-            if confirmed >= self.quorum() {
-                break;
-            }
-        }
-        tracing::debug!(resource = %target.name, confirmed, "waiting for a release");
-        Armed {
+        let place = Place {
             redlock: self.clone(),
-            keys,
-            entries,
+            key: key.to_string(),
+            ticket,
+            acquired: false,
+        };
+        if !confirmations.is_empty() {
+            let mut pending: FuturesUnordered<_> = confirmations.into_iter().collect();
+            let mut confirmed = 0;
+            while let Some(answer) = pending.next().await {
+                confirmed += usize::from(answer.unwrap_or(false));
+                if confirmed >= self.quorum() {
+                    break;
+                }
+            }
+            tracing::debug!(key, confirmed, "subscribed to the release channel");
         }
+        place
     }
 
     /// Checks resource names and makes their keys.

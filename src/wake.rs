@@ -1,31 +1,29 @@
-//! Waiting for a release instead of polling.
+//! Waiting for a release instead of polling, in line.
 //!
 //! A release deletes our keys with the RELEASE script, which also publishes, for each key it
 //! deleted, a message on the key's release channel (`quorumlock:released:` + the key) whose
-//! payload is the SHA1 of the released token (never the token). A client that found a lock
-//! taken and may retry *arms* a wait before its next attempt: it subscribes to the channels of
-//! the keys it wants on every node (one subscriber connection per node, opened the first time
-//! it waits), waits until a majority confirmed the subscription (up to the node timeout), and
-//! only then makes the attempt. If that attempt fails, it waits for a release message or its
-//! usual jittered pause, whichever comes first, and tries again at once.
+//! payload is the SHA1 of the released token (never the token).
 //!
-//! No wake-up is missed: a release that the holder made on a majority after our subscription
-//! was confirmed on a majority publishes on at least one node where we listen; a release made
-//! before that was visible to the attempt that followed the subscription. The pause stays as
-//! the fallback for what sends no message: a lock that expires, a release by another Redlock
-//! client, a message lost with a connection.
+//! Within one client, the callers waiting for a key form a queue, first come first served.
+//! Only the head of the queue makes attempts: after a failed one it waits for a release (a
+//! message from a node, or a release made by this client) or its retry pause, whichever comes
+//! first. The others wait for their turn and make no attempt. A release wakes the head alone,
+//! so one release costs one attempt, not one per waiter; a caller that arrives while others
+//! wait joins the queue instead of trying to barge in before the head.
 //!
-//! Within one process, waiters for a key share one subscription, and each release wakes one
-//! waiter, the one waiting longest (a [`Notify`] permit, kept if nobody waits at that moment):
-//! one release is one new attempt, not one per waiter. The messages of one release from the
-//! several nodes that deleted the key wake one waiter in all (they carry the same payload).
+//! The first waiter subscribes to the key's channel on every node (one subscriber connection
+//! per node, opened the first time this client waits) and waits until a majority confirmed;
+//! the subscription lasts while the queue is not empty. The head's first attempt after that
+//! is made at once: a release made before the subscription sent no message that we could get
+//! (design 2.4a has the argument that no wake-up is missed).
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::future::{select_all, FutureExt};
 use tokio::sync::Notify;
+use tokio::time::Instant;
 
 /// The prefix of the release channels: `quorumlock:released:` + the lock's key.
 pub(crate) const CHANNEL_PREFIX: &str = "quorumlock:released:";
@@ -33,109 +31,132 @@ pub(crate) const CHANNEL_PREFIX: &str = "quorumlock:released:";
 /// How many recent releases of a key are remembered to recognise their other messages.
 const RECENT: usize = 8;
 
-/// The waiters of one client, by key.
+/// The queues of one client, by key.
 #[derive(Debug, Default)]
 pub(crate) struct Wakeups {
-    keys: Mutex<HashMap<String, Weak<Entry>>>,
+    keys: Mutex<HashMap<String, Queue>>,
 }
 
-/// The waiters for one key.
 #[derive(Debug, Default)]
-pub(crate) struct Entry {
-    notify: Notify,
+struct Queue {
+    waiters: VecDeque<Arc<Ticket>>,
     /// Payloads of the latest releases seen, to count each release once.
-    recent: Mutex<VecDeque<Box<str>>>,
+    recent: VecDeque<Box<str>>,
 }
 
-impl Entry {
-    /// A release with this payload was seen: wakes one waiter, once per release.
-    fn released(&self, payload: &str) {
-        let Ok(mut recent) = self.recent.lock() else {
-            return;
-        };
-        if recent.iter().any(|p| &**p == payload) {
-            return;
+/// One waiter's place in a queue.
+#[derive(Debug, Default)]
+pub(crate) struct Ticket {
+    notify: Notify,
+    /// Set with a wake-up that means "released: attempt now" (rather than "you are the head
+    /// now").
+    released: AtomicBool,
+    head: AtomicBool,
+}
+
+impl Ticket {
+    /// Whether this waiter is the head of its line (the one that makes attempts).
+    pub(crate) fn is_head(&self) -> bool {
+        self.head.load(Ordering::SeqCst)
+    }
+
+    fn wake(&self, released: bool) {
+        if released {
+            self.released.store(true, Ordering::SeqCst);
         }
-        if recent.len() == RECENT {
-            recent.pop_front();
-        }
-        recent.push_back(payload.into());
-        drop(recent);
         self.notify.notify_one();
     }
 }
 
+/// How a wait ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Woken {
+    /// A release: attempt now.
+    Released,
+    /// The head's pause ran out: attempt now.
+    Paused,
+    /// The waiter's time is up.
+    Deadline,
+}
+
 impl Wakeups {
-    /// The entries of `keys`, created for those that have none; each is kept alive by the
-    /// waiters holding it.
-    #[cfg(test)]
-    fn entries(&self, keys: &[String]) -> Vec<Arc<Entry>> {
-        self.arm(keys, |_| {})
+    /// Whether callers of this client are waiting for `key`.
+    pub(crate) fn queued(&self, key: &str) -> bool {
+        self.keys
+            .lock()
+            .map(|keys| keys.get(key).is_some_and(|q| !q.waiters.is_empty()))
+            .unwrap_or(false)
     }
 
-    fn entries_in(map: &mut HashMap<String, Weak<Entry>>, keys: &[String]) -> Vec<Arc<Entry>> {
-        // Forget the keys nobody waits for any more.
-        map.retain(|_, entry| entry.strong_count() > 0);
-        keys.iter()
-            .map(|key| {
-                if let Some(entry) = map.get(key).and_then(Weak::upgrade) {
-                    return entry;
-                }
-                let entry = Arc::<Entry>::default();
-                map.insert(key.clone(), Arc::downgrade(&entry));
-                entry
-            })
-            .collect()
-    }
-
-    /// The entries of `keys` for a new waiter; `subscribe` is called with the keys while no
-    /// other waiter can arm or leave, so that subscriptions and unsubscriptions are ordered
-    /// as the waiters came and went.
-    pub(crate) fn arm(
-        &self,
-        keys: &[String],
-        subscribe: impl FnOnce(&[String]),
-    ) -> Vec<Arc<Entry>> {
-        let Ok(mut map) = self.keys.lock() else {
-            return keys.iter().map(|_| Arc::default()).collect();
+    /// Joins the queue for `key`. `subscribe` is called, while no other waiter can join or
+    /// leave, when the queue was empty: subscriptions and unsubscriptions then reach each node
+    /// in the order the queue emptied and filled.
+    pub(crate) fn join(&self, key: &str, subscribe: impl FnOnce()) -> Arc<Ticket> {
+        let ticket = Arc::<Ticket>::default();
+        let Ok(mut keys) = self.keys.lock() else {
+            return ticket;
         };
-        let entries = Self::entries_in(&mut map, keys);
-        subscribe(keys);
-        entries
+        let queue = keys.entry(key.to_string()).or_default();
+        if queue.waiters.is_empty() {
+            ticket.head.store(true, Ordering::SeqCst);
+            subscribe();
+        }
+        queue.waiters.push_back(Arc::clone(&ticket));
+        ticket
     }
 
-    /// A waiter leaves: `unsubscribe` is called with the keys that nobody waits for any more.
+    /// Leaves the queue for `key`. A head that leaves without the lock hands the turn on with
+    /// a wake-up (the lock may be free); one that got it hands on the headship only, and its
+    /// release will wake the next. `unsubscribe` is called when the queue is empty.
     pub(crate) fn leave(
         &self,
-        keys: &[String],
-        entries: Vec<Arc<Entry>>,
-        unsubscribe: impl FnOnce(Vec<String>),
+        key: &str,
+        ticket: &Arc<Ticket>,
+        acquired: bool,
+        unsubscribe: impl FnOnce(),
     ) {
-        let Ok(mut map) = self.keys.lock() else {
+        let Ok(mut keys) = self.keys.lock() else {
             return;
         };
-        let mut idle = Vec::new();
-        for (key, entry) in keys.iter().zip(entries) {
-            if Arc::strong_count(&entry) == 1 {
-                map.remove(key);
-                idle.push(key.clone());
+        let Some(queue) = keys.get_mut(key) else {
+            return;
+        };
+        let was_head = queue
+            .waiters
+            .front()
+            .is_some_and(|t| Arc::ptr_eq(t, ticket));
+        queue.waiters.retain(|t| !Arc::ptr_eq(t, ticket));
+        if let Some(next) = queue.waiters.front() {
+            if was_head {
+                next.head.store(true, Ordering::SeqCst);
+                // A release that woke us and that we did not use goes on with the turn.
+                let unused = ticket.released.load(Ordering::SeqCst);
+                next.wake(!acquired || unused);
             }
-        }
-        if !idle.is_empty() {
-            unsubscribe(idle);
+        } else {
+            keys.remove(key);
+            unsubscribe();
         }
     }
 
     /// A release of `key` was seen (a message, or a release made by this client), with the
-    /// payload that identifies it.
+    /// payload that identifies it: wakes the head of its queue, once per release.
     pub(crate) fn released(&self, key: &str, payload: &str) {
-        let entry = self
-            .keys
-            .lock()
-            .ok()
-            .and_then(|map| map.get(key).and_then(Weak::upgrade));
-        if let Some(entry) = entry {
-            entry.released(payload);
+        let Ok(mut keys) = self.keys.lock() else {
+            return;
+        };
+        let Some(queue) = keys.get_mut(key) else {
+            return;
+        };
+        if queue.recent.iter().any(|p| &**p == payload) {
+            return;
+        }
+        if queue.recent.len() == RECENT {
+            queue.recent.pop_front();
+        }
+        queue.recent.push_back(payload.into());
+        if let Some(head) = queue.waiters.front() {
+            head.wake(true);
         }
     }
 
@@ -147,16 +168,35 @@ impl Wakeups {
     }
 }
 
-/// Waits for a release of any of `entries`, or for `fallback`; says whether a release woke it.
-pub(crate) async fn wait(entries: &[Arc<Entry>], fallback: Duration) -> bool {
-    if entries.is_empty() {
-        tokio::time::sleep(fallback).await;
-        return false;
-    }
-    let released = select_all(entries.iter().map(|e| e.notify.notified().boxed()));
-    tokio::select! {
-        _ = released => true,
-        () = tokio::time::sleep(fallback) => false,
+/// Waits for this waiter's turn to attempt: a release while it is the head; its `pause` once
+/// it is the head; or `deadline`, whichever comes first.
+pub(crate) async fn wait(ticket: &Ticket, pause: Duration, deadline: Option<Instant>) -> Woken {
+    let far = Instant::now() + Duration::from_secs(3600 * 24 * 365);
+    let deadline = deadline.unwrap_or(far);
+    let mut paused_at: Option<Instant> = None;
+    loop {
+        let notified = ticket.notify.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        if ticket.released.swap(false, Ordering::SeqCst) {
+            return Woken::Released;
+        }
+        let until = if ticket.head.load(Ordering::SeqCst) {
+            let at = *paused_at.get_or_insert_with(|| Instant::now() + pause);
+            at.min(deadline)
+        } else {
+            deadline
+        };
+        tokio::select! {
+            () = &mut notified => continue,
+            () = tokio::time::sleep_until(until) => {
+                return if until >= deadline && paused_at.is_none_or(|at| at > deadline) {
+                    Woken::Deadline
+                } else {
+                    Woken::Paused
+                };
+            }
+        }
     }
 }
 
@@ -170,34 +210,59 @@ pub(crate) fn payload(token: &str) -> String {
 mod tests {
     use super::*;
 
+    const LONG: Duration = Duration::from_secs(3600);
+
     #[tokio::test]
-    async fn a_release_wakes_one_waiter_once_whatever_the_number_of_messages() {
+    async fn a_release_wakes_the_head_once_whatever_the_number_of_messages() {
+        tokio::time::pause();
         let wakeups = Wakeups::default();
-        let a = wakeups.entries(&["k".to_string()]);
-        let b = wakeups.entries(&["k".to_string()]);
-        assert!(Arc::ptr_eq(&a[0], &b[0]), "one entry per key");
-        // Five nodes publish the same release, before anyone waits: one permit is kept.
+        let mut subscribed = 0;
+        let a = wakeups.join("k", || subscribed += 1);
+        let b = wakeups.join("k", || subscribed += 1);
+        assert_eq!(subscribed, 1, "one subscription per queue");
+        assert!(wakeups.queued("k"));
+        // Five nodes publish the same release, before the head waits: one wake-up is kept.
         for _ in 0..5 {
             wakeups.message("quorumlock:released:k", "sha-of-token-1");
         }
-        assert!(wait(&a, Duration::from_secs(3600)).await);
-        // Nothing more for the second waiter from that release.
-        tokio::time::pause();
-        assert!(!wait(&b, Duration::from_secs(1)).await);
-        // A second release wakes it.
+        assert_eq!(wait(&a, LONG, None).await, Woken::Released);
+        // The second waiter is not the head: it is not woken, and makes no attempt of its own.
+        let deadline = Instant::now() + Duration::from_secs(1);
+        assert_eq!(wait(&b, LONG, Some(deadline)).await, Woken::Deadline);
+        // The head got the lock and leaves: b is the head, and waits for the release.
+        wakeups.leave("k", &a, true, || panic!("b still waits"));
         wakeups.message("quorumlock:released:k", "sha-of-token-2");
-        assert!(wait(&b, Duration::from_secs(3600)).await);
+        assert_eq!(wait(&b, LONG, None).await, Woken::Released);
+        let mut unsubscribed = false;
+        wakeups.leave("k", &b, true, || unsubscribed = true);
+        assert!(unsubscribed && !wakeups.queued("k"));
+    }
+
+    #[tokio::test]
+    async fn the_head_attempts_after_its_pause_and_the_others_do_not() {
+        tokio::time::pause();
+        let wakeups = Wakeups::default();
+        let a = wakeups.join("k", || {});
+        let b = wakeups.join("k", || {});
+        assert_eq!(
+            wait(&a, Duration::from_millis(100), None).await,
+            Woken::Paused
+        );
+        let deadline = Instant::now() + LONG;
+        // A head that gives up hands the turn on at once: the lock may be free.
+        wakeups.leave("k", &a, false, || {});
+        assert_eq!(wait(&b, LONG, Some(deadline)).await, Woken::Released);
     }
 
     #[tokio::test]
     async fn other_channels_and_keys_wake_nobody() {
         tokio::time::pause();
         let wakeups = Wakeups::default();
-        let entries = wakeups.entries(&["k".to_string()]);
+        let a = wakeups.join("k", || {});
         wakeups.message("quorumlock:released:other", "x");
         wakeups.message("elsewhere:k", "x");
         wakeups.released("k2", "x");
-        assert!(!wait(&entries, Duration::from_secs(1)).await);
+        assert_eq!(wait(&a, Duration::from_secs(1), None).await, Woken::Paused);
     }
 
     #[test]

@@ -132,3 +132,42 @@ async fn a_user_that_may_not_publish_still_releases() {
     })
     .await;
 }
+
+/// Callers of one client that wait for a resource queue up: each release wakes the first
+/// in line only, and a caller that arrives while others wait joins the line instead of
+/// attempting. Almost every attempt gets the lock.
+#[tokio::test]
+async fn waiters_of_one_client_take_turns_without_wasting_attempts() {
+    const TASKS: u64 = 8;
+    const ROUNDS: u64 = 10;
+    let q = LocalQuorum::start(3).await.unwrap();
+    let redlock = common::client(&q).await;
+    let tasks: Vec<_> = (0..TASKS)
+        .map(|_| {
+            let redlock = redlock.clone();
+            tokio::spawn(async move {
+                for _ in 0..ROUNDS {
+                    let lock = redlock
+                        .lock_with("wake-turns", Duration::from_secs(10), patient())
+                        .await
+                        .expect("locks");
+                    tokio::task::yield_now().await;
+                    lock.release().await.expect("releases");
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        tokio::time::timeout(HANG, task)
+            .await
+            .expect("a waiter missed its turn")
+            .expect("joined");
+    }
+    let stats = redlock.stats();
+    assert_eq!(stats.acquired, TASKS * ROUNDS);
+    // A caller attempts without waiting only when nobody is in line: at the start, at the
+    // end, and when the line happens to be empty between two turns.
+    let wasted = stats.attempts - stats.acquired;
+    assert!(wasted <= 2 * TASKS, "{stats:?}");
+    assert_eq!(stats.paused, 0, "{stats:?}");
+}
