@@ -135,13 +135,14 @@ impl RedLock {
             .enumerate()
             .map(|(i, url)| Node::connect(i, url, &config, Arc::clone(&fleet), preload))
             .collect::<Result<Vec<_>, _>>()?;
+        let wakeups = Arc::new(Wakeups::new(config.nodes.len()));
         Ok(RedLock {
             inner: Arc::new(Inner {
                 config,
                 nodes,
                 background: Arc::default(),
                 keeper: Keeper::default(),
-                wakeups: Arc::default(),
+                wakeups,
                 counters: Counters::default(),
             }),
         })

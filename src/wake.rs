@@ -35,13 +35,16 @@ const RECENT: usize = 8;
 #[derive(Debug, Default)]
 pub(crate) struct Wakeups {
     keys: Mutex<HashMap<String, Queue>>,
+    /// The messages of one release after which a majority of nodes has deleted the key.
+    quorum: usize,
 }
 
 #[derive(Debug, Default)]
 struct Queue {
     waiters: VecDeque<Arc<Ticket>>,
-    /// Payloads of the latest releases seen, to count each release once.
-    recent: VecDeque<Box<str>>,
+    /// The latest releases seen, with how many of their messages came (`usize::MAX` once
+    /// this client saw it confirmed by a majority).
+    recent: VecDeque<(Box<str>, usize)>,
 }
 
 /// One waiter's place in a queue.
@@ -80,6 +83,14 @@ pub(crate) enum Woken {
 }
 
 impl Wakeups {
+    /// The queues of a client of `nodes` nodes.
+    pub(crate) fn new(nodes: usize) -> Wakeups {
+        Wakeups {
+            keys: Mutex::default(),
+            quorum: crate::quorum::quorum(nodes),
+        }
+    }
+
     /// Whether callers of this client are waiting for `key`.
     pub(crate) fn queued(&self, key: &str) -> bool {
         self.keys
@@ -106,8 +117,9 @@ impl Wakeups {
     }
 
     /// Leaves the queue for `key`. A head that leaves without the lock hands the turn on with
-    /// a wake-up (the lock may be free); one that got it hands on the headship only, and its
-    /// release will wake the next. `unsubscribe` is called when the queue is empty.
+    /// a wake-up (the lock may be free, or a release woke it that it did not use); one that
+    /// got it hands on the headship only, and its release will wake the next. `unsubscribe`
+    /// is called when the queue is empty.
     pub(crate) fn leave(
         &self,
         key: &str,
@@ -129,9 +141,7 @@ impl Wakeups {
         if let Some(next) = queue.waiters.front() {
             if was_head {
                 next.head.store(true, Ordering::SeqCst);
-                // A release that woke us and that we did not use goes on with the turn.
-                let unused = ticket.released.load(Ordering::SeqCst);
-                next.wake(!acquired || unused);
+                next.wake(!acquired);
             }
         } else {
             keys.remove(key);
@@ -139,31 +149,49 @@ impl Wakeups {
         }
     }
 
-    /// A release of `key` was seen (a message, or a release made by this client), with the
-    /// payload that identifies it: wakes the head of its queue, once per release.
+    /// This client saw its release of `key` confirmed by a majority: wakes the head of the
+    /// queue, and the release's messages from the nodes wake nobody after that.
     pub(crate) fn released(&self, key: &str, payload: &str) {
+        self.seen(key, payload, true);
+    }
+
+    /// A node announced a release of `key`. The first message of a release wakes the head of
+    /// the queue at once (the other nodes delete at about the same time); the message that
+    /// shows a majority deleted wakes it again, in case the first attempt came too early.
+    /// Other messages wake nobody.
+    fn seen(&self, key: &str, payload: &str, confirmed: bool) {
         let Ok(mut keys) = self.keys.lock() else {
             return;
         };
         let Some(queue) = keys.get_mut(key) else {
             return;
         };
-        if queue.recent.iter().any(|p| &**p == payload) {
-            return;
-        }
-        if queue.recent.len() == RECENT {
-            queue.recent.pop_front();
-        }
-        queue.recent.push_back(payload.into());
-        if let Some(head) = queue.waiters.front() {
-            head.wake(true);
+        let count = match queue.recent.iter_mut().find(|(p, _)| &**p == payload) {
+            Some((_, count)) if *count == usize::MAX => return,
+            Some((_, count)) => {
+                *count = if confirmed { usize::MAX } else { *count + 1 };
+                *count
+            }
+            None => {
+                if queue.recent.len() == RECENT {
+                    queue.recent.pop_front();
+                }
+                let count = if confirmed { usize::MAX } else { 1 };
+                queue.recent.push_back((payload.into(), count));
+                count
+            }
+        };
+        if count == 1 || count == self.quorum || count == usize::MAX {
+            if let Some(head) = queue.waiters.front() {
+                head.wake(true);
+            }
         }
     }
 
     /// A message on a release channel.
     pub(crate) fn message(&self, channel: &str, payload: &str) {
         if let Some(key) = channel.strip_prefix(CHANNEL_PREFIX) {
-            self.released(key, payload);
+            self.seen(key, payload, false);
         }
     }
 }
@@ -215,7 +243,7 @@ mod tests {
     #[tokio::test]
     async fn a_release_wakes_the_head_once_whatever_the_number_of_messages() {
         tokio::time::pause();
-        let wakeups = Wakeups::default();
+        let wakeups = Wakeups::new(5);
         let mut subscribed = 0;
         let a = wakeups.join("k", || subscribed += 1);
         let b = wakeups.join("k", || subscribed += 1);
@@ -241,7 +269,7 @@ mod tests {
     #[tokio::test]
     async fn the_head_attempts_after_its_pause_and_the_others_do_not() {
         tokio::time::pause();
-        let wakeups = Wakeups::default();
+        let wakeups = Wakeups::new(5);
         let a = wakeups.join("k", || {});
         let b = wakeups.join("k", || {});
         assert_eq!(
@@ -257,7 +285,7 @@ mod tests {
     #[tokio::test]
     async fn other_channels_and_keys_wake_nobody() {
         tokio::time::pause();
-        let wakeups = Wakeups::default();
+        let wakeups = Wakeups::new(5);
         let a = wakeups.join("k", || {});
         wakeups.message("quorumlock:released:other", "x");
         wakeups.message("elsewhere:k", "x");

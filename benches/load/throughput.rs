@@ -189,6 +189,8 @@ struct Contended {
     secs: f64,
     /// Acquisitions in the whole run, window or not.
     acquired: u64,
+    /// Median time from a holder's release call to the next grant, ms.
+    gap_p50_ms: f64,
     /// Lock attempts in the whole run.
     attempts: u64,
 }
@@ -232,6 +234,8 @@ async fn run_contended(
     rslock.set_retry(CONTENTION_ATTEMPTS, s.jitter);
     let holders = Arc::new(AtomicUsize::new(0));
     let overlaps = Arc::new(AtomicU64::new(0));
+    // When the last holder began to release, and the gaps from there to the next grant.
+    let handoff: Arc<std::sync::Mutex<(Option<Instant>, Vec<Duration>)>> = Arc::default();
     let (from, until) = window(s.secs);
     let (hold, jitter) = (s.hold, s.jitter);
     let handles: Vec<_> = (0..s.contenders)
@@ -239,6 +243,7 @@ async fn run_contended(
             let (clients, rslock, resource) =
                 (Arc::clone(clients), rslock.clone(), Arc::clone(&resource));
             let (holders, overlaps) = (Arc::clone(&holders), Arc::clone(&overlaps));
+            let handoff = Arc::clone(&handoff);
             tokio::spawn(async move {
                 let (mut acquired, mut gave_up, mut all) = (0u64, 0u64, 0u64);
                 while Instant::now() < until {
@@ -252,8 +257,18 @@ async fn run_contended(
                     if holders.fetch_add(1, Ordering::SeqCst) != 0 {
                         overlaps.fetch_add(1, Ordering::Relaxed);
                     }
+                    if let Ok(mut h) = handoff.lock() {
+                        if let Some(released) = h.0.take() {
+                            if at >= from && at < until {
+                                h.1.push(at.saturating_duration_since(released));
+                            }
+                        }
+                    }
                     tokio::time::sleep(hold).await;
                     holders.fetch_sub(1, Ordering::SeqCst);
+                    if let Ok(mut h) = handoff.lock() {
+                        h.0 = Some(Instant::now());
+                    }
                     clients.release(held).await;
                     acquired += u64::from(at >= from && at < until);
                     all += 1;
@@ -272,7 +287,13 @@ async fn run_contended(
         acquired_all += all;
     }
     tokio::time::sleep(Duration::from_millis(50)).await;
+    let mut gaps = handoff.lock().map(|h| h.1.clone()).unwrap_or_default();
+    gaps.sort();
+    let gap_p50_ms = gaps
+        .get(gaps.len() / 2)
+        .map_or(f64::NAN, |d| d.as_secs_f64() * 1e3);
     Contended {
+        gap_p50_ms,
         per_task,
         gave_up,
         overlaps: overlaps.load(Ordering::Relaxed),
@@ -299,13 +320,14 @@ pub(crate) async fn contention(
             let total: u64 = w.per_task.iter().sum();
             eprintln!(
                 "c: round {round}: {}: {:.0} handoffs/s, Jain {:.3}, {} gave up, {} overlaps, \
-                 {:.2} wasted attempts per acquisition",
+                 {:.2} wasted attempts per acquisition, release to next grant p50 {:.3} ms",
                 imp.name(),
                 total as f64 / w.secs,
                 jain(&w.per_task),
                 w.gave_up,
                 w.overlaps,
-                w.wasted()
+                w.wasted(),
+                w.gap_p50_ms
             );
             windows[i].push(w);
         }
@@ -332,6 +354,8 @@ pub(crate) async fn contention(
         let overlaps: u64 = windows.iter().map(|w| w.overlaps).sum();
         let wasted: Vec<f64> = windows.iter().map(Contended::wasted).collect();
         let wasted = median(&wasted);
+        let gaps: Vec<f64> = windows.iter().map(|w| w.gap_p50_ms).collect();
+        let gap = median(&gaps);
         let rate = median(&rates);
         rows.push(vec![
             imp.name().to_string(),
@@ -342,6 +366,7 @@ pub(crate) async fn contention(
             gave_up.to_string(),
             overlaps.to_string(),
             fmt(wasted, 2),
+            fmt(gap, 3),
         ]);
         results.push(json!({
             "impl": imp.name(),
@@ -353,8 +378,10 @@ pub(crate) async fn contention(
             "gave_up": gave_up,
             "overlaps": overlaps,
             "wasted_attempts_per_acquisition": wasted,
+            "release_to_grant_p50_ms": gap,
             "rounds": windows.iter().map(|w| json!({
                 "wasted_attempts_per_acquisition": w.wasted(),
+                "release_to_grant_p50_ms": w.gap_p50_ms,
                 "handoffs_per_s": w.per_task.iter().sum::<u64>() as f64 / w.secs,
                 "per_task": w.per_task,
                 "jain": jain(&w.per_task),
@@ -382,6 +409,7 @@ pub(crate) async fn contention(
             "gave up",
             "overlaps",
             "wasted attempts/acq.",
+            "release→grant p50 ms",
         ],
         &rows,
     );
