@@ -9,7 +9,7 @@ use crate::config::RedLockBuilder;
 use crate::error::ConfigError;
 use crate::health::Excluded;
 use crate::node::Node;
-use crate::probe;
+use crate::probe::{self, KeySpace};
 use crate::redlock::RedLock;
 use crate::report::{self, NodeReport, Observed, Rules};
 
@@ -59,10 +59,11 @@ impl RedLock {
             quarantine: config.quarantine,
             max_ttl: config.max_ttl,
         };
+        let keys = KeySpace::of(config);
         join_all(
             self.node_list()
                 .iter()
-                .map(|node| inspect_node(node, clock_window, rules)),
+                .map(|node| inspect_node(node, clock_window, rules, &keys)),
         )
         .await
     }
@@ -84,7 +85,12 @@ impl RedLock {
     }
 }
 
-async fn inspect_node(node: &Node, clock_window: Duration, rules: Rules) -> NodeReport {
+async fn inspect_node(
+    node: &Node,
+    clock_window: Duration,
+    rules: Rules,
+    keys: &KeySpace,
+) -> NodeReport {
     let (client, timeout) = (node.client(), node.timeout());
     let mut seen = Observed::default();
     let not_connected = || match node.last_error() {
@@ -106,9 +112,9 @@ async fn inspect_node(node: &Node, clock_window: Duration, rules: Rules) -> Node
         Ok(rtt) => {
             seen.round_trip = Some(rtt);
             seen.facts = probe::facts(client, timeout).await.ok();
-            let (refused, unchecked) = probe::permissions(client, timeout).await;
-            seen.refused = refused;
-            seen.unchecked = unchecked;
+            let permissions = probe::permissions(client, timeout, keys).await;
+            seen.refused = permissions.refused;
+            seen.unchecked = permissions.unanswered;
             seen.clock_rate = probe::clock_rate(client, clock_window, timeout).await;
             let (_, quarantined_for) = node.admission().snapshot();
             seen.quarantined_for = quarantined_for;

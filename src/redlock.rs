@@ -23,6 +23,7 @@ use crate::keep::{KeepAlive, LockHandle};
 use crate::keeper::Keeper;
 use crate::lock::{Acquisition, Keys, Lock};
 use crate::node::{Answer, Node, NodeResult};
+use crate::probe::KeySpace;
 use crate::quorum::{quorum, validity, Ballot, Decision, Tally};
 use crate::token::Token;
 
@@ -91,6 +92,7 @@ impl RedLock {
             config.quarantine,
             config.max_ttl,
             config.node_timeout,
+            KeySpace::of(&config),
         ));
         let nodes = config
             .nodes

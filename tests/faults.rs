@@ -5,7 +5,7 @@ mod common;
 use std::time::Duration;
 
 use common::{builder, client, connected, eventually, holders};
-use quorumlock::testkit::{LocalQuorum, NodeOptions};
+use quorumlock::testkit::{LocalQuorum, NodeOptions, Reply};
 use quorumlock::{Error, NodeErrorKind, Retry};
 
 fn quorum_of(alive: usize, n: usize) -> bool {
@@ -399,40 +399,35 @@ async fn a_node_frozen_past_the_timeout_is_cleaned_up_when_it_resumes() {
     .await;
 }
 
-/// ACL users in the URL (`redis://user:password@host`); a user that may not run scripts
-/// takes locks but cannot release them, which is reported as an authorization failure.
+/// ACL users in the URL (`redis://user:password@host`) are used. A node whose user may not do
+/// everything the client needs is found out when it connects, and its votes do not count:
+/// no lock is granted that could not be released. A user that may take a lock with a plain
+/// `SET NX` but may not run the release script used to be granted the lock, and then left
+/// its keys behind for the whole ttl.
 #[tokio::test]
-async fn acl_users_in_the_url_are_used_and_missing_permissions_are_reported() {
+async fn acl_users_in_the_url_are_used_and_missing_permissions_exclude_the_node() {
     let q = LocalQuorum::start(3).await.unwrap();
+    let users: [&[&str]; 4] = [
+        &["locker", "on", ">locker-pw", "~*", "+@all"],
+        &[
+            "noscripts",
+            "on",
+            ">ns-pw",
+            "~*",
+            "+@all",
+            "-eval",
+            "-evalsha",
+        ],
+        // The release script deletes with DEL.
+        &["nodel", "on", ">nd-pw", "~*", "+@all", "-del"],
+        &["app", "on", ">app-pw", "~app:*", "+@all"],
+    ];
     for node in q.nodes() {
-        let ok = node
-            .command(&[
-                "ACL",
-                "SETUSER",
-                "locker",
-                "on",
-                ">locker-pw",
-                "~*",
-                "+@all",
-            ])
-            .await
-            .unwrap();
-        assert_eq!(ok.as_str(), Some("OK"));
-        let ok = node
-            .command(&[
-                "ACL",
-                "SETUSER",
-                "noscripts",
-                "on",
-                ">ns-pw",
-                "~*",
-                "+@all",
-                "-eval",
-                "-evalsha",
-            ])
-            .await
-            .unwrap();
-        assert_eq!(ok.as_str(), Some("OK"));
+        for user in users {
+            let args: Vec<&str> = ["ACL", "SETUSER"].iter().chain(user).copied().collect();
+            let ok = node.command(&args).await.unwrap();
+            assert_eq!(ok.as_str(), Some("OK"));
+        }
     }
     let with_user = |user: &str| -> Vec<String> {
         q.nodes()
@@ -440,13 +435,13 @@ async fn acl_users_in_the_url_are_used_and_missing_permissions_are_reported() {
             .map(|n| format!("redis://{user}@127.0.0.1:{}", n.port()))
             .collect()
     };
-    let redlock = connected(
+    let client_of = |user: &str| {
         quorumlock::RedLock::builder()
             .quarantine(false)
-            .nodes(with_user("locker:locker-pw"))
-            .retry(Retry::none()),
-    )
-    .await;
+            .nodes(with_user(user))
+            .retry(Retry::none())
+    };
+    let redlock = connected(client_of("locker:locker-pw")).await;
     redlock
         .try_lock("acl")
         .await
@@ -454,44 +449,53 @@ async fn acl_users_in_the_url_are_used_and_missing_permissions_are_reported() {
         .release()
         .await
         .unwrap();
+    // Keys under the prefix only: fine without fencing.
+    let app = connected(client_of("app:app-pw").key_prefix("app:").fencing(false)).await;
+    app.try_lock("acl").await.unwrap().release().await.unwrap();
 
-    // Without fencing, a plain SET NX takes the lock; the release needs a script.
-    let limited = connected(
-        quorumlock::RedLock::builder()
-            .quarantine(false)
-            .nodes(with_user("noscripts:ns-pw"))
-            .fencing(false)
-            .retry(Retry::none()),
-    )
-    .await;
-    let lock = limited.try_lock("acl-limited").await.unwrap();
-    match lock.release().await {
-        Err(Error::NoQuorum { failures, .. }) => {
-            assert!(
-                failures.iter().all(|f| f.kind == NodeErrorKind::Auth),
-                "{failures:?}"
+    // Refused at once, on every node, for what each user lacks; nothing is set anywhere.
+    let refused = [
+        // Without fencing a plain SET NX would take the lock; the release needs a script.
+        (client_of("noscripts:ns-pw").fencing(false), "EVALSHA, EVAL"),
+        // With fencing, acquiring needs a script too.
+        (client_of("noscripts:ns-pw"), "EVALSHA, EVAL"),
+        (client_of("nodel:nd-pw").fencing(false), "(DEL)"),
+        // Key patterns are checked under the prefix in use...
+        (
+            client_of("app:app-pw").key_prefix("other:").fencing(false),
+            "SET on other:*",
+        ),
+        // ... and the fencing counters' keys.
+        (
+            client_of("app:app-pw").key_prefix("app:"),
+            "on app:* and quorumlock:fence:app:*",
+        ),
+    ];
+    for (builder, missing) in refused {
+        let limited = connected(builder).await;
+        let key = format!("{}acl-limited", limited.config().key_prefix());
+        match limited.try_lock("acl-limited").await {
+            Err(Error::NoQuorum { failures, .. }) => {
+                // Decided as soon as a majority failed.
+                assert!(failures.len() >= 2, "{missing}: {failures:?}");
+                for f in &failures {
+                    assert_eq!(f.kind, NodeErrorKind::Auth, "{missing}: {f}");
+                    assert!(f.message.contains(missing), "{missing}: {f}");
+                    assert!(f.message.contains("ACL refuses"), "{f}");
+                }
+            }
+            other => panic!("{missing}: {other:?}"),
+        }
+        assert_eq!(holders(&q, &key).await, 0, "{missing}");
+        for node in q.nodes() {
+            let probes = node.command(&["KEYS", "*probe*"]).await.unwrap();
+            assert_eq!(
+                probes,
+                Reply::Array(Some(Vec::new())),
+                "{missing}: the probe wrote nothing"
             );
         }
-        other => panic!("{other:?}"),
     }
-    // With fencing, acquiring needs a script too: refused, and nothing is set.
-    let fenced = connected(
-        quorumlock::RedLock::builder()
-            .quarantine(false)
-            .nodes(with_user("noscripts:ns-pw"))
-            .retry(Retry::none()),
-    )
-    .await;
-    match fenced.try_lock("acl-fenced").await {
-        Err(Error::NoQuorum { failures, .. }) => {
-            assert!(
-                failures.iter().all(|f| f.kind == NodeErrorKind::Auth),
-                "{failures:?}"
-            );
-        }
-        other => panic!("{other:?}"),
-    }
-    assert_eq!(holders(&q, "acl-fenced").await, 0);
 }
 
 /// How many connections `node` has accepted since it started.
