@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use fred::clients::Client;
 use fred::interfaces::ClientLike;
+use tokio::sync::Notify;
 
 use crate::error::NodeErrorKind;
 use crate::health::{self, Excluded, Facts};
@@ -24,6 +25,8 @@ pub(crate) struct Fleet {
     pub(crate) timeout: Duration,
     /// Where the client's keys live, for the permission check.
     pub(crate) keys: KeySpace,
+    /// Notified whenever a check ends (see `RedLock::wait_for_quorum`).
+    pub(crate) checked: Notify,
 }
 
 impl Fleet {
@@ -40,6 +43,7 @@ impl Fleet {
             max_ttl,
             timeout,
             keys,
+            checked: Notify::new(),
         }
     }
 
@@ -122,6 +126,11 @@ impl Admission {
 
     pub(crate) fn is_checked(&self) -> bool {
         self.state().checked
+    }
+
+    /// Whether a connection was ever made (each one starts a check).
+    pub(crate) fn ever_connected(&self) -> bool {
+        self.state().generation > 0
     }
 
     /// Why a vote may not be sent to the node now: [`excluded`](Self::excluded), except that
@@ -260,6 +269,7 @@ impl Admission {
         state.facts = Some(facts);
         state.checked = true;
         drop(state);
+        self.fleet.checked.notify_waiters();
         if let Some(first) = self.fleet.same_server_as(self.index) {
             tracing::error!(
                 node,

@@ -68,8 +68,15 @@ impl RedLock {
         .await
     }
 
-    /// Refuses two nodes that are the same server.
-    pub(crate) fn check_distinct(&self) -> Result<(), ConfigError> {
+    /// Refuses a configuration in which two URLs reach the same server (the same `run_id`),
+    /// among the nodes checked so far: what [`RedLockBuilder::connect`] does after waiting
+    /// for every node, for a client that waited only for a quorum
+    /// ([`wait_for_quorum`](Self::wait_for_quorum)). Whether or not this is called, the
+    /// later of two such nodes never counts.
+    ///
+    /// # Errors
+    /// [`ConfigError::SameServer`] for the first repeat found.
+    pub fn check_distinct(&self) -> Result<(), ConfigError> {
         for node in self.node_list() {
             if let Some(Excluded::SameServerAs { index }) = node.excluded() {
                 let (facts, _) = node.admission().snapshot();

@@ -74,6 +74,79 @@ async fn succeeds_when_a_minority_is_frozen_and_leaves_nothing_behind_on_it() {
     assert_eq!(holders(&q, "frozen-minority").await, 0);
 }
 
+/// Waiting for a quorum does not wait for a frozen node (it accepts the TCP connection, its
+/// kernel completes the handshake, but it never answers the connection check), and neither
+/// does `settle`: nothing was ever sent to a node that never connected. The connect and
+/// node timeouts and the waits are an hour; the outer timeouts only detect a hang.
+#[tokio::test]
+async fn waiting_for_a_quorum_does_not_wait_for_a_frozen_node() {
+    let mut q = LocalQuorum::start(5).await.unwrap();
+    q.node_mut(4).freeze().unwrap();
+    let hour = Duration::from_secs(3600);
+    let redlock = builder(&q)
+        .connect_timeout(hour)
+        .node_timeout(hour)
+        .build()
+        .unwrap();
+    let hang = Duration::from_secs(60);
+    let counted = tokio::time::timeout(hang, redlock.wait_for_quorum(hour))
+        .await
+        .expect("a quorum without the frozen node");
+    assert!(counted >= 3, "{counted}");
+    assert!(
+        redlock.connected_nodes() <= 4,
+        "the frozen node is not ready"
+    );
+    let lock = redlock.try_lock("quorum-start").await.unwrap();
+    lock.release().await.unwrap();
+    let settled = tokio::time::timeout(hang, redlock.settle(hour)).await;
+    assert_eq!(settled.ok(), Some(true), "settle waits for the frozen node");
+
+    // Nothing reached the frozen node: once it answers, it connects and holds no key.
+    q.node_mut(4).resume().unwrap();
+    eventually("the resumed node is connected and checked", || async {
+        redlock.connected_nodes() == 5
+    })
+    .await;
+    assert_eq!(common::get(q.node(4), "quorum-start").await, None);
+    common::no_holders(&q, "quorum-start").await;
+}
+
+/// An attempt made while a node is still connecting gets a failed vote from it, as from a
+/// node that is down: here a majority is then missing, and the attempt fails at the node
+/// timeout instead of waiting for the connection.
+#[tokio::test]
+async fn a_node_still_connecting_is_a_failed_vote() {
+    let mut q = LocalQuorum::start(3).await.unwrap();
+    q.node_mut(2).freeze().unwrap();
+    let hour = Duration::from_secs(3600);
+    let redlock = builder(&q).connect_timeout(hour).build().unwrap();
+    let hang = Duration::from_secs(60);
+    let counted = tokio::time::timeout(hang, redlock.wait_for_quorum(hour))
+        .await
+        .expect("a quorum without the frozen node");
+    assert_eq!(counted, 2);
+    q.node_mut(1).freeze().unwrap();
+    let attempt = tokio::time::timeout(hang, redlock.try_lock("still-connecting"))
+        .await
+        .expect("the attempt does not wait for the connection");
+    match attempt {
+        Err(Error::NoQuorum { failures, .. }) => {
+            let connecting = failures.iter().find(|f| f.index == 2);
+            let connecting = connecting.unwrap_or_else(|| panic!("{failures:?}"));
+            assert_eq!(connecting.kind, NodeErrorKind::Timeout, "{connecting}");
+        }
+        other => panic!("{other:?}"),
+    }
+    q.node_mut(1).resume().unwrap();
+    q.node_mut(2).resume().unwrap();
+    eventually("every node is connected and checked", || async {
+        redlock.connected_nodes() == 3
+    })
+    .await;
+    common::no_holders(&q, "still-connecting").await;
+}
+
 #[tokio::test]
 async fn fails_when_a_majority_is_down_and_leaves_no_key_on_any_node() {
     let mut q = LocalQuorum::start(5).await.unwrap();
