@@ -1,6 +1,7 @@
 //! Whether a node's votes count right now. Every connection (the first and each reconnect)
 //! is checked before its votes count: who the server is, whether it restarted, whether it is
-//! a replica or a server already configured under another URL. The rules are in `health.rs`;
+//! a replica or a server already configured under another URL, whether its ACL lets the
+//! client do everything a lock needs (so that no lock is granted that cannot be released). The rules are in `health.rs`;
 //! this file keeps the per-node state and runs the checks.
 
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -8,10 +9,11 @@ use std::time::{Duration, Instant};
 
 use fred::clients::Client;
 use fred::interfaces::ClientLike;
+use tokio::sync::Notify;
 
 use crate::error::NodeErrorKind;
 use crate::health::{self, Excluded, Facts};
-use crate::probe;
+use crate::probe::{self, KeySpace};
 
 /// Settings and state shared by the nodes of one client.
 #[derive(Debug)]
@@ -21,6 +23,10 @@ pub(crate) struct Fleet {
     pub(crate) quarantine: bool,
     pub(crate) max_ttl: Duration,
     pub(crate) timeout: Duration,
+    /// Where the client's keys live, for the permission check.
+    pub(crate) keys: KeySpace,
+    /// Notified whenever a check ends (see `RedLock::wait_for_quorum`).
+    pub(crate) checked: Notify,
 }
 
 impl Fleet {
@@ -29,12 +35,15 @@ impl Fleet {
         quarantine: bool,
         max_ttl: Duration,
         timeout: Duration,
+        keys: KeySpace,
     ) -> Self {
         Fleet {
             run_ids: Mutex::new(vec![None; nodes]),
             quarantine,
             max_ttl,
             timeout,
+            keys,
+            checked: Notify::new(),
         }
     }
 
@@ -59,6 +68,8 @@ pub(crate) struct State {
     last_run_id: Option<String>,
     quarantined_until: Option<Instant>,
     quarantine_why: String,
+    /// What the node's ACL refuses of what the client needs (see `probe::permissions`).
+    refused: Vec<String>,
 }
 
 /// A node's admission: its state, shared with the tasks that check it.
@@ -93,6 +104,11 @@ impl Admission {
         if state.facts.as_ref().is_some_and(Facts::is_replica) {
             return Some(Excluded::Replica);
         }
+        if !state.refused.is_empty() {
+            return Some(Excluded::Forbidden {
+                refused: state.refused.clone(),
+            });
+        }
         if let Some(index) = self.fleet.same_server_as(self.index) {
             return Some(Excluded::SameServerAs { index });
         }
@@ -110,6 +126,11 @@ impl Admission {
 
     pub(crate) fn is_checked(&self) -> bool {
         self.state().checked
+    }
+
+    /// Whether a connection was ever made (each one starts a check).
+    pub(crate) fn ever_connected(&self) -> bool {
+        self.state().generation > 0
     }
 
     /// Why a vote may not be sent to the node now: [`excluded`](Self::excluded), except that
@@ -164,20 +185,28 @@ impl Admission {
                 if this.state().generation != generation {
                     return; // a newer check took over
                 }
-                match probe::facts(&client, this.fleet.timeout).await {
-                    Ok(facts) => return this.admit(generation, facts),
-                    Err(error) => {
-                        tracing::debug!(node = this.index, %error, "node check unanswered; retrying");
-                        tokio::time::sleep(pause).await;
-                        pause = (pause * 2).min(Duration::from_secs(1));
+                let timeout = this.fleet.timeout;
+                let (facts, permissions) = tokio::join!(
+                    probe::facts(&client, timeout),
+                    probe::permissions(&client, timeout, &this.fleet.keys)
+                );
+                let error = match facts {
+                    Ok(facts) if permissions.unanswered.is_empty() => {
+                        return this.admit(generation, facts, permissions.refused)
                     }
-                }
+                    Ok(_) => format!("no answer to {}", permissions.unanswered.join(", ")),
+                    Err(error) => error.to_string(),
+                };
+                tracing::debug!(node = this.index, %error, "node check unanswered; retrying");
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_secs(1));
             }
         });
     }
 
-    /// Applies a check's facts: quarantine, replica and same-server detection, warnings.
-    fn admit(&self, generation: u64, facts: Facts) {
+    /// Applies a check's facts and the permissions it found refused: quarantine, replica,
+    /// permission and same-server detection, warnings.
+    fn admit(&self, generation: u64, facts: Facts, refused: Vec<String>) {
         let (node, url) = (self.index, &*self.label);
         let mut state = self.state();
         if state.generation != generation {
@@ -226,11 +255,21 @@ impl Admission {
                 "node does not persist every write and quarantine is off"
             );
         }
+        if !refused.is_empty() {
+            tracing::error!(
+                node,
+                url,
+                refused = %refused.join(", "),
+                "the server's ACL refuses what the client needs: its votes do not count"
+            );
+        }
+        state.refused = refused;
         state.last_run_id.clone_from(&facts.run_id);
         self.fleet.run_ids()[self.index].clone_from(&facts.run_id);
         state.facts = Some(facts);
         state.checked = true;
         drop(state);
+        self.fleet.checked.notify_waiters();
         if let Some(first) = self.fleet.same_server_as(self.index) {
             tracing::error!(
                 node,
@@ -248,6 +287,7 @@ pub(crate) fn kind(excluded: &Excluded) -> NodeErrorKind {
         Excluded::Unchecked => NodeErrorKind::Unchecked,
         Excluded::Quarantined { .. } => NodeErrorKind::Quarantined,
         Excluded::Replica => NodeErrorKind::Replica,
+        Excluded::Forbidden { .. } => NodeErrorKind::Auth,
         Excluded::SameServerAs { .. } => NodeErrorKind::SameServer,
     }
 }

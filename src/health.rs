@@ -1,7 +1,8 @@
 //! What the client checks about each node, and the rules that decide whether its votes
 //! count: a node that restarted without persisting every write is quarantined for longer than
-//! the longest ttl (the delayed-restart rule, enforced by the client); a replica, or a second
-//! URL for a server already configured, never counts.
+//! the longest ttl (the delayed-restart rule, enforced by the client); a replica, a second
+//! URL for a server already configured, or a server whose ACL refuses what the client needs,
+//! never counts.
 //!
 //! The facts come from `INFO` and `CONFIG GET` (see `probe.rs`); everything here is pure and
 //! unit-tested.
@@ -104,6 +105,9 @@ pub(crate) enum Excluded {
     Quarantined { left: Duration, why: String },
     /// A replica, not an independent master.
     Replica,
+    /// The server's ACL refuses commands (or keys) the client needs, listed: a lock taken
+    /// there might never be released.
+    Forbidden { refused: Vec<String> },
     /// The same server (run_id) as an earlier node in the list.
     SameServerAs { index: usize },
 }
@@ -120,6 +124,12 @@ impl fmt::Display for Excluded {
             Excluded::Replica => f.write_str(
                 "the server is a replica (role:slave), not an independent master; its votes \
                  do not count",
+            ),
+            Excluded::Forbidden { refused } => write!(
+                f,
+                "the server's ACL refuses what the client needs ({}): a lock taken there \
+                 could not be released; its votes do not count",
+                refused.join(", ")
             ),
             Excluded::SameServerAs { index } => write!(
                 f,

@@ -10,7 +10,7 @@ use crate::error::ConfigError;
 use crate::failure::describe;
 use crate::health::Excluded;
 use crate::node::Node;
-use crate::probe;
+use crate::probe::{self, KeySpace};
 use crate::redlock::RedLock;
 use crate::report::{self, NodeReport, Observed, Rules};
 
@@ -60,16 +60,24 @@ impl RedLock {
             quarantine: config.quarantine,
             max_ttl: config.max_ttl,
         };
+        let keys = KeySpace::of(config);
         join_all(
             self.node_list()
                 .iter()
-                .map(|node| inspect_node(node, clock_window, rules)),
+                .map(|node| inspect_node(node, clock_window, rules, &keys)),
         )
         .await
     }
 
-    /// Refuses two nodes that are the same server.
-    pub(crate) fn check_distinct(&self) -> Result<(), ConfigError> {
+    /// Refuses a configuration in which two URLs reach the same server (the same `run_id`),
+    /// among the nodes checked so far: what [`RedLockBuilder::connect`] does after waiting
+    /// for every node, for a client that waited only for a quorum
+    /// ([`wait_for_quorum`](Self::wait_for_quorum)). Whether or not this is called, the
+    /// later of two such nodes never counts.
+    ///
+    /// # Errors
+    /// [`ConfigError::SameServer`] for the first repeat found.
+    pub fn check_distinct(&self) -> Result<(), ConfigError> {
         for node in self.node_list() {
             if let Some(Excluded::SameServerAs { index }) = node.excluded() {
                 let (facts, _) = node.admission().snapshot();
@@ -85,7 +93,12 @@ impl RedLock {
     }
 }
 
-async fn inspect_node(node: &Node, clock_window: Duration, rules: Rules) -> NodeReport {
+async fn inspect_node(
+    node: &Node,
+    clock_window: Duration,
+    rules: Rules,
+    keys: &KeySpace,
+) -> NodeReport {
     let (client, timeout) = (node.client(), node.timeout());
     let mut seen = Observed::default();
     let not_connected = || match node.last_error() {
@@ -111,9 +124,9 @@ async fn inspect_node(node: &Node, clock_window: Duration, rules: Rules) -> Node
         Ok(rtt) => {
             seen.round_trip = Some(rtt);
             seen.facts = probe::facts(client, timeout).await.ok();
-            let (refused, unchecked) = probe::permissions(client, timeout).await;
-            seen.refused = refused;
-            seen.unchecked = unchecked;
+            let permissions = probe::permissions(client, timeout, keys).await;
+            seen.refused = permissions.refused;
+            seen.unchecked = permissions.unanswered;
             seen.clock_rate = probe::clock_rate(client, clock_window, timeout).await;
             let (_, quarantined_for) = node.admission().snapshot();
             seen.quarantined_for = quarantined_for;

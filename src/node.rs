@@ -231,6 +231,11 @@ impl Node {
         self.client.is_connected()
     }
 
+    /// Whether the client has never been connected to the node (so nothing was ever sent).
+    pub(crate) fn never_connected(&self) -> bool {
+        !self.client.is_connected() && !self.admission.ever_connected()
+    }
+
     /// Connected, and its connection checked (its votes may still not count: see
     /// [`excluded`](Self::excluded)).
     pub(crate) fn is_ready(&self) -> bool {

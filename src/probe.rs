@@ -1,6 +1,6 @@
 //! Read-only questions to a node: who it is (`INFO`), how it is configured (`CONFIG GET`),
 //! which of the commands the client needs it allows, and how fast its clock runs (`TIME`).
-//! Nothing here writes to a node.
+//! Nothing here changes a node: the permission probe sends writes, in forms that do nothing.
 
 use std::time::{Duration, Instant};
 
@@ -9,7 +9,9 @@ use fred::error::{Error as FredError, ErrorKind};
 use fred::interfaces::ClientLike;
 use fred::types::{ClusterHash, CustomCommand, Value};
 
+use crate::config::Config;
 use crate::health::Facts;
+use crate::redlock::FENCE_PREFIX;
 
 /// Sends one command by name, under `timeout`.
 async fn command(
@@ -25,11 +27,33 @@ async fn command(
     }
 }
 
-/// Whether the server refused the command for lack of permission (ACLs) or because it is
-/// disabled (renamed away), as opposed to a failure to answer.
-pub(crate) fn refused(e: &FredError) -> bool {
+/// Why the server refused a command, if it did for lack of permission (ACLs) or because the
+/// command is disabled (renamed away), as opposed to failing it after its permission check.
+fn refusal(e: &FredError) -> Option<Refusal> {
     let d = e.details();
-    d.starts_with("NOPERM") || d.contains("unknown command") || d.contains("no permissions")
+    if d.contains("unknown command") {
+        return Some(Refusal::Command);
+    }
+    if !d.starts_with("NOPERM") && !d.contains("no permissions") {
+        return None;
+    }
+    // 6.2 and 7.0: "... to run the 'get' command [or its subcommand]" / "... to access one of
+    // the keys used as arguments"; 7.2: "... to run the 'get' command" / "No permissions to
+    // access a key". (A channel refusal cannot happen to the commands probed.)
+    if d.contains("to run the") || !d.contains("key") {
+        Some(Refusal::Command)
+    } else {
+        Some(Refusal::Key)
+    }
+}
+
+/// What a permission refusal was about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Refusal {
+    /// The command itself, whatever its keys.
+    Command,
+    /// The keys it was given.
+    Key,
 }
 
 /// Whether an error means the node did not answer (retry later) rather than refused.
@@ -95,33 +119,130 @@ fn pairs(reply: Value) -> Vec<(String, String)> {
     }
 }
 
-/// The commands the client needs, checked without writing anything: each is sent in a form
-/// that the server rejects or ignores after its permission check. Returns the names of those
-/// refused, and of those that could not be checked.
-pub(crate) async fn permissions(client: &Client, timeout: Duration) -> (Vec<String>, Vec<String>) {
-    let absent_key = Value::from(format!("quorumlock:doctor:{:016x}", rand::random::<u64>()));
-    let checks: [(&'static str, Vec<Value>); 3] = [
-        // SET ... XX on a key that does not exist sets nothing.
-        (
-            "SET",
-            vec![absent_key.clone(), Value::from("x"), Value::from("XX")],
-        ),
-        // A script that does not compile: refused before it could run or be cached.
-        ("EVAL", vec![Value::from("("), Value::from(0)]),
-        // A SHA that is cached nowhere: NOSCRIPT when allowed.
-        ("EVALSHA", vec![Value::from("0".repeat(40)), Value::from(0)]),
-    ];
-    let (mut refused_names, mut unknown) = (Vec::new(), Vec::new());
-    for (name, args) in checks {
-        match command(client, name, args, timeout).await {
-            Ok(_) => {}
-            Err(e) if refused(&e) => refused_names.push(name.to_string()),
-            Err(e) if unanswered(&e) => unknown.push(name.to_string()),
-            // Compile error, NOSCRIPT: the command was allowed.
-            Err(_) => {}
+/// Where the client's keys live: what the permission probe checks key patterns against.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct KeySpace {
+    /// The key prefix (`Config::key_prefix`).
+    pub(crate) prefix: String,
+    /// Whether fencing counters are used (under [`FENCE_PREFIX`]).
+    pub(crate) fencing: bool,
+}
+
+impl KeySpace {
+    pub(crate) fn of(config: &Config) -> KeySpace {
+        KeySpace {
+            prefix: config.key_prefix.clone(),
+            fencing: config.fencing,
         }
     }
-    (refused_names, unknown)
+}
+
+/// What the permission probe found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Permissions {
+    /// What the node refuses: a command (`EVALSHA`), or a command on the client's keys
+    /// (`GET on app:*`). Empty when the client may do all it needs.
+    pub(crate) refused: Vec<String>,
+    /// The commands that got no answer (the node is slow or gone): try again.
+    pub(crate) unanswered: Vec<String>,
+}
+
+/// Checks that the node lets the client do everything it needs, without changing anything:
+/// the commands the client sends (`SET`, `EVALSHA`, `EVAL`) and those its scripts run (`GET`,
+/// `EXISTS`, `SET`, `DEL`, `PEXPIRE`), each sent once in a form that the server refuses
+/// before running it (ACL) or that changes nothing once allowed: on a key that cannot exist
+/// (a random name), `SET ... XX`, `DEL` and `PEXPIRE` do nothing; an `EVALSHA` of a hash
+/// cached nowhere answers NOSCRIPT, and an `EVAL` of a script that does not compile is
+/// neither run nor cached. A script's commands are checked against the same ACL as the
+/// client's own, so checking them one by one tells what the scripts may do.
+///
+/// With a key prefix, the probe key lies under it (and, with fencing, its counter under
+/// [`FENCE_PREFIX`]), so the key patterns of the ACL are checked too: the user must be
+/// allowed every key under the prefix. Without a prefix the lock keys are the resource names
+/// themselves, unknown here, and only the commands are checked.
+///
+/// `ACL DRYRUN` would say the same without sending the commands, but it needs Redis 7 and
+/// the `acl` permission, which a user limited to what a lock client needs does not have.
+pub(crate) async fn permissions(
+    client: &Client,
+    timeout: Duration,
+    keys: &KeySpace,
+) -> Permissions {
+    let lock = format!(
+        "{}quorumlock:probe:{:032x}",
+        keys.prefix,
+        rand::random::<u128>()
+    );
+    let fence = format!("{FENCE_PREFIX}{lock}");
+    let mut both = vec![Value::from(lock.as_str())];
+    let mut both_pattern = format!("{}*", keys.prefix);
+    if keys.fencing {
+        both.push(Value::from(fence.as_str()));
+        both_pattern = format!("{both_pattern} and {FENCE_PREFIX}{}*", keys.prefix);
+    }
+    let scripted = |first: Value| -> Vec<Value> {
+        [first, Value::from(both.len() as i64)]
+            .into_iter()
+            .chain(both.iter().cloned())
+            .collect()
+    };
+    let on = |key: &str| Value::from(key);
+    let lock_pattern = format!("{}*", keys.prefix);
+    let fence_pattern = format!("{FENCE_PREFIX}{}*", keys.prefix);
+    let mut checks: Vec<(&'static str, &str, Vec<Value>)> = vec![
+        // A SHA that is cached nowhere: NOSCRIPT when allowed.
+        (
+            "EVALSHA",
+            &both_pattern,
+            scripted(Value::from("0".repeat(40))),
+        ),
+        // A script that does not compile: refused before it could run or be cached.
+        ("EVAL", &both_pattern, scripted(Value::from("("))),
+        ("EXISTS", &lock_pattern, vec![on(&lock)]),
+        ("GET", &lock_pattern, vec![on(&lock)]),
+        // XX: sets nothing, the key does not exist.
+        (
+            "SET",
+            &lock_pattern,
+            vec![on(&lock), "x".into(), "XX".into()],
+        ),
+        ("DEL", &lock_pattern, vec![on(&lock)]),
+        ("PEXPIRE", &lock_pattern, vec![on(&lock), Value::Integer(1)]),
+    ];
+    if keys.fencing {
+        checks.push(("GET", &fence_pattern, vec![on(&fence)]));
+        checks.push((
+            "SET",
+            &fence_pattern,
+            vec![on(&fence), "x".into(), "XX".into()],
+        ));
+    }
+    let answers = futures::future::join_all(
+        checks
+            .iter()
+            .map(|(name, _, args)| command(client, name, args.clone(), timeout)),
+    )
+    .await;
+    let mut found = Permissions::default();
+    for ((name, pattern, _), answer) in checks.iter().zip(answers) {
+        let Err(e) = answer else { continue };
+        let what = match refusal(&e) {
+            Some(Refusal::Command) => name.to_string(),
+            // Without a prefix, the probe key says nothing about the resources' keys.
+            Some(Refusal::Key) if keys.prefix.is_empty() => continue,
+            Some(Refusal::Key) => format!("{name} on {pattern}"),
+            None if unanswered(&e) => {
+                found.unanswered.push(name.to_string());
+                continue;
+            }
+            // NOSCRIPT, a compile error, OOM, READONLY...: past the permission check.
+            None => continue,
+        };
+        if !found.refused.contains(&what) {
+            found.refused.push(what);
+        }
+    }
+    found
 }
 
 /// The node's clock rate relative to the client's monotonic clock over `window`.
@@ -242,5 +363,45 @@ mod tests {
         );
         assert_eq!(node_time(time_reply("x", "1")), None);
         assert_eq!(node_time(Value::from("OK")), None);
+    }
+
+    fn server(message: &'static str) -> FredError {
+        FredError::new(ErrorKind::Unknown, message)
+    }
+
+    #[test]
+    fn permission_refusals_of_each_redis_version_are_told_apart() {
+        for (message, expected) in [
+            // 6.2
+            (
+                "NOPERM this user has no permissions to run the 'evalsha' command or its subcommand",
+                Some(Refusal::Command),
+            ),
+            // 6.2 and 7.0
+            (
+                "NOPERM this user has no permissions to access one of the keys used as arguments",
+                Some(Refusal::Key),
+            ),
+            // 7.0
+            (
+                "NOPERM this user has no permissions to run the 'del' command",
+                Some(Refusal::Command),
+            ),
+            // 7.2 and later, with a user name that says "key"
+            (
+                "NOPERM User keyless has no permissions to run the 'get' command",
+                Some(Refusal::Command),
+            ),
+            ("NOPERM No permissions to access a key", Some(Refusal::Key)),
+            // Renamed away.
+            ("ERR unknown command 'EVALSHA', with args beginning with: ", Some(Refusal::Command)),
+            // Past the permission check.
+            ("NOSCRIPT No matching script. Please use EVAL.", None),
+            ("ERR Error compiling script (new function): user_script:1: unexpected symbol", None),
+            ("OOM command not allowed when used memory > 'maxmemory'.", None),
+            ("READONLY You can't write against a read only replica.", None),
+        ] {
+            assert_eq!(refusal(&server(message)), expected, "{message}");
+        }
     }
 }

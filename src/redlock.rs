@@ -23,6 +23,7 @@ use crate::keep::{KeepAlive, LockHandle};
 use crate::keeper::Keeper;
 use crate::lock::{Acquisition, Keys, Lock};
 use crate::node::{Answer, Node, NodeResult};
+use crate::probe::KeySpace;
 use crate::quorum::{quorum, validity, Ballot, Decision, Stake, Tally};
 use crate::stats::{Counters, Event, Stats};
 use crate::token::Token;
@@ -52,6 +53,7 @@ pub struct RedLock {
 struct Inner {
     config: Config,
     nodes: Vec<Node>,
+    fleet: Arc<Fleet>,
     background: Arc<Background>,
     /// The task that extends this client's kept locks, started with the first one.
     keeper: Keeper,
@@ -128,6 +130,7 @@ impl RedLock {
             config.quarantine,
             config.max_ttl,
             config.node_timeout,
+            KeySpace::of(&config),
         ));
         let nodes = config
             .nodes
@@ -140,6 +143,7 @@ impl RedLock {
             inner: Arc::new(Inner {
                 config,
                 nodes,
+                fleet,
                 background: Arc::default(),
                 keeper: Keeper::default(),
                 wakeups,
@@ -187,14 +191,70 @@ impl RedLock {
     }
 
     /// Waits until every node is connected and its connection checked (who the server is,
-    /// whether it restarted), or until `within` has passed, and returns how many are. Locking
-    /// does not need this, but the first attempts after start-up fail with
+    /// whether it restarted, whether it allows what the client needs), or until `within` has
+    /// passed, and returns how many are.
+    ///
+    /// Locking does not need this, but the first attempts after start-up fail with
     /// [`NodeErrorKind::Unchecked`](crate::NodeErrorKind::Unchecked) votes until the nodes
-    /// are checked; it is for start-up.
+    /// are checked. One node that accepts connections but does not answer (a frozen process:
+    /// its kernel still completes the TCP handshake) makes this wait the whole of `within`;
+    /// [`wait_for_quorum`](Self::wait_for_quorum) does not wait for it.
     pub async fn wait_for_nodes(&self, within: Duration) -> usize {
         let all = futures::future::join_all(self.inner.nodes.iter().map(|n| n.connected()));
         let _ = tokio::time::timeout(within, all).await;
         self.connected_nodes()
+    }
+
+    /// Waits until enough nodes to decide a lock (a [`quorum`](Self::quorum)) are connected,
+    /// checked and counted, or until that can no longer happen (too many of the checked nodes do not count: replicas,
+    /// refused permissions, quarantine, a server listed twice), or until `within` has passed.
+    /// Returns how many nodes count now.
+    ///
+    /// This is what a short-lived process wants before its first attempt: one frozen or
+    /// unreachable node does not hold it up. The other nodes go on connecting in the
+    /// background and count from the moment their own check passes. An attempt made
+    /// meanwhile sends its command to a node still connecting as to any other (it cannot
+    /// count before the node's check passes): the vote fails, or waits for the connection up
+    /// to the node timeout, and counts as one failed node, like a node that is down. Another
+    /// failure then loses the attempt rather than waiting for the slow nodes, as always.
+    ///
+    /// ```no_run
+    /// # async fn f() -> Result<(), quorumlock::Error> {
+    /// let redlock = quorumlock::RedLock::builder()
+    ///     .nodes(["redis://10.0.0.1", "redis://10.0.0.2", "redis://10.0.0.3"])
+    ///     .build()?;
+    /// redlock.wait_for_quorum(redlock.config().connect_timeout()).await;
+    /// let lock = redlock.try_lock("invoice:42").await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn wait_for_quorum(&self, within: Duration) -> usize {
+        let deadline = tokio::time::Instant::now() + within;
+        let needed = self.config().votes_needed.unwrap_or(self.quorum());
+        loop {
+            // Subscribed before counting, so that a check ending in between is not missed.
+            let checked = self.inner.fleet.checked.notified();
+            tokio::pin!(checked);
+            checked.as_mut().enable();
+            let (counted, pending) = self.counted_and_pending();
+            if counted >= needed || counted + pending < needed {
+                return counted;
+            }
+            if tokio::time::timeout_at(deadline, checked).await.is_err() {
+                return self.counted_and_pending().0;
+            }
+        }
+    }
+
+    /// How many nodes count now, and how many are not checked yet (connecting, being
+    /// checked, or down).
+    fn counted_and_pending(&self) -> (usize, usize) {
+        let nodes = &self.inner.nodes;
+        let counted = nodes
+            .iter()
+            .filter(|n| n.is_ready() && n.excluded().is_none())
+            .count();
+        let pending = nodes.iter().filter(|n| !n.admission().is_checked()).count();
+        (counted, pending)
     }
 
     /// Locks `resource` with the configured ttl, retrying as configured.
@@ -591,7 +651,11 @@ impl RedLock {
                 if stake == Stake::Taking && node.is_suspect() {
                     suspects |= 1 << index;
                 }
-                op(node).map(move |vote| (index, vote))
+                let counted = self.inner.background.count(index);
+                op(node).map(move |vote| {
+                    drop(counted);
+                    (index, vote)
+                })
             })
             .collect();
         let tally = Tally::presuming(self.nodes(), suspects.count_ones() as usize)
@@ -638,7 +702,7 @@ impl RedLock {
         let mut waited = FuturesUnordered::new();
         let background = FuturesUnordered::new();
         for node in &self.inner.nodes {
-            let release = node.release(keys.to_vec(), value.clone());
+            let release = self.counted(node, node.release(keys.to_vec(), value.clone()));
             if wait_for & (1 << node.index()) != 0 {
                 waited.push(release);
             } else {
@@ -659,12 +723,12 @@ impl RedLock {
         F: Fn(&Node) -> Fut,
         Fut: Future + Send + 'static,
     {
-        let pending: FuturesUnordered<Fut> = self
+        let pending: FuturesUnordered<_> = self
             .inner
             .nodes
             .iter()
             .filter(|node| mask & (1 << node.index()) != 0)
-            .map(op)
+            .map(|node| self.counted(node, op(node)))
             .collect();
         drop(InBackgroundOnDrop(
             pending,
@@ -675,10 +739,18 @@ impl RedLock {
     /// Starts a release of `key` on every node without waiting for it (needs a runtime; a
     /// no-op without one, the keys then expire after their ttl).
     pub(crate) fn release_detached(&self, keys: Vec<Key>, value: Value) {
-        let this = self.clone();
-        self.inner
-            .background
-            .spawn(async move { this.release_round(&keys, &value, 0).await });
+        // Made here rather than in the task, so that `settle` counts them from now on.
+        self.detached(u64::MAX, |node| node.release(keys.clone(), value.clone()));
+    }
+
+    /// `future`, for `node`, counted as its node's work until it ends or is dropped (see
+    /// [`settle`](Self::settle)).
+    fn counted<F: Future>(&self, node: &Node, future: F) -> impl Future<Output = F::Output> {
+        let counted = self.inner.background.count(node.index());
+        future.map(move |out| {
+            drop(counted);
+            out
+        })
     }
 
     /// Waits until the work this client does in the background has finished, or until
@@ -687,8 +759,18 @@ impl RedLock {
     /// a release sends to nodes beyond the majority it waits for. A process about to exit
     /// calls this so that every node gets its release (otherwise those keys expire after
     /// their ttl). Each piece ends within about one node timeout.
+    ///
+    /// Work for a node that has never been connected does not count: nothing was ever sent
+    /// to it (a command waits for the connection, and one that times out waiting is never
+    /// sent), so there is nothing to undo there, and after the process exits nothing will be
+    /// sent. One frozen or unreachable node then does not hold up an exiting process for a
+    /// node timeout. (A node whose first connection comes up at that very moment may get a
+    /// queued acquisition without the release behind it: its keys expire after their ttl, as
+    /// after a crash.)
     pub async fn settle(&self, within: Duration) -> bool {
-        self.inner.background.settled(within).await
+        let nodes = &self.inner.nodes;
+        let never_connected = |i: usize| nodes.get(i).is_some_and(Node::never_connected);
+        self.inner.background.settled(within, never_connected).await
     }
 }
 
@@ -707,11 +789,31 @@ impl<F: Future + Send + 'static> Drop for InBackgroundOnDrop<F> {
     }
 }
 
-/// Counts the client's background tasks, so that [`RedLock::settle`] can wait for them.
+/// Counts the client's background tasks, and the per-node commands they drive, so that
+/// [`RedLock::settle`] can wait for them.
 #[derive(Debug, Default)]
 pub(crate) struct Background {
     pending: AtomicUsize,
+    /// Per node index: how many of its commands are under way.
+    per_node: std::sync::Mutex<Vec<usize>>,
     idle: Notify,
+}
+
+/// One command of a node, counted until this is dropped.
+struct Counted {
+    background: Arc<Background>,
+    index: usize,
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        let mut counts = self.background.per_node();
+        if let Some(n) = counts.get_mut(self.index) {
+            *n = n.saturating_sub(1);
+        }
+        drop(counts);
+        self.background.idle.notify_waiters();
+    }
 }
 
 impl Background {
@@ -730,7 +832,34 @@ impl Background {
         });
     }
 
-    async fn settled(&self, within: Duration) -> bool {
+    fn per_node(&self) -> std::sync::MutexGuard<'_, Vec<usize>> {
+        self.per_node.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Counts one command of node `index` until the result is dropped.
+    fn count(self: &Arc<Self>, index: usize) -> Counted {
+        let mut counts = self.per_node();
+        if counts.len() <= index {
+            counts.resize(index + 1, 0);
+        }
+        counts[index] += 1;
+        Counted {
+            background: Arc::clone(self),
+            index,
+        }
+    }
+
+    /// Whether nothing is under way, but for nodes for which `ignored` holds.
+    fn done(&self, ignored: &impl Fn(usize) -> bool) -> bool {
+        self.pending.load(Ordering::SeqCst) == 0
+            || self
+                .per_node()
+                .iter()
+                .enumerate()
+                .all(|(i, n)| *n == 0 || ignored(i))
+    }
+
+    async fn settled(&self, within: Duration, ignored: impl Fn(usize) -> bool) -> bool {
         let now = tokio::time::Instant::now();
         let deadline = now
             .checked_add(within)
@@ -739,11 +868,11 @@ impl Background {
             let idle = self.idle.notified();
             tokio::pin!(idle);
             idle.as_mut().enable();
-            if self.pending.load(Ordering::SeqCst) == 0 {
+            if self.done(&ignored) {
                 return true;
             }
             if tokio::time::timeout_at(deadline, idle).await.is_err() {
-                return self.pending.load(Ordering::SeqCst) == 0;
+                return self.done(&ignored);
             }
         }
     }

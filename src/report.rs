@@ -248,7 +248,7 @@ pub(crate) fn report(index: usize, node: &str, seen: Observed, rules: Rules) -> 
             add(
                 Severity::Unsafe,
                 format!(
-                    "refuses commands the client needs: {}",
+                    "refuses commands the client needs (ACL): {}; clients do not count its votes",
                     seen.refused.join(", ")
                 ),
             );

@@ -411,6 +411,84 @@ async fn what_an_acl_user_may_not_read_is_unknown() {
     );
 }
 
+/// The permission check covers what the scripts run (a user that may not `DEL` could take
+/// a lock and never release it), and key patterns are checked under the key prefix in use,
+/// not under a name of the doctor's own.
+#[tokio::test]
+async fn commands_and_keys_the_client_needs_are_checked_under_its_prefix() {
+    let q = LocalQuorum::start_with(3, NodeOptions::persistent())
+        .await
+        .unwrap();
+    let users: [(usize, &[&str]); 2] = [
+        (1, &["app", "on", ">pw", "~app:*", "+@all"]),
+        (2, &["nodel", "on", ">pw", "~*", "+@all", "-del"]),
+    ];
+    for (i, user) in users {
+        let args: Vec<&str> = ["ACL", "SETUSER"].iter().chain(user).copied().collect();
+        q.node(i).command(&args).await.unwrap();
+    }
+    let mut urls = q.urls();
+    urls[1] = format!("redis://app:pw@127.0.0.1:{}", q.node(1).port());
+    urls[2] = format!("redis://nodel:pw@127.0.0.1:{}", q.node(2).port());
+    let under_app = [
+        ("QUORUMLOCK_KEY_PREFIX", "app:"),
+        ("QUORUMLOCK_FENCING", "false"),
+    ];
+    let under_other = [
+        ("QUORUMLOCK_KEY_PREFIX", "other:"),
+        ("QUORUMLOCK_FENCING", "false"),
+    ];
+    let ((code, doc), (other_code, other), (human_code, stdout)) = tokio::join!(
+        json(&urls, &under_app),
+        json(&urls, &under_other),
+        human(&urls, &under_app)
+    );
+    assert_eq!(code, Some(1), "{doc:#}");
+    assert_eq!(doc["verdict"], "unsafe", "{doc:#}");
+    let nodes = &doc["nodes"];
+    // Keys under `app:` are all the `app` user needs with that prefix.
+    assert_eq!(
+        nodes[1]["refused_commands"],
+        serde_json::json!([]),
+        "{doc:#}"
+    );
+    assert_eq!(nodes[1]["verdict"], "ok", "{doc:#}");
+    assert_eq!(
+        nodes[2]["refused_commands"],
+        serde_json::json!(["DEL"]),
+        "{doc:#}"
+    );
+    assert_eq!(nodes[2]["verdict"], "unsafe", "{doc:#}");
+    let found = findings(&doc, 2);
+    assert!(
+        found
+            .iter()
+            .any(|f| f.starts_with("unsafe: ") && f.contains("DEL")),
+        "{found:?}"
+    );
+    // Under another prefix, the `app` user may touch none of the lock keys.
+    assert_eq!(other_code, Some(1), "{other:#}");
+    let refused = other["nodes"][1]["refused_commands"].as_array().unwrap();
+    for needed in [
+        "EVALSHA on other:*",
+        "GET on other:*",
+        "SET on other:*",
+        "DEL on other:*",
+    ] {
+        assert!(refused.iter().any(|r| r == needed), "{needed}: {other:#}");
+    }
+    assert_eq!(other["nodes"][0]["refused_commands"], serde_json::json!([]));
+
+    assert_eq!(human_code, Some(1), "{stdout}");
+    assert!(row(&stdout, 2).ends_with(" UNSAFE"), "{stdout}");
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.starts_with("node 2: unsafe: refuses") && l.contains("DEL")),
+        "{stdout}"
+    );
+}
+
 #[tokio::test]
 async fn an_unreachable_node_is_unsafe() {
     let q = LocalQuorum::start_with(2, NodeOptions::persistent())
@@ -548,7 +626,14 @@ async fn doctor_writes_nothing() {
         "set",
         "eval",
         "evalsha",
+        "exists",
+        "get",
+        "del",
+        "pexpire",
     ];
+    // The permission probe runs twice a run: when the client checks each new connection,
+    // and for the report.
+    let probes = 2 * runs;
     for (i, (node, (stats, dirty))) in q.nodes().iter().zip(before).enumerate() {
         let after = commandstats(node).await;
         for (name, counts) in &after {
@@ -564,27 +649,25 @@ async fn doctor_writes_nothing() {
             let (calls0, failed0) = stats.get(name).copied().unwrap_or_default();
             (calls - calls0, failed - failed0)
         };
-        // Only the probes: SET ... XX on an absent key, a script that does not compile, a SHA
-        // cached nowhere.
-        assert_eq!(delta("set").0, runs, "node {i}");
+        // Only the probes, on a lock key and a fencing counter that do not exist: `SET ... XX`
+        // (sets nothing), `DEL` and `PEXPIRE` (of nothing), a script that does not compile, a
+        // SHA cached nowhere.
+        assert_eq!(delta("set").0, 2 * probes, "node {i}");
+        assert_eq!(delta("get").0, 2 * probes, "node {i}");
+        for no_op in ["exists", "del", "pexpire"] {
+            assert_eq!(delta(no_op), (probes, 0), "node {i}: {no_op}");
+        }
         assert_eq!(
             delta("eval"),
-            (runs, runs),
+            (probes, probes),
             "node {i}: EVAL failed, ran nothing"
         );
         assert_eq!(
             delta("evalsha"),
-            (runs, runs),
+            (probes, probes),
             "node {i}: EVALSHA failed, ran nothing"
         );
-        for write in [
-            "del",
-            "unlink",
-            "pexpire",
-            "incr",
-            "script|load",
-            "config|set",
-        ] {
+        for write in ["unlink", "incr", "script|load", "config|set"] {
             assert_eq!(delta(write), (0, 0), "node {i}: {write}");
         }
         // And nothing changed: no key, no cached script, no dirty write.

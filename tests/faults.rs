@@ -5,7 +5,7 @@ mod common;
 use std::time::Duration;
 
 use common::{builder, client, connected, eventually, holders};
-use quorumlock::testkit::{LocalQuorum, NodeOptions};
+use quorumlock::testkit::{LocalQuorum, NodeOptions, Reply};
 use quorumlock::{Error, NodeErrorKind, Retry};
 
 fn quorum_of(alive: usize, n: usize) -> bool {
@@ -72,6 +72,79 @@ async fn succeeds_when_a_minority_is_frozen_and_leaves_nothing_behind_on_it() {
     )
     .await;
     assert_eq!(holders(&q, "frozen-minority").await, 0);
+}
+
+/// Waiting for a quorum does not wait for a frozen node (it accepts the TCP connection, its
+/// kernel completes the handshake, but it never answers the connection check), and neither
+/// does `settle`: nothing was ever sent to a node that never connected. The connect and
+/// node timeouts and the waits are an hour; the outer timeouts only detect a hang.
+#[tokio::test]
+async fn waiting_for_a_quorum_does_not_wait_for_a_frozen_node() {
+    let mut q = LocalQuorum::start(5).await.unwrap();
+    q.node_mut(4).freeze().unwrap();
+    let hour = Duration::from_secs(3600);
+    let redlock = builder(&q)
+        .connect_timeout(hour)
+        .node_timeout(hour)
+        .build()
+        .unwrap();
+    let hang = Duration::from_secs(60);
+    let counted = tokio::time::timeout(hang, redlock.wait_for_quorum(hour))
+        .await
+        .expect("a quorum without the frozen node");
+    assert!(counted >= 3, "{counted}");
+    assert!(
+        redlock.connected_nodes() <= 4,
+        "the frozen node is not ready"
+    );
+    let lock = redlock.try_lock("quorum-start").await.unwrap();
+    lock.release().await.unwrap();
+    let settled = tokio::time::timeout(hang, redlock.settle(hour)).await;
+    assert_eq!(settled.ok(), Some(true), "settle waits for the frozen node");
+
+    // Nothing reached the frozen node: once it answers, it connects and holds no key.
+    q.node_mut(4).resume().unwrap();
+    eventually("the resumed node is connected and checked", || async {
+        redlock.connected_nodes() == 5
+    })
+    .await;
+    assert_eq!(common::get(q.node(4), "quorum-start").await, None);
+    common::no_holders(&q, "quorum-start").await;
+}
+
+/// An attempt made while a node is still connecting gets a failed vote from it, as from a
+/// node that is down: here a majority is then missing, and the attempt fails at the node
+/// timeout instead of waiting for the connection.
+#[tokio::test]
+async fn a_node_still_connecting_is_a_failed_vote() {
+    let mut q = LocalQuorum::start(3).await.unwrap();
+    q.node_mut(2).freeze().unwrap();
+    let hour = Duration::from_secs(3600);
+    let redlock = builder(&q).connect_timeout(hour).build().unwrap();
+    let hang = Duration::from_secs(60);
+    let counted = tokio::time::timeout(hang, redlock.wait_for_quorum(hour))
+        .await
+        .expect("a quorum without the frozen node");
+    assert_eq!(counted, 2);
+    q.node_mut(1).freeze().unwrap();
+    let attempt = tokio::time::timeout(hang, redlock.try_lock("still-connecting"))
+        .await
+        .expect("the attempt does not wait for the connection");
+    match attempt {
+        Err(Error::NoQuorum { failures, .. }) => {
+            let connecting = failures.iter().find(|f| f.index == 2);
+            let connecting = connecting.unwrap_or_else(|| panic!("{failures:?}"));
+            assert_eq!(connecting.kind, NodeErrorKind::Timeout, "{connecting}");
+        }
+        other => panic!("{other:?}"),
+    }
+    q.node_mut(1).resume().unwrap();
+    q.node_mut(2).resume().unwrap();
+    eventually("every node is connected and checked", || async {
+        redlock.connected_nodes() == 3
+    })
+    .await;
+    common::no_holders(&q, "still-connecting").await;
 }
 
 #[tokio::test]
@@ -399,40 +472,35 @@ async fn a_node_frozen_past_the_timeout_is_cleaned_up_when_it_resumes() {
     .await;
 }
 
-/// ACL users in the URL (`redis://user:password@host`); a user that may not run scripts
-/// takes locks but cannot release them, which is reported as an authorization failure.
+/// ACL users in the URL (`redis://user:password@host`) are used. A node whose user may not do
+/// everything the client needs is found out when it connects, and its votes do not count:
+/// no lock is granted that could not be released. A user that may take a lock with a plain
+/// `SET NX` but may not run the release script used to be granted the lock, and then left
+/// its keys behind for the whole ttl.
 #[tokio::test]
-async fn acl_users_in_the_url_are_used_and_missing_permissions_are_reported() {
+async fn acl_users_in_the_url_are_used_and_missing_permissions_exclude_the_node() {
     let q = LocalQuorum::start(3).await.unwrap();
+    let users: [&[&str]; 4] = [
+        &["locker", "on", ">locker-pw", "~*", "+@all"],
+        &[
+            "noscripts",
+            "on",
+            ">ns-pw",
+            "~*",
+            "+@all",
+            "-eval",
+            "-evalsha",
+        ],
+        // The release script deletes with DEL.
+        &["nodel", "on", ">nd-pw", "~*", "+@all", "-del"],
+        &["app", "on", ">app-pw", "~app:*", "+@all"],
+    ];
     for node in q.nodes() {
-        let ok = node
-            .command(&[
-                "ACL",
-                "SETUSER",
-                "locker",
-                "on",
-                ">locker-pw",
-                "~*",
-                "+@all",
-            ])
-            .await
-            .unwrap();
-        assert_eq!(ok.as_str(), Some("OK"));
-        let ok = node
-            .command(&[
-                "ACL",
-                "SETUSER",
-                "noscripts",
-                "on",
-                ">ns-pw",
-                "~*",
-                "+@all",
-                "-eval",
-                "-evalsha",
-            ])
-            .await
-            .unwrap();
-        assert_eq!(ok.as_str(), Some("OK"));
+        for user in users {
+            let args: Vec<&str> = ["ACL", "SETUSER"].iter().chain(user).copied().collect();
+            let ok = node.command(&args).await.unwrap();
+            assert_eq!(ok.as_str(), Some("OK"));
+        }
     }
     let with_user = |user: &str| -> Vec<String> {
         q.nodes()
@@ -440,13 +508,13 @@ async fn acl_users_in_the_url_are_used_and_missing_permissions_are_reported() {
             .map(|n| format!("redis://{user}@127.0.0.1:{}", n.port()))
             .collect()
     };
-    let redlock = connected(
+    let client_of = |user: &str| {
         quorumlock::RedLock::builder()
             .quarantine(false)
-            .nodes(with_user("locker:locker-pw"))
-            .retry(Retry::none()),
-    )
-    .await;
+            .nodes(with_user(user))
+            .retry(Retry::none())
+    };
+    let redlock = connected(client_of("locker:locker-pw")).await;
     redlock
         .try_lock("acl")
         .await
@@ -454,44 +522,53 @@ async fn acl_users_in_the_url_are_used_and_missing_permissions_are_reported() {
         .release()
         .await
         .unwrap();
+    // Keys under the prefix only: fine without fencing.
+    let app = connected(client_of("app:app-pw").key_prefix("app:").fencing(false)).await;
+    app.try_lock("acl").await.unwrap().release().await.unwrap();
 
-    // Without fencing, a plain SET NX takes the lock; the release needs a script.
-    let limited = connected(
-        quorumlock::RedLock::builder()
-            .quarantine(false)
-            .nodes(with_user("noscripts:ns-pw"))
-            .fencing(false)
-            .retry(Retry::none()),
-    )
-    .await;
-    let lock = limited.try_lock("acl-limited").await.unwrap();
-    match lock.release().await {
-        Err(Error::NoQuorum { failures, .. }) => {
-            assert!(
-                failures.iter().all(|f| f.kind == NodeErrorKind::Auth),
-                "{failures:?}"
+    // Refused at once, on every node, for what each user lacks; nothing is set anywhere.
+    let refused = [
+        // Without fencing a plain SET NX would take the lock; the release needs a script.
+        (client_of("noscripts:ns-pw").fencing(false), "EVALSHA, EVAL"),
+        // With fencing, acquiring needs a script too.
+        (client_of("noscripts:ns-pw"), "EVALSHA, EVAL"),
+        (client_of("nodel:nd-pw").fencing(false), "(DEL)"),
+        // Key patterns are checked under the prefix in use...
+        (
+            client_of("app:app-pw").key_prefix("other:").fencing(false),
+            "SET on other:*",
+        ),
+        // ... and the fencing counters' keys.
+        (
+            client_of("app:app-pw").key_prefix("app:"),
+            "on app:* and quorumlock:fence:app:*",
+        ),
+    ];
+    for (builder, missing) in refused {
+        let limited = connected(builder).await;
+        let key = format!("{}acl-limited", limited.config().key_prefix());
+        match limited.try_lock("acl-limited").await {
+            Err(Error::NoQuorum { failures, .. }) => {
+                // Decided as soon as a majority failed.
+                assert!(failures.len() >= 2, "{missing}: {failures:?}");
+                for f in &failures {
+                    assert_eq!(f.kind, NodeErrorKind::Auth, "{missing}: {f}");
+                    assert!(f.message.contains(missing), "{missing}: {f}");
+                    assert!(f.message.contains("ACL refuses"), "{f}");
+                }
+            }
+            other => panic!("{missing}: {other:?}"),
+        }
+        assert_eq!(holders(&q, &key).await, 0, "{missing}");
+        for node in q.nodes() {
+            let probes = node.command(&["KEYS", "*probe*"]).await.unwrap();
+            assert_eq!(
+                probes,
+                Reply::Array(Some(Vec::new())),
+                "{missing}: the probe wrote nothing"
             );
         }
-        other => panic!("{other:?}"),
     }
-    // With fencing, acquiring needs a script too: refused, and nothing is set.
-    let fenced = connected(
-        quorumlock::RedLock::builder()
-            .quarantine(false)
-            .nodes(with_user("noscripts:ns-pw"))
-            .retry(Retry::none()),
-    )
-    .await;
-    match fenced.try_lock("acl-fenced").await {
-        Err(Error::NoQuorum { failures, .. }) => {
-            assert!(
-                failures.iter().all(|f| f.kind == NodeErrorKind::Auth),
-                "{failures:?}"
-            );
-        }
-        other => panic!("{other:?}"),
-    }
-    assert_eq!(holders(&q, "acl-fenced").await, 0);
 }
 
 /// How many connections `node` has accepted since it started.

@@ -39,7 +39,9 @@ pub(crate) struct DoctorArgs {
 const AFTER_HELP: &str = "\
 Inspects every node without taking a lock and without writing anything: PING, INFO,
 CONFIG GET, TIME twice (--window apart, for the node's clock rate), and permission probes
-for SET, EVAL and EVALSHA in forms that change nothing. Prints one row per node, then the
+in forms that change nothing, on a random key under $QUORUMLOCK_KEY_PREFIX (EXISTS, GET,
+SET XX, DEL and PEXPIRE of an absent key, an EVAL that does not compile, an EVALSHA of a
+script cached nowhere). Prints one row per node, then the
 findings node by node, then an overall verdict, which also says whether the safe nodes are
 still a quorum.
 
@@ -52,7 +54,7 @@ your clients do).
 
 A node is unsafe if it is unreachable, a replica, the same server as an earlier node, can
 evict keys (maxmemory with a policy other than noeviction), refuses commands the client
-needs, has a clock rate off by more than the drift factor, or does not persist every write
+needs (or, with a key prefix, keys under it; clients do not count such a node), has a clock rate off by more than the drift factor, or does not persist every write
 (appendonly yes with appendfsync always) while quarantine is off. What a server refuses to
 tell (ACLs) is printed as `unknown` (null in JSON), never guessed.
 

@@ -154,10 +154,16 @@ pub(crate) async fn run(args: RunArgs) -> Result<u8, Failure> {
     let mut relay = Relay::install()?;
     let (redlock, lock) = tokio::select! {
         locked = async {
-            // Waits, up to the connect timeout, for the nodes to connect and be checked, so
-            // that the first attempt does not fail only because they are still connecting;
-            // refuses two URLs of one server.
-            let redlock = builder.connect().await?;
+            // Waits, up to the connect timeout, for a quorum of nodes to connect and be
+            // checked, so that the first attempt does not fail only because they are still
+            // connecting; not for all of them: one frozen node would cost every call the
+            // whole timeout. Refuses two URLs of one server among the nodes checked by then
+            // (a repeat found later is never counted either).
+            let redlock = builder.build()?;
+            redlock
+                .wait_for_quorum(redlock.config().connect_timeout())
+                .await;
+            redlock.check_distinct()?;
             let lock = redlock.lock(&args.resource).await?;
             Ok::<_, Failure>((redlock, lock))
         } => locked?,
