@@ -517,10 +517,12 @@ impl ErrorContext {
     }
 
     fn excluded(&self, excluded: &Excluded) -> NodeError {
+        let kind = admission::kind(excluded);
+        crate::stats::node_error(self.index, kind);
         NodeError {
             index: self.index,
             node: self.url.to_string(),
-            kind: admission::kind(excluded),
+            kind,
             message: excluded.to_string(),
         }
     }
@@ -578,6 +580,7 @@ impl ErrorContext {
             message,
         };
         tracing::debug!(node = self.index, url = %self.url, error = %error, "node failed");
+        crate::stats::node_error(self.index, error.kind);
         error
     }
 }

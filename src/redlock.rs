@@ -25,7 +25,7 @@ use crate::lock::{Acquisition, Keys, Lock};
 use crate::node::{Answer, Node, NodeResult};
 use crate::probe::KeySpace;
 use crate::quorum::{quorum, validity, Ballot, Decision, Stake, Tally};
-use crate::stats::{Counters, Event, Stats};
+use crate::stats::{self, Counters, Event, Stats};
 use crate::token::Token;
 use crate::wake::{self, Ticket, Wakeups, Woken};
 
@@ -386,6 +386,7 @@ impl RedLock {
                     Woken::Paused => counters.count(Event::Paused),
                     Woken::Deadline => {
                         if let Some(error) = last {
+                            stats::call_ended(started.elapsed(), false);
                             return Err(error);
                         }
                         // Never attempted: one attempt before giving up.
@@ -397,6 +398,7 @@ impl RedLock {
             let error = match self.attempt(&target, ttl).await {
                 Ok(lock) => {
                     counters.count(Event::Acquired);
+                    stats::call_ended(started.elapsed(), true);
                     if let Some(mut waiting) = place.take() {
                         waiting.acquired = true;
                     }
@@ -408,8 +410,11 @@ impl RedLock {
             let taken = matches!(error, Error::Taken { .. });
             if taken {
                 counters.count(Event::Taken);
+            } else {
+                stats::attempt_failed();
             }
             let Some(pause) = retry.next_pause(made, started) else {
+                stats::call_ended(started.elapsed(), false);
                 return Err(error);
             };
             tracing::debug!(resource = %target.name, attempt = made, error = %error, "lock attempt failed");

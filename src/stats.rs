@@ -1,4 +1,12 @@
-//! Counters of what a client did, for services to export and benches to read.
+//! Counters of what a client did, for services to export and benches to read; with the
+//! `metrics` feature, the same events through the [`metrics`](https://docs.rs/metrics) facade:
+//!
+//! | name | kind | labels |
+//! |---|---|---|
+//! | `quorumlock_lock_attempts_total` | counter | `outcome`: `acquired`, `taken`, `failed` |
+//! | `quorumlock_lock_waits_total` | counter | `ended`: `released`, `paused` |
+//! | `quorumlock_lock_wait_seconds` | histogram | `outcome`: `acquired`, `gave_up` (from the call to its end) |
+//! | `quorumlock_node_errors_total` | counter | `node` (index), `kind` (`NodeErrorKind`, lower case) |
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -49,6 +57,24 @@ pub(crate) enum Event {
 
 impl Counters {
     pub(crate) fn count(&self, event: Event) {
+        #[cfg(feature = "metrics")]
+        match event {
+            Event::Attempt => {}
+            Event::Acquired => {
+                metrics::counter!("quorumlock_lock_attempts_total", "outcome" => "acquired")
+                    .increment(1)
+            }
+            Event::Taken => {
+                metrics::counter!("quorumlock_lock_attempts_total", "outcome" => "taken")
+                    .increment(1)
+            }
+            Event::Woken => {
+                metrics::counter!("quorumlock_lock_waits_total", "ended" => "released").increment(1)
+            }
+            Event::Paused => {
+                metrics::counter!("quorumlock_lock_waits_total", "ended" => "paused").increment(1)
+            }
+        }
         let counter = match event {
             Event::Attempt => &self.attempts,
             Event::Acquired => &self.acquired,
@@ -68,4 +94,31 @@ impl Counters {
             paused: self.paused.load(Ordering::Relaxed),
         }
     }
+}
+
+/// An attempt that neither got the lock nor found it taken (no quorum, validity used up).
+pub(crate) fn attempt_failed() {
+    #[cfg(feature = "metrics")]
+    metrics::counter!("quorumlock_lock_attempts_total", "outcome" => "failed").increment(1);
+}
+
+/// A lock call ended after `waited`, with the lock or without.
+pub(crate) fn call_ended(_waited: std::time::Duration, _acquired: bool) {
+    #[cfg(feature = "metrics")]
+    metrics::histogram!(
+        "quorumlock_lock_wait_seconds",
+        "outcome" => if _acquired { "acquired" } else { "gave_up" }
+    )
+    .record(_waited.as_secs_f64());
+}
+
+/// A node failed a command.
+pub(crate) fn node_error(_node: usize, _kind: crate::NodeErrorKind) {
+    #[cfg(feature = "metrics")]
+    metrics::counter!(
+        "quorumlock_node_errors_total",
+        "node" => _node.to_string(),
+        "kind" => format!("{_kind:?}").to_ascii_lowercase()
+    )
+    .increment(1);
 }
