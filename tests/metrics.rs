@@ -52,7 +52,7 @@ async fn attempts_waits_and_node_errors_are_recorded() {
             let labelled = k
                 .labels()
                 .any(|l| l.key() == label.0 && l.value() == label.1);
-            (k.name() == name && labelled).then_some((key.kind(), value.clone()))
+            (k.name() == name && labelled).then_some((key.kind(), value))
         })
     };
     let counter = |name, label| match find(name, label) {
