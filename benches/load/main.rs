@@ -72,7 +72,7 @@ fn main() {
     let mut results = serde_json::Map::new();
     results.insert("meta".into(), settings.json());
     rt.block_on(async {
-        if settings.runs_any("bci") {
+        if settings.runs_any("bciw") {
             let quorum = LocalQuorum::start(NODES).await.expect("start redis-server");
             let clients = Arc::new(Clients::connect(&quorum.urls()).await);
             if settings.runs('b') {
@@ -82,6 +82,10 @@ fn main() {
             if settings.runs('c') {
                 let c = throughput::contention(&clients, quorum.node(0), &settings).await;
                 results.insert("contention".into(), c);
+            }
+            if settings.runs('w') {
+                let w = throughput::contention_curve(&clients, quorum.node(0), &settings).await;
+                results.insert("contention_curve".into(), w);
             }
             if settings.runs('i') {
                 let i = allocs::allocations(&clients, &settings).await;

@@ -6,7 +6,7 @@ use std::time::Duration;
 use crate::{NODES, NODE_TIMEOUT, TTL};
 
 /// Every workload, by its letter.
-const WORKLOADS: &str = "bcdefgi";
+const WORKLOADS: &str = "bcdefgiw";
 
 /// The knobs of a run. Each has a full-run default and a smoke-run default (`--smoke` or
 /// `QUORUMLOCK_LOAD_SMOKE=1`); a variable overrides either.
@@ -24,6 +24,9 @@ pub(crate) struct Settings {
     pub(crate) tasks: Vec<usize>,
     /// c: tasks on the one resource (`QUORUMLOCK_LOAD_CONTENDERS`; 16).
     pub(crate) contenders: usize,
+    /// w: the numbers of contending tasks of the contention curve (`QUORUMLOCK_LOAD_CURVE`;
+    /// 1,2,4,8,16,32,64).
+    pub(crate) curve: Vec<usize>,
     /// c: how long a holder keeps the lock (`QUORUMLOCK_LOAD_HOLD_MS`; 1).
     pub(crate) hold: Duration,
     /// c: the random pause between attempts, uniform from 0 to this
@@ -109,6 +112,7 @@ impl Settings {
             rounds: var("QUORUMLOCK_LOAD_ROUNDS", pick(smoke, 3, 1)),
             tasks: list("QUORUMLOCK_LOAD_TASKS", &[1, 4, 16, 64]),
             contenders: var("QUORUMLOCK_LOAD_CONTENDERS", 16),
+            curve: list("QUORUMLOCK_LOAD_CURVE", &[1, 2, 4, 8, 16, 32, 64]),
             hold: Duration::from_millis(var("QUORUMLOCK_LOAD_HOLD_MS", 1)),
             jitter: Duration::from_millis(var("QUORUMLOCK_LOAD_JITTER_MS", 10).max(1)),
             samples: var("QUORUMLOCK_LOAD_SAMPLES", pick(smoke, 1000, 100)),
@@ -150,6 +154,7 @@ impl Settings {
             "rounds": self.rounds,
             "tasks": self.tasks,
             "contenders": self.contenders,
+            "curve": self.curve,
             "hold_ms": self.hold.as_secs_f64() * 1e3,
             "jitter_ms": self.jitter.as_secs_f64() * 1e3,
             "samples": self.samples,

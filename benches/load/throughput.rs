@@ -227,9 +227,10 @@ async fn run_contended(
     imp: Impl,
     round: usize,
     s: &crate::Settings,
+    contenders: usize,
 ) -> Contended {
     // A fresh resource per round: no round starts with a key left by the one before.
-    let resource: Arc<str> = format!("load:c:{}:{round}", imp.name()).into();
+    let resource: Arc<str> = format!("load:c:{}:{contenders}:{round}", imp.name()).into();
     let mut rslock = clients.rslock.clone();
     rslock.set_retry(CONTENTION_ATTEMPTS, s.jitter);
     let holders = Arc::new(AtomicUsize::new(0));
@@ -238,7 +239,7 @@ async fn run_contended(
     let handoff: Arc<std::sync::Mutex<(Option<Instant>, Vec<Duration>)>> = Arc::default();
     let (from, until) = window(s.secs);
     let (hold, jitter) = (s.hold, s.jitter);
-    let handles: Vec<_> = (0..s.contenders)
+    let handles: Vec<_> = (0..contenders)
         .map(|_| {
             let (clients, rslock, resource) =
                 (Arc::clone(clients), rslock.clone(), Arc::clone(&resource));
@@ -315,7 +316,7 @@ pub(crate) async fn contention(
         for imp in order(&IMPLS, round) {
             let i = IMPLS.iter().position(|&x| x == imp).unwrap_or(0);
             let before = attempts(clients, node, imp).await;
-            let mut w = run_contended(clients, imp, round, s).await;
+            let mut w = run_contended(clients, imp, round, s, s.contenders).await;
             w.attempts = attempts(clients, node, imp).await - before;
             let total: u64 = w.per_task.iter().sum();
             eprintln!(
@@ -422,4 +423,70 @@ pub(crate) async fn contention(
         "attempts_per_call": CONTENTION_ATTEMPTS,
         "results": results,
     })
+}
+
+/// Workload w: the contention curve, handoffs/s and wasted attempts for 1 to 64 tasks on one
+/// resource (one window per implementation and task count, in alternating order).
+pub(crate) async fn contention_curve(
+    clients: &Arc<Clients>,
+    node: &LocalNode,
+    s: &crate::Settings,
+) -> serde_json::Value {
+    const IMPLS: [Impl; 3] = [Impl::Fenced, Impl::Plain, Impl::Rslock];
+    let mut results = Vec::new();
+    let mut rows = Vec::new();
+    for (i, &tasks) in s.curve.iter().enumerate() {
+        for imp in order(&IMPLS, i) {
+            let before = attempts(clients, node, imp).await;
+            let mut w = run_contended(clients, imp, 1000 + i, s, tasks).await;
+            w.attempts = attempts(clients, node, imp).await - before;
+            let rate = w.per_task.iter().sum::<u64>() as f64 / w.secs;
+            eprintln!(
+                "w: {tasks} tasks: {}: {rate:.0} handoffs/s, {:.2} wasted attempts per \
+                 acquisition, release to next grant p50 {:.3} ms, Jain {:.3}",
+                imp.name(),
+                w.wasted(),
+                w.gap_p50_ms,
+                jain(&w.per_task)
+            );
+            rows.push(vec![
+                tasks.to_string(),
+                imp.name().to_string(),
+                fmt(Some(rate), 0),
+                fmt(Some(w.wasted()), 2),
+                fmt(Some(w.gap_p50_ms), 3),
+                format!("{:.3}", jain(&w.per_task)),
+            ]);
+            results.push(json!({
+                "tasks": tasks,
+                "impl": imp.name(),
+                "handoffs_per_s": rate,
+                "wasted_attempts_per_acquisition": w.wasted(),
+                "release_to_grant_p50_ms": w.gap_p50_ms,
+                "jain": jain(&w.per_task),
+                "gave_up": w.gave_up,
+                "overlaps": w.overlaps,
+            }));
+        }
+    }
+    print_table(
+        &format!(
+            "w. contention curve: tasks on one resource, holding {} ms, {} attempts per call {} ms \
+             apart at most ({} s per point)",
+            s.hold.as_millis(),
+            CONTENTION_ATTEMPTS,
+            s.jitter.as_millis(),
+            s.secs
+        ),
+        &[
+            "tasks",
+            "impl",
+            "handoffs/s",
+            "wasted attempts/acq.",
+            "release→grant p50 ms",
+            "Jain",
+        ],
+        &rows,
+    );
+    json!({ "secs": s.secs, "hold_ms": s.hold.as_secs_f64() * 1e3, "results": results })
 }
