@@ -15,6 +15,7 @@ use fred::types::{Key, Value};
 use futures::stream::{FuturesUnordered, StreamExt};
 use futures::FutureExt;
 use tokio::sync::Notify;
+use tracing::Instrument;
 
 use crate::admission::Fleet;
 use crate::config::{Config, RedLockBuilder, Retry, Ttl};
@@ -64,6 +65,40 @@ struct Inner {
 
 /// The prefix of the fencing counters' keys: `quorumlock:fence:` + the lock's key.
 pub(crate) const FENCE_PREFIX: &str = "quorumlock:fence:";
+
+/// Records an attempt's outcome and its nodes' on its span: how many nodes said yes, and each
+/// failed node with its error kind (`2:timeout,4:io`).
+fn record_attempt(span: &tracing::Span, result: &Result<Lock, Error>) {
+    if span.is_disabled() {
+        return;
+    }
+    let failed = |failures: &[NodeError]| {
+        failures
+            .iter()
+            .map(|f| format!("{}:{:?}", f.index, f.kind).to_ascii_lowercase())
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    match result {
+        Ok(lock) => {
+            span.record("outcome", "acquired");
+            span.record("yes", lock.acquired_on());
+            span.record("failed", failed(lock.failures()));
+        }
+        Err(e) => {
+            let outcome = match e {
+                Error::Taken { .. } => "taken",
+                Error::NoQuorum { .. } => "no_quorum",
+                Error::ValidityExpired { .. } => "validity_expired",
+                _ => "error",
+            };
+            span.record("outcome", outcome);
+            if let Error::Taken { failures, .. } | Error::NoQuorum { failures, .. } = e {
+                span.record("failed", failed(failures));
+            }
+        }
+    }
+}
 
 /// A caller's place in the line for a key (see `wake.rs`); it leaves the line when dropped,
 /// and the last to leave unsubscribes.
@@ -395,7 +430,17 @@ impl RedLock {
             }
             made += 1;
             counters.count(Event::Attempt);
-            let error = match self.attempt(&target, ttl).await {
+            let span = tracing::debug_span!(
+                "quorumlock.attempt",
+                resource = %target.name,
+                attempt = made,
+                outcome = tracing::field::Empty,
+                yes = tracing::field::Empty,
+                failed = tracing::field::Empty,
+            );
+            let result = self.attempt(&target, ttl).instrument(span.clone()).await;
+            record_attempt(&span, &result);
+            let error = match result {
                 Ok(lock) => {
                     counters.count(Event::Acquired);
                     stats::call_ended(started.elapsed(), true);
