@@ -6,6 +6,7 @@ mod admission;
 mod batch;
 mod config;
 mod error;
+mod fencing;
 mod health;
 mod inspect;
 mod keep;

@@ -474,7 +474,8 @@ async fn acl_users_in_the_url_are_used_and_missing_permissions_are_reported() {
         }
         other => panic!("{other:?}"),
     }
-    // With fencing, acquiring needs a script too: refused, and nothing is set.
+    // With fencing, one resource is taken with the same SET NX, but its fencing token
+    // needs scripts: refused, and no counter is set.
     let fenced = connected(
         quorumlock::RedLock::builder()
             .quarantine(false)
@@ -482,7 +483,8 @@ async fn acl_users_in_the_url_are_used_and_missing_permissions_are_reported() {
             .retry(Retry::none()),
     )
     .await;
-    match fenced.try_lock("acl-fenced").await {
+    let lock = fenced.try_lock("acl-fenced").await.unwrap();
+    match lock.fencing_token().await {
         Err(Error::NoQuorum { failures, .. }) => {
             assert!(
                 failures.iter().all(|f| f.kind == NodeErrorKind::Auth),
@@ -491,7 +493,19 @@ async fn acl_users_in_the_url_are_used_and_missing_permissions_are_reported() {
         }
         other => panic!("{other:?}"),
     }
-    assert_eq!(holders(&q, "acl-fenced").await, 0);
+    assert_eq!(holders(&q, "quorumlock:fence:acl-fenced").await, 0);
+    assert!(lock.release().await.is_err());
+    // Several resources at once need a script: refused, and nothing is set.
+    match fenced.lock_all(&["acl-a", "acl-b"]).await {
+        Err(Error::NoQuorum { failures, .. }) => {
+            assert!(
+                failures.iter().all(|f| f.kind == NodeErrorKind::Auth),
+                "{failures:?}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(holders(&q, "acl-a").await + holders(&q, "acl-b").await, 0);
 }
 
 /// How many connections `node` has accepted since it started.
