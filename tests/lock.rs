@@ -306,6 +306,14 @@ async fn script_hashes_match_the_server_and_noscript_falls_back() {
     }
 }
 
+/// The fencing token's futures can be spawned (compiled, never called).
+#[allow(dead_code)]
+fn token_futures_are_send(lock: &quorumlock::Lock, handle: &quorumlock::LockHandle) {
+    fn check<T: Send>(_: T) {}
+    check(lock.fencing_token());
+    check(handle.fencing_token());
+}
+
 #[test]
 fn locks_and_clients_are_send_and_sync() {
     fn check<T: Send + Sync + 'static>() {}
