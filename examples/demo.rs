@@ -228,6 +228,9 @@ async fn worker(id: usize, redlock: RedLock, ledger: Arc<Ledger>, start: Instant
                 if let Ok(mut l) = ledger.latencies_us.lock() {
                     l.push(took.as_micros() as u64);
                 }
+                // The token goes with the writes to storage: asked for (and recorded on a
+                // majority) before the first one. One not recorded in time is not used.
+                let token = lock.fencing_token().await.ok();
                 if ledger
                     .holder
                     .compare_exchange(0, id, Ordering::SeqCst, Ordering::SeqCst)
@@ -235,7 +238,7 @@ async fn worker(id: usize, redlock: RedLock, ledger: Arc<Ledger>, start: Instant
                 {
                     ledger.overlaps.fetch_add(1, Ordering::SeqCst);
                 }
-                if let Some(token) = lock.fencing_token() {
+                if let Some(token) = token {
                     if ledger.last_token.fetch_max(token, Ordering::SeqCst) >= token {
                         ledger.regressions.fetch_add(1, Ordering::SeqCst);
                     }

@@ -71,7 +71,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let ttl = Duration::from_millis(500);
     let lock_a = a.lock_with("doc:7", ttl, Retry::none()).await?;
-    let token_a = lock_a.fencing_token().ok_or("fencing is on by default")?;
+    // Asked for before the first write; the first call records it on a majority of nodes.
+    let token_a = lock_a.fencing_token().await?;
     println!(
         "A holds doc:7 with fencing token {token_a}, checks that its lock is valid ({}), \
          and pauses right before writing",
@@ -87,13 +88,17 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let lock_b = b
         .lock_with("doc:7", ttl, Retry::within(Duration::from_secs(2)))
         .await?;
-    let token_b = lock_b.fencing_token().ok_or("fencing is on by default")?;
+    let token_b = lock_b.fencing_token().await?;
     println!("B holds doc:7 with fencing token {token_b} and writes");
     store.write(token_b, "written by B")?;
     lock_b.release().await?;
 
-    // A wakes up and writes with its old token: refused by the store.
+    // A wakes up and writes with its old token: refused by the store. (Had A asked for its
+    // token only now, it would have been refused one: its lock's validity has run out.)
     let lock_a = paused.await?;
+    if let Err(e) = lock_a.fencing_token().await {
+        println!("A asks for its token again: {e}");
+    }
     println!("A wakes up and writes with token {token_a}");
     match store.write(token_a, "written by A, too late") {
         Err(Stale { token, newest }) => {

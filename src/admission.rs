@@ -101,6 +101,9 @@ impl Admission {
         if !state.checked {
             return Some(Excluded::Unchecked);
         }
+        if state.facts.as_ref().is_some_and(|f| f.not_redis) {
+            return Some(Excluded::NotRedis);
+        }
         if state.facts.as_ref().is_some_and(Facts::is_replica) {
             return Some(Excluded::Replica);
         }
@@ -231,6 +234,14 @@ impl Admission {
                 "INFO server refused: restarts of this node cannot be detected (unknown)"
             );
         }
+        if facts.not_redis {
+            tracing::error!(
+                node,
+                url,
+                "node answered INFO with something that is not INFO output: not a Redis \
+                 server; its votes do not count"
+            );
+        }
         if facts.is_replica() {
             tracing::error!(
                 node,
@@ -289,5 +300,6 @@ pub(crate) fn kind(excluded: &Excluded) -> NodeErrorKind {
         Excluded::Replica => NodeErrorKind::Replica,
         Excluded::Forbidden { .. } => NodeErrorKind::Auth,
         Excluded::SameServerAs { .. } => NodeErrorKind::SameServer,
+        Excluded::NotRedis => NodeErrorKind::Protocol,
     }
 }

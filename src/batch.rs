@@ -41,6 +41,7 @@ static FENCE: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::FENCE));
 static EXTEND: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::EXTEND));
 static RESTORE: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::RESTORE));
 static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::RELEASE));
+static PEEK: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::PEEK));
 pub(crate) static BATCH: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::batch()));
 
 /// What a call runs: one of the scripts (the set is sent as the plain command when alone).
@@ -53,6 +54,7 @@ pub(crate) enum Op {
     Extend,
     Restore,
     Release,
+    Peek,
 }
 
 impl Op {
@@ -64,6 +66,7 @@ impl Op {
             Op::Extend => &EXTEND,
             Op::Restore => &RESTORE,
             Op::Release => &RELEASE,
+            Op::Peek => &PEEK,
         }
     }
 
@@ -76,6 +79,7 @@ impl Op {
             Op::Extend => 4,
             Op::Restore => 5,
             Op::Release => 6,
+            Op::Peek => 7,
         }
     }
 }

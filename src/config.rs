@@ -185,7 +185,7 @@ impl Config {
     pub fn key_prefix(&self) -> &str {
         &self.key_prefix
     }
-    /// Whether acquisitions hand out fencing tokens.
+    /// Whether locks hand out fencing tokens when asked.
     pub fn fencing(&self) -> bool {
         self.fencing
     }
@@ -521,12 +521,14 @@ impl RedLockBuilder {
         self
     }
 
-    /// Whether each acquisition also hands out a fencing token
-    /// ([`Lock::fencing_token`](crate::Lock::fencing_token)): a number that grows with every
-    /// successful acquisition of a resource, for storage to reject writes from a holder whose
-    /// lock has expired. Costs one more parallel round trip per acquisition, and keeps one
-    /// small counter key per resource on every node (`quorumlock:fence:` + the lock's key,
-    /// without expiry). Defaults to on.
+    /// Whether locks hand out a fencing token when asked
+    /// ([`Lock::fencing_token`](crate::Lock::fencing_token)): a number greater than every
+    /// token handed out for the resource before, for storage to reject writes from a holder
+    /// whose lock has expired. Costs nothing until a token is asked for; the first call on a
+    /// lock records it on a majority (two parallel round trips for the client's first token,
+    /// then one, the acquisitions reading the counters from then on). Keeps one small counter
+    /// key per resource on every node (`quorumlock:fence:` + the lock's key, without expiry).
+    /// Defaults to on.
     pub fn fencing(mut self, on: bool) -> Self {
         self.fencing = on;
         self

@@ -382,6 +382,10 @@ pub enum ConfigError {
     /// A resource whose key would be a fencing counter's key.
     #[error("resource key `{0}` is reserved: keys starting with `quorumlock:fence:` hold fencing counters")]
     ReservedResource(String),
+    /// A fencing token was asked of a lock taken by a client with fencing off
+    /// ([`RedLockBuilder::fencing`](crate::RedLockBuilder::fencing)).
+    #[error("fencing is off for this client: its locks have no fencing token")]
+    FencingOff,
     /// An environment variable that could not be parsed, or is not valid UTF-8.
     #[error(
         "environment variable {var}{}: {reason}",

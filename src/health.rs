@@ -23,12 +23,16 @@ pub(crate) struct Facts {
     pub(crate) appendfsync: Option<String>,
     pub(crate) maxmemory: Option<u64>,
     pub(crate) maxmemory_policy: Option<String>,
+    /// The node answered `INFO` with something that is not `INFO` output (no `field:value`
+    /// line): whatever it is, it is not a Redis server, and its votes never count.
+    pub(crate) not_redis: bool,
 }
 
 impl Facts {
     /// Reads the fields of `INFO server`, `INFO replication` and `INFO persistence` output
-    /// (any of them, in one text or several).
-    pub(crate) fn read_info(&mut self, info: &str) {
+    /// (any of them, in one text or several). Returns whether it had any `field:value`
+    /// line: a reply without one is not `INFO` output.
+    pub(crate) fn read_info(&mut self, info: &str) -> bool {
         let fields = parse_info(info);
         let get = |k: &str| fields.get(k).map(|v| v.to_string());
         if let Some(v) = get("run_id") {
@@ -46,6 +50,7 @@ impl Facts {
         if let Some(v) = fields.get("aof_enabled") {
             self.aof_enabled = Some(*v == "1");
         }
+        !fields.is_empty()
     }
 
     /// Reads `CONFIG GET` pairs.
@@ -110,6 +115,8 @@ pub(crate) enum Excluded {
     Forbidden { refused: Vec<String> },
     /// The same server (run_id) as an earlier node in the list.
     SameServerAs { index: usize },
+    /// Answered `INFO` with something else: not a Redis server.
+    NotRedis,
 }
 
 impl fmt::Display for Excluded {
@@ -134,6 +141,10 @@ impl fmt::Display for Excluded {
             Excluded::SameServerAs { index } => write!(
                 f,
                 "the same server (run_id) as node {index}: one server must not vote twice"
+            ),
+            Excluded::NotRedis => f.write_str(
+                "answered INFO with something that is not INFO output: not a Redis server; \
+                 its votes do not count",
             ),
         }
     }
@@ -200,6 +211,13 @@ uptime_in_seconds:42\r\n\r\n# Replication\r\nrole:master\r\nconnected_slaves:0\r
         let mut f = Facts::default();
         f.read_info(INFO);
         f
+    }
+
+    #[test]
+    fn a_reply_without_fields_is_not_info() {
+        let mut f = Facts::default();
+        assert!(!f.read_info("OK"));
+        assert!(f.read_info(INFO));
     }
 
     #[test]

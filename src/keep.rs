@@ -12,7 +12,7 @@ use tokio::sync::Notify;
 
 use crate::error::{ConfigError, Error};
 use crate::keeper::Ticket;
-use crate::lock::{Lock, Released};
+use crate::lock::{Ident, Lock, Released};
 use crate::token::Token;
 
 /// How a [`KeptLock`] is kept: when extensions start, how early loss is signalled, and for
@@ -200,9 +200,8 @@ struct Status {
 /// kept lock: a `watch` channel would cost about three times as much.
 #[derive(Debug)]
 struct Shared {
-    resource: Box<str>,
-    token: Token,
-    fencing_token: Option<u64>,
+    /// The lock's resources, keys and token, shared with the lock the keeper holds.
+    lock: Arc<Ident>,
     status: Mutex<Status>,
     /// Woken when the lock is lost, and when the keeper lets go of it.
     changed: Notify,
@@ -219,6 +218,27 @@ impl Shared {
 
     fn lost_reason(&self) -> Option<LostReason> {
         self.status().lost.clone()
+    }
+
+    /// `Ok` while the lock is kept, not lost, and its validity has not run out.
+    fn held(&self) -> Result<(), Error> {
+        let status = self.status();
+        let reason = match (&status.lost, self.closed.load(Ordering::SeqCst)) {
+            (Some(reason), _) => reason.clone(),
+            (None, true) => released(),
+            (None, false) => return self.lock.valid(status.valid_until),
+        };
+        Err(Error::Lost {
+            resource: self.lock.name().to_string(),
+            reason,
+        })
+    }
+}
+
+/// What the handles of a lock report once the keeper let go of it without losing it.
+fn released() -> LostReason {
+    LostReason::NotExtended {
+        last_error: Some("the lock was released".into()),
     }
 }
 
@@ -289,17 +309,22 @@ pub struct LockHandle {
 impl LockHandle {
     /// The locked resource's name (names joined by commas for several).
     pub fn resource(&self) -> &str {
-        &self.shared.resource
+        self.shared.lock.name()
     }
 
     /// The acquisition's token, as stored on the nodes.
     pub fn token(&self) -> &Token {
-        &self.shared.token
+        self.shared.lock.token()
     }
 
-    /// The fencing token, if fencing is on; see [`Lock::fencing_token`].
-    pub fn fencing_token(&self) -> Option<u64> {
-        self.shared.fencing_token
+    /// The fencing token, recorded on a majority by the first call of any handle (or of the
+    /// [`KeptLock`]); see [`Lock::fencing_token`].
+    ///
+    /// # Errors
+    /// As [`Lock::fencing_token`], and [`Error::Lost`] once the lock was lost or released.
+    pub async fn fencing_token(&self) -> Result<u64, Error> {
+        let shared = &self.shared;
+        shared.lock.fencing_token(|| shared.held()).await
     }
 
     /// The instant until which the lock can be relied on, as of the last successful
@@ -351,9 +376,7 @@ impl LockHandle {
                 if shared.closed.load(Ordering::SeqCst) {
                     // The keeper let go of the lock (it was released or dropped): whatever
                     // it published last is final.
-                    return shared.lost_reason().unwrap_or(LostReason::NotExtended {
-                        last_error: Some("the lock was released".into()),
-                    });
+                    return shared.lost_reason().unwrap_or_else(released);
                 }
                 changed.await;
             }
@@ -376,7 +399,7 @@ impl Lock {
     /// let kept = redlock.lock("report").await?.keep_alive(quorumlock::KeepAlive::new())?;
     /// let handle = kept.handle();
     /// tokio::select! {
-    ///     _ = async { /* long work, checking handle.fencing_token() with storage */ } => {}
+    ///     _ = async { /* long work, sending handle.fencing_token().await? to storage */ } => {}
     ///     reason = handle.lost() => eprintln!("lock lost: {reason}; stopping"),
     /// }
     /// kept.release().await?;
@@ -388,9 +411,7 @@ impl Lock {
         // Nothing reads them once the lock is kept.
         self.forget_failures();
         let shared = Arc::new(Shared {
-            resource: self.resource().into(),
-            token: self.token().clone(),
-            fencing_token: self.fencing_token(),
+            lock: Arc::clone(self.ident()),
             status: Mutex::new(Status {
                 valid_until: self.valid_until(),
                 extensions: 0,
@@ -422,9 +443,12 @@ impl KeptLock {
         self.handle.resource()
     }
 
-    /// The fencing token, if fencing is on; see [`Lock::fencing_token`].
-    pub fn fencing_token(&self) -> Option<u64> {
-        self.handle.fencing_token()
+    /// The fencing token; see [`LockHandle::fencing_token`].
+    ///
+    /// # Errors
+    /// As [`LockHandle::fencing_token`].
+    pub async fn fencing_token(&self) -> Result<u64, Error> {
+        self.handle.fencing_token().await
     }
 
     /// The validity left: zero once lost or expired. See [`LockHandle::validity`].

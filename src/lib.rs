@@ -8,6 +8,7 @@ mod config;
 mod decoder;
 mod error;
 mod failure;
+mod fencing;
 mod health;
 mod inspect;
 mod keep;

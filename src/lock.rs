@@ -11,6 +11,7 @@ use fred::types::{Key, Value};
 
 use crate::config::Ttl;
 use crate::error::{Error, NodeError};
+use crate::fencing::Fencing;
 use crate::node::Extended;
 use crate::quorum::{validity, Decision, Stake, Tally};
 use crate::redlock::{RedLock, Round};
@@ -44,17 +45,19 @@ pub(crate) struct Acquisition {
     pub(crate) keys: Keys,
     pub(crate) token: Token,
     pub(crate) value: Value,
-    pub(crate) fence: Option<u64>,
+    /// `None` when fencing is off.
+    pub(crate) fencing: Option<Fencing>,
     pub(crate) ttl: Duration,
     pub(crate) valid_until: Instant,
     pub(crate) acquired_on: usize,
     pub(crate) failures: Vec<NodeError>,
 }
 
-/// What a [`Lock`] keeps of its [`Acquisition`], stored compactly: a service may hold
-/// many locks at once (every byte here is multiplied by 100,000 kept locks).
+/// What never changes in a lock, stored compactly and shared by the lock and, once it is
+/// kept, by its handles: enough to name it and to run a round on it. A service may hold many
+/// locks at once (every byte here is multiplied by 100,000 kept locks).
 #[derive(Debug)]
-struct Held {
+pub(crate) struct Ident {
     redlock: RedLock,
     /// The resources' names joined by commas, only for several resources (for one, it is
     /// `resources[0]`).
@@ -66,28 +69,84 @@ struct Held {
     locks: usize,
     /// The token; the value sent to the nodes is made from it when needed.
     token: Token,
-    fence: Option<u64>,
-    ttl: Duration,
-    valid_until: Instant,
-    acquired_on: usize,
-    failures: Box<[NodeError]>,
+    /// `None` when fencing is off.
+    fencing: Option<Fencing>,
 }
 
-impl Held {
-    fn name(&self) -> &str {
+impl Ident {
+    pub(crate) fn redlock(&self) -> &RedLock {
+        &self.redlock
+    }
+
+    pub(crate) fn name(&self) -> &str {
         match &self.joined {
             Some(joined) => joined,
             None => self.resources.first().map_or("", String::as_str),
         }
     }
 
-    fn lock_keys(&self) -> &[Key] {
+    pub(crate) fn token(&self) -> &Token {
+        &self.token
+    }
+
+    /// The lock keys, then (with fencing) their fencing counters.
+    pub(crate) fn keys(&self) -> &[Key] {
+        &self.keys
+    }
+
+    /// How many of [`keys`](Self::keys) are lock keys.
+    pub(crate) fn locks(&self) -> usize {
+        self.locks
+    }
+
+    pub(crate) fn lock_keys(&self) -> &[Key] {
         &self.keys[..self.locks]
     }
 
+    pub(crate) fn fencing(&self) -> Option<&Fencing> {
+        self.fencing.as_ref()
+    }
+
     /// The token as the scripts get it.
-    fn value(&self) -> Value {
+    pub(crate) fn value(&self) -> Value {
         Value::from(self.token.as_str())
+    }
+
+    /// The fencing token handed out so far, 0 if none: what a restore raises the counters
+    /// to.
+    fn handed_fence(&self) -> u64 {
+        self.fencing.as_ref().and_then(Fencing::handed).unwrap_or(0)
+    }
+
+    /// A round on this lock that neither a majority confirmed nor showed the lock gone:
+    /// failed nodes left it undecided.
+    pub(crate) fn unconfirmed(&self, tally: Tally, failures: Vec<NodeError>) -> Error {
+        Error::NoQuorum {
+            resource: self.name().to_string(),
+            needed: tally.quorum(),
+            agreed: tally.yes,
+            failures,
+        }
+    }
+
+    pub(crate) fn not_held(&self, held: usize) -> Error {
+        Error::NotHeld {
+            resource: self.name().to_string(),
+            held,
+            nodes: self.redlock.nodes(),
+        }
+    }
+
+    /// `Ok` while `valid_until` has not passed, [`Error::Expired`] after.
+    pub(crate) fn valid(&self, valid_until: Instant) -> Result<(), Error> {
+        let now = Instant::now();
+        if now < valid_until {
+            return Ok(());
+        }
+        Err(Error::Expired {
+            resource: self.name().to_string(),
+            ago: now - valid_until,
+        })
     }
 }
 
@@ -119,7 +178,11 @@ pub(crate) struct Extension {
 #[derive(Debug)]
 #[must_use = "a lock is released in the background as soon as it is dropped"]
 pub struct Lock {
-    held: Held,
+    ident: Arc<Ident>,
+    ttl: Duration,
+    valid_until: Instant,
+    acquired_on: usize,
+    failures: Box<[NodeError]>,
     released: bool,
 }
 
@@ -143,7 +206,7 @@ impl Lock {
             keys,
             token,
             value,
-            fence,
+            fencing,
             ttl,
             valid_until,
             acquired_on,
@@ -157,94 +220,124 @@ impl Lock {
             _ => Some(name.into_boxed_str()),
         };
         Lock {
-            held: Held {
+            ident: Arc::new(Ident {
                 redlock,
                 joined,
                 resources: resources.into_boxed_slice(),
                 keys: keys.all.into_boxed_slice(),
                 locks: keys.locks,
                 token,
-                fence,
-                ttl,
-                valid_until,
-                acquired_on,
-                failures: failures.into_boxed_slice(),
-            },
+                fencing,
+            }),
+            ttl,
+            valid_until,
+            acquired_on,
+            failures: failures.into_boxed_slice(),
             released: false,
         }
     }
 
     pub(crate) fn redlock(&self) -> &RedLock {
-        &self.held.redlock
+        &self.ident.redlock
+    }
+
+    /// What never changes in the lock, to share with its handles.
+    pub(crate) fn ident(&self) -> &Arc<Ident> {
+        &self.ident
     }
 
     /// Drops what only the holder of a plain `Lock` can read (the failures of the
     /// acquisition), before the lock is handed to the keeper.
     pub(crate) fn forget_failures(&mut self) {
-        self.held.failures = Box::default();
+        self.failures = Box::default();
     }
 
     /// The locked resource's name; for a lock on several resources, their names joined by
     /// commas.
     pub fn resource(&self) -> &str {
-        self.held.name()
+        self.ident.name()
     }
 
     /// The locked resources' names, in the order given.
     pub fn resources(&self) -> &[String] {
-        &self.held.resources
+        &self.ident.resources
     }
 
     /// This acquisition's unguessable token, as stored on the nodes.
     pub fn token(&self) -> &Token {
-        &self.held.token
+        &self.ident.token
     }
 
-    /// The fencing token: greater than that of every earlier successful acquisition of the
-    /// resource (of each resource, for a lock on several), so that storage can refuse
-    /// writes from an older holder whose lock has expired. `None` when fencing is off
-    /// ([`RedLockBuilder::fencing`](crate::RedLockBuilder::fencing)).
+    /// The fencing token: greater than every fencing token handed out for the resource (for
+    /// each resource, for a lock on several) before this lock was acquired, so that storage
+    /// can refuse writes from an older holder whose lock has expired.
+    ///
+    /// The first call records the token on a majority of nodes (one parallel round trip,
+    /// decided at the quorum) and hands it out only if the lock is still valid when that
+    /// round ends; later calls return the same token without sending anything. A lock whose
+    /// holder never asks costs no more than a lock without fencing. Concurrent first calls
+    /// may each send the round; they get the same token.
     ///
     /// Tokens are below 2^53 (Lua's exact integers) for any realistic number of
-    /// acquisitions. See docs/design.md for the argument and its assumption: nodes do not
-    /// lose acknowledged writes (`appendfsync always`, or delayed restarts).
-    pub fn fencing_token(&self) -> Option<u64> {
-        self.held.fence
+    /// acquisitions. See docs/design.md, section 2.6, for the argument and its assumption:
+    /// nodes do not lose acknowledged writes (`appendfsync always`).
+    ///
+    /// ```no_run
+    /// # async fn f(redlock: quorumlock::RedLock) -> Result<(), quorumlock::Error> {
+    /// let lock = redlock.lock("ledger").await?;
+    /// let token = lock.fencing_token().await?; // sent with every write to storage
+    /// # let _ = token;
+    /// lock.release().await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// - [`Error::Expired`] if the lock's validity has run out, before the call (nothing is
+    ///   sent, and this holds for a token asked before too) or before the round ended.
+    /// - [`Error::NotHeld`] if so many nodes answered that our token is not there that it is
+    ///   not on a majority: the lock is lost.
+    /// - [`Error::NoQuorum`] if too few nodes answered to record the token; a later call
+    ///   may succeed.
+    /// - [`Error::Config`] ([`ConfigError::FencingOff`](crate::ConfigError::FencingOff)) if
+    ///   fencing is off ([`RedLockBuilder::fencing`](crate::RedLockBuilder::fencing)).
+    pub async fn fencing_token(&self) -> Result<u64, Error> {
+        let valid_until = self.valid_until;
+        self.ident
+            .fencing_token(|| self.ident.valid(valid_until))
+            .await
     }
 
     /// The ttl of the last acquisition or extension.
     pub fn ttl(&self) -> Duration {
-        self.held.ttl
+        self.ttl
     }
 
     /// The instant (client's monotonic clock) until which the lock can be relied on:
     /// `start + ttl − drift`, where `start` is taken before the first request is sent.
     pub fn valid_until(&self) -> Instant {
-        self.held.valid_until
+        self.valid_until
     }
 
     /// The validity left: zero once [`valid_until`](Self::valid_until) has passed. Never
     /// more than the nodes' keys are guaranteed to live, drift allowance included.
     pub fn validity(&self) -> Duration {
-        self.held
-            .valid_until
-            .saturating_duration_since(Instant::now())
+        self.valid_until.saturating_duration_since(Instant::now())
     }
 
     /// Whether the validity has not yet run out.
     pub fn is_valid(&self) -> bool {
-        Instant::now() < self.held.valid_until
+        Instant::now() < self.valid_until
     }
 
     /// How many nodes had confirmed the lock when it was granted: the quorum, since the
     /// decision is taken at the quorum-th yes (the others may confirm a moment later).
     pub fn acquired_on(&self) -> usize {
-        self.held.acquired_on
+        self.acquired_on
     }
 
     /// The nodes that failed during the acquisition (a minority the lock did without).
     pub fn failures(&self) -> &[NodeError] {
-        &self.held.failures
+        &self.failures
     }
 
     /// Extends the lock by its ttl, measured from now. See [`extend_for`](Self::extend_for).
@@ -252,7 +345,7 @@ impl Lock {
     /// # Errors
     /// As [`extend_for`](Self::extend_for).
     pub async fn extend(&mut self) -> Result<Duration, Error> {
-        self.extend_for(self.held.ttl).await
+        self.extend_for(self.ttl).await
     }
 
     /// Resets the keys' ttl to `ttl` on every node where they still hold our token, and
@@ -290,31 +383,21 @@ impl Lock {
         &self,
         ttl: Duration,
     ) -> Result<impl Future<Output = Extension> + Send + 'static, Error> {
-        let held = &self.held;
-        let ttl = held.redlock.config().check_ttl(ttl)?;
-        let now = Instant::now();
-        if now >= held.valid_until {
-            return Err(Error::Expired {
-                resource: held.name().to_string(),
-                ago: now - held.valid_until,
-            });
-        }
-        let (redlock, keys, value) = (
-            held.redlock.clone(),
-            held.lock_keys().to_vec(),
-            held.value(),
-        );
-        let (all, locks, fence) = (held.keys.to_vec(), held.locks, held.fence.unwrap_or(0));
+        let ident = Arc::clone(&self.ident);
+        let ttl = ident.redlock.config().check_ttl(ttl)?;
+        ident.valid(self.valid_until)?;
         Ok(async move {
             let (stands, verdict) = watch::channel(None);
             let decided = Arc::new(AtomicBool::new(false));
+            let (keys, value) = (ident.lock_keys().to_vec(), ident.value());
             let start = Instant::now();
-            let round = redlock
+            let round = ident
+                .redlock
                 .round_marking(Some(&decided), Stake::Held, |node| {
                     let extended = node.extend(keys.clone(), value.clone(), ttl.px);
                     let (index, decided, mut verdict) =
                         (node.index(), Arc::clone(&decided), verdict.clone());
-                    let (redlock, all, value) = (redlock.clone(), all.clone(), value.clone());
+                    let ident = Arc::clone(&ident);
                     async move {
                         let answer = extended.await;
                         if matches!(answer, Ok(Extended::Missing)) && decided.load(Ordering::SeqCst)
@@ -324,9 +407,7 @@ impl Lock {
                             // stands (see `restore_missing`).
                             let stands = verdict.wait_for(Option::is_some).await;
                             if matches!(stands.as_deref(), Ok(Some(true))) {
-                                redlock.detached(1 << index, |node| {
-                                    node.restore(all.clone(), locks, value.clone(), ttl.px, fence)
-                                });
+                                ident.restore(1 << index, ttl.px);
                             }
                         }
                         answer
@@ -359,14 +440,14 @@ impl Lock {
                 Some(left) => {
                     stands.send_replace(Some(true));
                     self.restore_missing(&round.answers, ttl.px);
-                    self.held.ttl = ttl.ttl;
-                    self.held.valid_until = extended_until;
+                    self.ttl = ttl.ttl;
+                    self.valid_until = extended_until;
                     Ok(left)
                 }
                 None => {
-                    self.held.valid_until = self.held.valid_until.min(extended_until);
+                    self.valid_until = self.valid_until.min(extended_until);
                     Err(Error::ValidityExpired {
-                        resource: self.held.name().to_string(),
+                        resource: self.ident.name().to_string(),
                         elapsed,
                         ttl: ttl.ttl,
                         drift: ttl.drift,
@@ -374,12 +455,12 @@ impl Lock {
                 }
             },
             _ if round.tally.gone() => {
-                self.held.valid_until = self.held.valid_until.min(start);
-                Err(self.not_held(round.tally.yes))
+                self.valid_until = self.valid_until.min(start);
+                Err(self.ident.not_held(round.tally.yes))
             }
             _ => {
-                self.held.valid_until = self.held.valid_until.min(extended_until);
-                Err(self.unconfirmed(round.tally, round.failures))
+                self.valid_until = self.valid_until.min(extended_until);
+                Err(self.ident.unconfirmed(round.tally, round.failures))
             }
         }
     }
@@ -398,21 +479,21 @@ impl Lock {
     ///   delete gets through, or expire after the ttl.
     pub async fn release(mut self) -> Result<Released, Error> {
         self.released = true;
-        let held = &self.held;
-        let value = held.value();
-        let round = held
+        let ident = &self.ident;
+        let value = ident.value();
+        let round = ident
             .redlock
             .round_marking(None, Stake::Held, |node| {
-                node.release(held.lock_keys().to_vec(), value.clone())
+                node.release(ident.lock_keys().to_vec(), value.clone())
             })
             .await;
         match round.tally.decision() {
             Decision::Won => {
                 // Waiters of this client need not wait for the nodes' messages.
-                let payload = wake::payload(held.token.as_str());
-                for key in held.lock_keys() {
+                let payload = wake::payload(ident.token.as_str());
+                for key in ident.lock_keys() {
                     if let Some(key) = key.as_str() {
-                        held.redlock.wakeups().released(key, &payload);
+                        ident.redlock.wakeups().released(key, &payload);
                     }
                 }
                 Ok(Released {
@@ -420,8 +501,8 @@ impl Lock {
                     nodes: round.tally.nodes,
                 })
             }
-            _ if round.tally.gone() => Err(self.not_held(round.tally.yes)),
-            _ => Err(self.unconfirmed(round.tally, round.failures)),
+            _ if round.tally.gone() => Err(ident.not_held(round.tally.yes)),
+            _ => Err(ident.unconfirmed(round.tally, round.failures)),
         }
     }
 
@@ -435,43 +516,29 @@ impl Lock {
             .iter()
             .filter(|(_, a)| *a == Extended::Missing)
             .fold(0u64, |mask, (i, _)| mask | 1 << i);
-        if restore == 0 {
-            return;
+        if restore != 0 {
+            self.ident.restore(restore, ttl_ms);
         }
-        let held = &self.held;
-        let fence = held.fence.unwrap_or(0);
-        let value = held.value();
-        held.redlock.detached(restore, |node| {
-            node.restore(held.keys.to_vec(), held.locks, value.clone(), ttl_ms, fence)
+    }
+}
+
+impl Ident {
+    /// Sets our keys again on the nodes in `mask`, in the background (the RESTORE script),
+    /// and raises their fencing counters to the fencing token handed out, if one was.
+    fn restore(&self, mask: u64, ttl_ms: i64) {
+        let (fence, value) = (self.handed_fence(), self.value());
+        self.redlock.detached(mask, |node| {
+            node.restore(self.keys.to_vec(), self.locks, value.clone(), ttl_ms, fence)
         });
-    }
-
-    /// A round on this lock that neither a majority confirmed nor showed the lock gone:
-    /// failed nodes left it undecided.
-    fn unconfirmed(&self, tally: Tally, failures: Vec<NodeError>) -> Error {
-        Error::NoQuorum {
-            resource: self.held.name().to_string(),
-            needed: tally.quorum(),
-            agreed: tally.yes,
-            failures,
-        }
-    }
-
-    fn not_held(&self, held: usize) -> Error {
-        Error::NotHeld {
-            resource: self.held.name().to_string(),
-            held,
-            nodes: self.held.redlock.nodes(),
-        }
     }
 }
 
 impl Drop for Lock {
     fn drop(&mut self) {
         if !self.released {
-            self.held
+            self.ident
                 .redlock
-                .release_detached(self.held.lock_keys().to_vec(), self.held.value());
+                .release_detached(self.ident.lock_keys().to_vec(), self.ident.value());
         }
     }
 }

@@ -333,6 +333,28 @@ impl Node {
         }
     }
 
+    /// Reads the fencing counters where our token still holds every lock key (the PEEK
+    /// script): yes with the largest counter, or no if the lock is not ours there.
+    pub(crate) fn peek(
+        &self,
+        keys: Vec<Key>,
+        locks: usize,
+        token: Value,
+    ) -> impl Future<Output = NodeResult<Acquired>> + Send + 'static {
+        let ctx = self.context();
+        async move {
+            ctx.admitted().await?;
+            let args = vec![token, Value::Integer(locks as i64)];
+            let reply = ctx.sent(ctx.batch.call(Op::Peek, true, keys, args).await)?;
+            ctx.vote(reply.and_then(|value| match value {
+                Value::Null => Ok(Acquired(None)),
+                Value::Integer(fence) if fence >= 0 => Ok(Acquired(Some(fence as u64))),
+                other => Err(unexpected("PEEK", &other)),
+            }))
+            .await
+        }
+    }
+
     /// Records fencing token `fence` where our token still holds every lock key (the FENCE
     /// script): yes if recorded.
     pub(crate) fn fence(

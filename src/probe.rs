@@ -70,17 +70,23 @@ pub(crate) fn unanswered(e: &FredError) -> bool {
 /// answer.
 pub(crate) async fn facts(client: &Client, timeout: Duration) -> Result<Facts, FredError> {
     let mut facts = Facts::default();
+    // Whether some INFO section was answered, and whether any answer was INFO output: a node
+    // that answers and never with INFO output is not a Redis server (one that answers `+OK`
+    // to everything would otherwise vote yes to every `SET NX`).
+    let (mut answered, mut info) = (false, false);
     for section in ["server", "replication", "persistence"] {
         match command(client, "INFO", vec![Value::from(section)], timeout).await {
             Ok(reply) => {
+                answered = true;
                 if let Some(text) = reply.as_str() {
-                    facts.read_info(&text);
+                    info |= facts.read_info(&text);
                 }
             }
             Err(e) if unanswered(&e) => return Err(e),
             Err(e) => tracing::debug!(section, error = %e, "INFO section refused"),
         }
     }
+    facts.not_redis = answered && !info;
     let params = ["appendonly", "appendfsync", "maxmemory", "maxmemory-policy"];
     match command(
         client,

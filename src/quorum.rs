@@ -86,11 +86,11 @@ pub(crate) enum Decision {
 /// What a round is about, which says what a "no" means and when the round is decided.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Stake {
-    /// Taking a lock (acquire, fence): a no is another holder. Decided as soon as a majority
+    /// Taking a lock (acquire): a no is another holder. Decided as soon as a majority
     /// of yes is out of reach, failures and refusals alike; suspects may be presumed failed.
     Taking,
-    /// A lock we hold (extend, release): a no is a node that answered that our token is not
-    /// there. Decided once a majority said yes, or so many nodes answered no that our token
+    /// A lock we hold (extend, release, reading and recording its fencing token): a no is a
+    /// node that answered that our token is not there. Decided once a majority said yes, or so many nodes answered no that our token
     /// cannot be on a majority ([`Tally::gone`]), or neither can happen any more. A failed
     /// node is never counted as a no, and no node is presumed failed.
     Held,

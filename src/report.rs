@@ -149,6 +149,14 @@ pub(crate) fn report(index: usize, node: &str, seen: Observed, rules: Rules) -> 
                 "INFO server refused: restarts cannot be detected".into(),
             );
         }
+        if facts.not_redis {
+            add(
+                Severity::Unsafe,
+                "answered INFO with something that is not INFO output: not a Redis server; \
+                 its votes never count"
+                    .into(),
+            );
+        }
         if facts.is_replica() {
             add(
                 Severity::Unsafe,
@@ -346,7 +354,9 @@ mod tests {
 
     #[test]
     fn each_broken_assumption_is_unsafe() {
-        let replica = with(healthy(), |f| f.read_info("role:slave\r\n"));
+        let replica = with(healthy(), |f| {
+            f.read_info("role:slave\r\n");
+        });
         let evicting = with(healthy(), |f| {
             f.read_config(&[
                 ("maxmemory".into(), "1000000".into()),

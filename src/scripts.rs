@@ -14,22 +14,48 @@
 ///
 /// `ARGV = [token, ttl_ms, n]`. If any lock key exists, sets nothing and returns nil.
 /// Otherwise sets every lock key to the token with the ttl and returns the largest fencing
-/// counter among `KEYS[n+1..]` (0 when there are none or they do not exist yet).
+/// counter among `KEYS[n+1..]` (0 when there are none or they do not exist yet). The
+/// counters are read with one `MGET`; one key is set with one `SET NX PX`, several after one
+/// `EXISTS` of them all, so that the server does little more than for a bare `SET NX`.
 pub(crate) const ACQUIRE: &str = r"local n = tonumber(ARGV[3])
-for i = 1, n do
-  if redis.call('exists', KEYS[i]) == 1 then return false end
-end
 local fence = 0
-for i = n + 1, #KEYS do
-  local v = redis.call('get', KEYS[i])
-  if v then
-    local c = tonumber(v)
-    if not c then return redis.error_reply('quorumlock: fencing counter ' .. KEYS[i] .. ' is not a number') end
-    if c > fence then fence = c end
+if #KEYS > n then
+  for i, v in ipairs(redis.call('mget', unpack(KEYS, n + 1))) do
+    if v then
+      local c = tonumber(v)
+      if not c then return redis.error_reply('quorumlock: fencing counter ' .. KEYS[n + i] .. ' is not a number') end
+      if c > fence then fence = c end
+    end
   end
 end
+if n == 1 then
+  if not redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return false end
+  return fence
+end
+if redis.call('exists', unpack(KEYS, 1, n)) > 0 then return false end
 for i = 1, n do
   redis.call('set', KEYS[i], ARGV[1], 'PX', ARGV[2])
+end
+return fence";
+
+/// Reads the fencing counters of a lock we hold: while every lock key holds our token,
+/// returns the largest counter among `KEYS[n+1..]` (0 when none exists yet); nil if the
+/// lock is not ours here. Changes nothing.
+///
+/// `ARGV = [token, n]`.
+pub(crate) const PEEK: &str = r"local n = tonumber(ARGV[2])
+for i = 1, n do
+  if redis.call('get', KEYS[i]) ~= ARGV[1] then return false end
+end
+local fence = 0
+if #KEYS > n then
+  for i, v in ipairs(redis.call('mget', unpack(KEYS, n + 1))) do
+    if v then
+      local c = tonumber(v)
+      if not c then return redis.error_reply('quorumlock: fencing counter ' .. KEYS[n + i] .. ' is not a number') end
+      if c > fence then fence = c end
+    end
+  end
 end
 return fence";
 
@@ -105,10 +131,11 @@ pub(crate) const SET_NX: &str = r"if redis.call('set', KEYS[1], ARGV[1], 'NX', '
 return false";
 
 /// Every script, for tests that check the hashes against a real `SCRIPT LOAD`.
-pub(crate) const ALL: [&str; 5] = [ACQUIRE, FENCE, EXTEND, RESTORE, RELEASE];
+#[cfg(any(test, feature = "testkit"))]
+pub(crate) const ALL: [&str; 6] = [ACQUIRE, PEEK, FENCE, EXTEND, RESTORE, RELEASE];
 
 /// The scripts [`batch`] can run, in the order of their numbers in it.
-pub(crate) const BATCHED: [&str; 6] = [SET_NX, ACQUIRE, FENCE, EXTEND, RESTORE, RELEASE];
+pub(crate) const BATCHED: [&str; 7] = [SET_NX, ACQUIRE, FENCE, EXTEND, RESTORE, RELEASE, PEEK];
 
 /// The script that runs several calls of the scripts above in one: concurrent calls bound
 /// for one node are sent as one (see `batch.rs`). Each script becomes a function of

@@ -24,12 +24,13 @@ async fn calls_queued_for_a_busy_node_go_out_together_and_in_order() {
     let before = calls(quorum.node(0), "evalsha").await;
     quorum.node_mut(0).freeze().expect("freeze");
 
-    // Each lock is decided by the four healthy nodes; node 0's acquisition, fence and
-    // release wait in its queue.
+    // Each lock is decided by the four healthy nodes; node 0's acquisition, the reading and
+    // recording of its fencing token, and its release wait in its queue.
     let locks = join_all((0..LOCKS).map(|i| {
         let redlock = redlock.clone();
         tokio::spawn(async move {
             let lock = redlock.try_lock(&format!("batch:{i}")).await?;
+            lock.fencing_token().await?;
             lock.release().await
         })
     }))
@@ -45,14 +46,14 @@ async fn calls_queued_for_a_busy_node_go_out_together_and_in_order() {
         "node 0's queued calls were answered"
     );
 
-    // Three script calls per lock (acquire, fence, release) were queued for the frozen
-    // node; it got them in a handful of script calls (its first acquisition alone, then
-    // the rest as one batch or a few).
+    // Four calls per lock (acquire, read and record the fencing token, release) were queued
+    // for the frozen node; it got them in a handful of script calls (its first acquisition
+    // alone, then the rest as one batch or a few).
     let frozen = calls(quorum.node(0), "evalsha").await - before;
     assert!(
         frozen <= 6,
         "node 0 ran {frozen} script calls for {} queued calls",
-        3 * LOCKS
+        4 * LOCKS
     );
     // Every late acquisition ran, then its release: nothing is left on node 0.
     for i in 0..LOCKS {
@@ -76,12 +77,17 @@ async fn a_failing_call_in_a_batch_does_not_fail_the_others() {
     let mut quorum = LocalQuorum::start(3).await.expect("quorum");
     let redlock = connected(builder(&quorum).node_timeout(Duration::from_secs(20))).await;
     // Node 0 holds a fencing counter that is not a number: the ACQUIRE script fails there
-    // for that resource only.
+    // for that resource only. (Once one of its locks' tokens was asked for, a client's
+    // acquisitions read the counters.)
     quorum
         .node(0)
         .command(&["SET", "quorumlock:fence:broken", "garbage"])
         .await
         .expect("SET");
+    let asked = redlock.try_lock("asked").await.expect("lock");
+    asked.fencing_token().await.expect("token");
+    asked.release().await.expect("release");
+    assert!(redlock.settle(Duration::from_secs(5)).await, "settled");
     let before = calls(quorum.node(0), "evalsha").await;
     quorum.node_mut(0).freeze().expect("freeze");
     let names: Vec<String> = std::iter::once("broken".to_string())

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use common::{client, get, holders};
 use quorumlock::testkit::{LocalQuorum, Reply};
-use quorumlock::{Error, Retry};
+use quorumlock::{ConfigError, Error, KeepAlive, Retry};
 
 const LONG: Duration = Duration::from_secs(60);
 
@@ -26,7 +26,10 @@ async fn fencing_tokens_grow_with_every_acquisition_by_any_client() {
     for i in 0..10 {
         let redlock = if i % 2 == 0 { &a } else { &b };
         let lock = redlock.try_lock("fenced").await.unwrap();
-        let token = lock.fencing_token().expect("fencing is on by default");
+        let token = lock
+            .fencing_token()
+            .await
+            .expect("fencing is on by default");
         assert!(token > last, "token {token} after {last}");
         last = token;
         lock.release().await.unwrap();
@@ -44,6 +47,214 @@ async fn fencing_tokens_grow_with_every_acquisition_by_any_client() {
     .await;
 }
 
+/// A token is recorded on a majority when it is asked for, so the next holder's token is
+/// larger: whether that holder reads the counters in a round of its own (a client that has
+/// not asked for a token before) or in its acquisition (one that has), and whatever holders
+/// that never ask do in between.
+#[tokio::test]
+async fn a_token_asked_for_is_below_every_later_holders_token() {
+    let q = LocalQuorum::start(3).await.unwrap();
+    let (asker, silent) = (client(&q).await, client(&q).await);
+    let mut last = 0;
+    for i in 0..6 {
+        let fresh;
+        let redlock = if i % 2 == 0 {
+            fresh = client(&q).await;
+            &fresh
+        } else {
+            &asker
+        };
+        let lock = redlock.try_lock("asked").await.unwrap();
+        let token = lock.fencing_token().await.unwrap();
+        assert!(token > last, "holder {i}: token {token} after {last}");
+        assert_eq!(lock.fencing_token().await.unwrap(), token, "asked twice");
+        last = token;
+        lock.release().await.unwrap();
+        for _ in 0..2 {
+            let unasked = silent.try_lock("asked").await.unwrap();
+            unasked.release().await.unwrap();
+        }
+    }
+}
+
+/// A lock whose token is never asked for costs what a lock without fencing costs: a bare
+/// `SET NX PX` on each node, no script, and no counter written. Once a token of its locks
+/// was asked for, a client's acquisitions read the counters (the ACQUIRE script), and asking
+/// takes one round (FENCE) instead of two.
+#[tokio::test]
+async fn a_token_costs_nothing_until_it_is_asked_for() {
+    let q = LocalQuorum::start(3).await.unwrap();
+    let redlock = client(&q).await;
+    assert!(redlock.settle(Duration::from_secs(5)).await);
+    let count = |command: &'static str| {
+        let q = &q;
+        async move {
+            let mut n = 0;
+            for node in q.nodes() {
+                n += common::calls(node, command).await;
+            }
+            n
+        }
+    };
+    let (set, scripts) = (count("set").await, count("evalsha").await);
+    let lock = redlock.try_lock("unasked").await.unwrap();
+    assert!(redlock.settle(Duration::from_secs(5)).await);
+    assert_eq!(count("set").await - set, 3);
+    assert_eq!(count("evalsha").await - scripts, 0);
+    lock.release().await.unwrap();
+    assert!(redlock.settle(Duration::from_secs(5)).await);
+    for n in 0..3 {
+        assert_eq!(counter(&q, n, "unasked").await, None, "node {n}");
+    }
+
+    // The first token: a round to read the counters (PEEK), a round to record it (FENCE).
+    let lock = redlock.try_lock("asked").await.unwrap();
+    assert!(redlock.settle(Duration::from_secs(5)).await);
+    let scripts = count("evalsha").await;
+    let first = lock.fencing_token().await.unwrap();
+    assert!(redlock.settle(Duration::from_secs(5)).await);
+    assert_eq!(count("evalsha").await - scripts, 6);
+    lock.release().await.unwrap();
+    assert!(redlock.settle(Duration::from_secs(5)).await);
+
+    // From then on: the acquisition reads them (ACQUIRE), asking records the token (FENCE).
+    let scripts = count("evalsha").await;
+    let lock = redlock.try_lock("asked").await.unwrap();
+    assert!(redlock.settle(Duration::from_secs(5)).await);
+    assert_eq!(count("evalsha").await - scripts, 3);
+    assert!(lock.fencing_token().await.unwrap() > first);
+    assert!(redlock.settle(Duration::from_secs(5)).await);
+    assert_eq!(count("evalsha").await - scripts, 6);
+    lock.release().await.unwrap();
+}
+
+/// A token is handed out only while the lock is valid: asked for after the validity ended,
+/// it is refused and nothing is sent, even if it was handed out before.
+#[tokio::test]
+async fn a_token_asked_for_after_the_validity_ended_is_refused() {
+    let q = LocalQuorum::start(3).await.unwrap();
+    let redlock = client(&q).await;
+    let ttl = Duration::from_millis(300);
+    let late = redlock.lock_with("late", ttl, Retry::none()).await.unwrap();
+    tokio::time::sleep_until(late.valid_until().into()).await;
+    match late.fencing_token().await {
+        Err(Error::Expired { resource, .. }) => assert_eq!(resource, "late"),
+        other => panic!("{other:?}"),
+    }
+    for n in 0..3 {
+        assert_eq!(counter(&q, n, "late").await, None, "node {n}");
+    }
+    let early = redlock
+        .lock_with("early", ttl, Retry::none())
+        .await
+        .unwrap();
+    early.fencing_token().await.unwrap();
+    tokio::time::sleep_until(early.valid_until().into()).await;
+    assert!(matches!(
+        early.fencing_token().await,
+        Err(Error::Expired { .. })
+    ));
+}
+
+/// The round that records the token counts against the lock's validity, as the
+/// acquisition's round does: a token recorded only after the validity ended is refused.
+#[tokio::test]
+async fn a_token_recorded_after_the_validity_ended_is_refused() {
+    let mut q = LocalQuorum::start(3).await.unwrap();
+    // A large drift allowance: the keys outlive the client's validity by a second, so the
+    // nodes still hold them when they answer.
+    let builder = common::builder(&q)
+        .drift_factor(0.5)
+        .node_timeout(Duration::from_secs(10));
+    let redlock = common::connected(builder).await;
+    let lock = redlock
+        .lock_with("slow", Duration::from_secs(2), Retry::none())
+        .await
+        .unwrap();
+    assert!(redlock.settle(Duration::from_secs(5)).await);
+    q.node_mut(0).freeze().unwrap();
+    q.node_mut(1).freeze().unwrap();
+    let valid_until = lock.valid_until();
+    let (token, ()) = tokio::join!(lock.fencing_token(), async {
+        // The rounds wait for the frozen majority until the validity has ended.
+        tokio::time::sleep_until(valid_until.into()).await;
+        q.node_mut(0).resume().unwrap();
+        q.node_mut(1).resume().unwrap();
+    });
+    match token {
+        Err(Error::Expired { .. }) => {}
+        other => panic!("{other:?}"),
+    }
+    // The nodes did record it (they still held the keys): the next token is larger anyway.
+    let recorded = {
+        let mut n = 0;
+        for node in 0..3 {
+            n += usize::from(counter(&q, node, "slow").await.is_some());
+        }
+        n
+    };
+    assert!(recorded >= 2, "recorded on {recorded} nodes");
+}
+
+/// FENCE records a token only where our token still holds the lock keys: a holder whose keys
+/// were lost and taken over gets no token, even while its own clock says the lock is valid.
+#[tokio::test]
+async fn a_holder_whose_keys_were_taken_over_gets_no_token() {
+    let q = LocalQuorum::start(3).await.unwrap();
+    let (a, b) = (client(&q).await, client(&q).await);
+    let lock_a = a.lock_with("stolen", LONG, Retry::none()).await.unwrap();
+    assert!(a.settle(Duration::from_secs(5)).await);
+    // As if the nodes had lost the keys (evicted, or a node clock that jumped).
+    for node in q.nodes() {
+        assert_eq!(
+            node.command(&["DEL", "stolen"]).await.unwrap(),
+            Reply::Integer(1)
+        );
+    }
+    let lock_b = b.lock_with("stolen", LONG, Retry::none()).await.unwrap();
+    let token_b = lock_b.fencing_token().await.unwrap();
+    assert!(lock_a.is_valid());
+    match lock_a.fencing_token().await {
+        Err(Error::NotHeld { held: 0, .. }) => {}
+        other => panic!("{other:?}"),
+    }
+    lock_b.release().await.unwrap();
+    let next = b.try_lock("stolen").await.unwrap();
+    assert!(next.fencing_token().await.unwrap() > token_b);
+    next.release().await.unwrap();
+}
+
+/// A kept lock and its handles share one token, recorded by whichever asks first; once the
+/// lock is released, the handles refuse to hand it out.
+#[tokio::test]
+async fn a_kept_lock_and_its_handles_share_one_token() {
+    let q = LocalQuorum::start(3).await.unwrap();
+    let redlock = client(&q).await;
+    let kept = redlock
+        .lock("kept")
+        .await
+        .unwrap()
+        .keep_alive(KeepAlive::new())
+        .unwrap();
+    let handle = kept.handle();
+    let token = handle.fencing_token().await.unwrap();
+    assert_eq!(kept.fencing_token().await.unwrap(), token);
+    assert_eq!(kept.handle().fencing_token().await.unwrap(), token);
+    let mut recorded = 0;
+    for n in 0..3 {
+        recorded += usize::from(counter(&q, n, "kept").await == Some(token));
+    }
+    assert!(recorded >= 2, "recorded on {recorded} nodes");
+    kept.release().await.unwrap();
+    match handle.fencing_token().await {
+        Err(Error::Lost { resource, .. }) => assert_eq!(resource, "kept"),
+        other => panic!("{other:?}"),
+    }
+    let next = redlock.try_lock("kept").await.unwrap();
+    assert!(next.fencing_token().await.unwrap() > token);
+    next.release().await.unwrap();
+}
+
 /// Any two majorities share a node, so a minority that loses its counters cannot make a
 /// token go back.
 #[tokio::test]
@@ -53,7 +264,7 @@ async fn tokens_keep_growing_when_a_minority_loses_its_counters() {
     let mut last = 0;
     for round in 0..6 {
         let lock = redlock.try_lock("amnesia").await.unwrap();
-        let token = lock.fencing_token().unwrap();
+        let token = lock.fencing_token().await.unwrap();
         assert!(token > last, "round {round}: token {token} after {last}");
         last = token;
         lock.release().await.unwrap();
@@ -77,7 +288,13 @@ async fn without_fencing_there_is_no_token_and_no_counter() {
     let q = LocalQuorum::start(3).await.unwrap();
     let redlock = common::connected(common::builder(&q).fencing(false)).await;
     let lock = redlock.try_lock("unfenced").await.unwrap();
-    assert_eq!(lock.fencing_token(), None);
+    assert!(
+        matches!(
+            lock.fencing_token().await,
+            Err(Error::Config(ConfigError::FencingOff))
+        ),
+        "a lock without fencing has no token"
+    );
     assert!(holders(&q, "unfenced").await >= 2);
     for n in 0..3 {
         assert_eq!(counter(&q, n, "unfenced").await, None);
@@ -92,24 +309,24 @@ async fn a_multi_resource_token_exceeds_the_tokens_of_each_resource() {
     let mut a_token = 0;
     for _ in 0..3 {
         let lock = redlock.try_lock("a").await.unwrap();
-        a_token = lock.fencing_token().unwrap();
+        a_token = lock.fencing_token().await.unwrap();
         lock.release().await.unwrap();
     }
     let b = redlock.try_lock("b").await.unwrap();
-    let b_token = b.fencing_token().unwrap();
+    let b_token = b.fencing_token().await.unwrap();
     b.release().await.unwrap();
 
     let both = redlock.lock_all(&["b", "a"]).await.unwrap();
     assert_eq!(both.resources(), ["b", "a"]);
     assert_eq!(both.resource(), "b,a");
-    let token = both.fencing_token().unwrap();
+    let token = both.fencing_token().await.unwrap();
     assert!(
         token > a_token && token > b_token,
         "{token} vs {a_token}, {b_token}"
     );
     both.release().await.unwrap();
     let b_again = redlock.try_lock("b").await.unwrap();
-    assert!(b_again.fencing_token().unwrap() > token);
+    assert!(b_again.fencing_token().await.unwrap() > token);
     b_again.release().await.unwrap();
 }
 
@@ -202,7 +419,7 @@ async fn an_extension_restores_the_key_on_a_node_that_restarted_empty() {
         .await
         .unwrap();
     let token = lock.token().as_str().to_string();
-    let fence = lock.fencing_token().unwrap();
+    let fence = lock.fencing_token().await.unwrap();
     q.node_mut(0).kill().await.unwrap();
     q.node_mut(0).restart().await.unwrap();
     assert_eq!(get(q.node(0), "restored").await, None);

@@ -12,7 +12,7 @@ use std::fmt;
 use std::time::Duration;
 
 use quorumlock::testkit::LocalQuorum;
-use quorumlock::{Error, RedLock, Retry};
+use quorumlock::{Error, NodeErrorKind, RedLock, RedLockBuilder, Retry};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -125,13 +125,15 @@ async fn quorum_with(kind: Kind, hostile: usize) -> (LocalQuorum, Vec<String>) {
 }
 
 fn client(urls: Vec<String>, retry: Retry) -> RedLock {
+    builder(urls, retry).build().expect("valid configuration")
+}
+
+fn builder(urls: Vec<String>, retry: Retry) -> RedLockBuilder {
     RedLock::builder()
         .nodes(urls)
         .retry(retry)
         .node_timeout(Duration::from_millis(250))
         .quarantine(false)
-        .build()
-        .expect("valid configuration")
 }
 
 /// How many of the healthy nodes (the first `healthy`) hold any key.
@@ -226,4 +228,33 @@ async fn three_hostile_nodes_of_five_are_a_typed_error_and_leave_nothing() {
     for kind in KINDS {
         refused_with(kind).await;
     }
+}
+
+/// A node that answers `+OK` to everything would vote yes to a bare `SET NX` (the answer of
+/// a key set): the connection check, whose `INFO` it does not answer with `INFO` output, is
+/// what keeps its votes from counting. Without it, three such nodes of five grant a lock.
+#[tokio::test]
+async fn nodes_that_answer_ok_to_everything_never_vote_for_a_bare_set_nx() {
+    let (q, urls) = quorum_with(Kind::Liar, 3).await;
+    let redlock = builder(urls, Retry::attempts(2))
+        .fencing(false)
+        .build()
+        .expect("valid configuration");
+    redlock.wait_for_nodes(Duration::from_secs(1)).await;
+    let e = tokio::time::timeout(HANG, redlock.lock("liars"))
+        .await
+        .expect("lock() hung")
+        .expect_err("no quorum without three Redis servers");
+    match e {
+        Error::NoQuorum { failures, .. } => assert!(
+            failures
+                .iter()
+                .filter(|f| f.index >= 2)
+                .all(|f| f.kind == NodeErrorKind::Protocol),
+            "{failures:?}"
+        ),
+        other => panic!("{other}"),
+    }
+    assert!(redlock.settle(HANG).await, "releases unsettled");
+    common::eventually("no key left", || async { keys_left(&q, 2).await == 0 }).await;
 }

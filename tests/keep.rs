@@ -161,7 +161,12 @@ async fn with_lock_runs_the_work_under_the_lock_and_releases_it() {
             let b = b.clone();
             async move {
                 assert!(held.is_held());
-                assert!(held.fencing_token().is_some());
+                assert!(
+                    held.fencing_token()
+                        .await
+                        .expect("fencing is on by default")
+                        >= 1
+                );
                 matches!(b.try_lock("scoped").await, Err(Error::Taken { .. }))
             }
         })

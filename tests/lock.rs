@@ -285,8 +285,13 @@ async fn script_hashes_match_the_server_and_noscript_falls_back() {
         holders(&q, "scripts").await == 0
     })
     .await;
-    // Acquiring with fencing (two scripts) and on several resources works too.
+    // Asking for a fencing token (PEEK, then FENCE), and acquiring several resources
+    // (ACQUIRE) and their token (FENCE), work too.
+    let lock = redlock.try_lock("scripts").await.unwrap();
+    lock.fencing_token().await.unwrap();
+    assert!(lock.release().await.unwrap().released >= 2);
     let lock = redlock.lock_all(&["scripts", "more"]).await.unwrap();
+    lock.fencing_token().await.unwrap();
     assert!(lock.release().await.unwrap().released >= 2);
     // The fallback cached the scripts again, under the hashes the client uses.
     for (body, sha) in quorumlock::testkit::scripts() {
@@ -299,6 +304,14 @@ async fn script_hashes_match_the_server_and_noscript_falls_back() {
             .unwrap();
         assert_eq!(exists, Reply::Array(Some(vec![Reply::Integer(1)])));
     }
+}
+
+/// The fencing token's futures can be spawned (compiled, never called).
+#[allow(dead_code)]
+fn token_futures_are_send(lock: &quorumlock::Lock, handle: &quorumlock::LockHandle) {
+    fn check<T: Send>(_: T) {}
+    check(lock.fencing_token());
+    check(handle.fencing_token());
 }
 
 #[test]

@@ -49,18 +49,20 @@ enum Function {
     SingleNode,
     QuorumlockPlain,
     QuorumlockFenced,
+    QuorumlockFencedToken,
     QuorumlockExtend,
     QuorumlockKeptAcquire,
     Rslock,
 }
 
 impl Function {
-    const ALL: [Function; 8] = [
+    const ALL: [Function; 9] = [
         Function::FloorQuorum,
         Function::FloorAll,
         Function::SingleNode,
         Function::QuorumlockPlain,
         Function::QuorumlockFenced,
+        Function::QuorumlockFencedToken,
         Function::QuorumlockExtend,
         Function::QuorumlockKeptAcquire,
         Function::Rslock,
@@ -73,6 +75,7 @@ impl Function {
             Function::SingleNode => "single_node",
             Function::QuorumlockPlain => "quorumlock_plain",
             Function::QuorumlockFenced => "quorumlock_fenced",
+            Function::QuorumlockFencedToken => "quorumlock_fenced_token",
             Function::QuorumlockExtend => "quorumlock_extend",
             Function::QuorumlockKeptAcquire => "quorumlock_kept_acquire",
             Function::Rslock => "rslock",
@@ -102,6 +105,13 @@ impl Target {
 async fn quorumlock_cycle(redlock: &RedLock, resource: &str) -> bool {
     match redlock.try_lock(resource).await {
         Ok(lock) => lock.release().await.is_ok(),
+        Err(_) => false,
+    }
+}
+
+async fn token_cycle(redlock: &RedLock, resource: &str) -> bool {
+    match redlock.try_lock(resource).await {
+        Ok(lock) => lock.fencing_token().await.is_ok() && lock.release().await.is_ok(),
         Err(_) => false,
     }
 }
@@ -152,6 +162,9 @@ struct Fixture {
     floor: Floor,
     plain: RedLock,
     fenced: RedLock,
+    /// A client of its own for `quorumlock_fenced_token`: once a client's locks have had
+    /// their token asked for, its acquisitions read the fencing counters too.
+    fenced_token: RedLock,
     rslock: rslock::LockManager,
     /// The lock extended by `quorumlock_extend`.
     held: tokio::sync::Mutex<Option<Lock>>,
@@ -174,8 +187,8 @@ impl Fixture {
                 .build()
                 .expect("configuration")
         };
-        let (plain, fenced) = (build(false), build(true));
-        for redlock in [&plain, &fenced] {
+        let (plain, fenced, fenced_token) = (build(false), build(true), build(true));
+        for redlock in [&plain, &fenced, &fenced_token] {
             ready(redlock).await;
         }
         let floor = Floor::connect(&urls).await;
@@ -184,6 +197,7 @@ impl Fixture {
             floor,
             plain,
             fenced,
+            fenced_token,
             rslock,
             held: tokio::sync::Mutex::new(None),
             quorum,
@@ -200,6 +214,7 @@ impl Fixture {
             Function::SingleNode => self.floor.cycle_single(key).await,
             Function::QuorumlockPlain => quorumlock_cycle(&self.plain, resource).await,
             Function::QuorumlockFenced => quorumlock_cycle(&self.fenced, resource).await,
+            Function::QuorumlockFencedToken => token_cycle(&self.fenced_token, resource).await,
             Function::QuorumlockKeptAcquire => kept_cycle(&self.fenced, resource).await,
             Function::QuorumlockExtend => match held {
                 Some(lock) => lock.extend().await.is_ok(),
@@ -304,6 +319,7 @@ impl Fixture {
             floor,
             plain,
             fenced,
+            fenced_token,
             rslock,
             held,
             quorum,
@@ -314,7 +330,7 @@ impl Fixture {
             }
             floor.quit().await;
         });
-        drop((floor, plain, fenced, rslock));
+        drop((floor, plain, fenced, fenced_token, rslock));
         // The servers are reaped by the runtime's process driver.
         let _inside = rt.enter();
         drop(quorum);

@@ -10,7 +10,7 @@ use nix::sys::signal::Signal;
 use quorumlock::{ConfigError, KeepAlive, KeptLock, RedLock, ENV_VARS};
 
 use super::child::{exit_code, Relay, Running, Spec};
-use super::exit::{Failure, LOST};
+use super::exit::{Failure, LOST, UNAVAILABLE};
 use super::options::{
     duration, positive_duration, var_duration, NodesArg, Vars, NODES, RETRY_ATTEMPTS, RETRY_WITHIN,
     TTL,
@@ -74,8 +74,8 @@ fn after_help() -> String {
     format!(
         "\
 COMMAND runs with stdin, stdout and stderr inherited, and with QUORUMLOCK_RESOURCE and
-QUORUMLOCK_FENCING_TOKEN (decimal, grows with every acquisition; unset when fencing is off)
-added to its environment. The lock is released when COMMAND ends.
+QUORUMLOCK_FENCING_TOKEN (decimal, greater than every token handed out for the resource
+before; unset when fencing is off) added to its environment. The lock is released when COMMAND ends.
 
 COMMAND leads a new process group, and signals go to the whole group: SIGTERM and SIGKILL
 when the lock is lost (and then also to whatever is left of the group after COMMAND exits),
@@ -170,12 +170,26 @@ pub(crate) async fn run(args: RunArgs) -> Result<u8, Failure> {
         sig = relay.recv() => return Ok(128 + sig as u8),
     };
     let kept = lock.keep_alive(keep)?;
-    tracing::debug!(resource = %args.resource, fencing_token = ?kept.fencing_token(), validity = ?kept.validity(), "locked");
+    // The command gets the token in its environment, so it is asked for (and recorded on a
+    // majority) before the command starts.
+    let fencing_token = if redlock.config().fencing() {
+        match kept.fencing_token().await {
+            Ok(token) => Some(token),
+            Err(e) => {
+                release(&redlock, kept).await;
+                let message = format!("could not record a fencing token: {e}");
+                return Err(Failure::new(UNAVAILABLE, message));
+            }
+        }
+    } else {
+        None
+    };
+    tracing::debug!(resource = %args.resource, ?fencing_token, validity = ?kept.validity(), "locked");
 
     let spec = Spec {
         argv: &args.command,
         resource: &args.resource,
-        fencing_token: kept.fencing_token(),
+        fencing_token,
         foreground: args.foreground,
     };
     // Started before the command, so that the command never runs unwatched.

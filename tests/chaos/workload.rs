@@ -57,8 +57,8 @@ impl Settings {
     }
 
     /// The longest an acquire or a release may take before it counts as stuck: the retry
-    /// budget, plus a ttl, plus four node timeouts (an attempt's two rounds and the cleanup
-    /// after a failed one, and one for a connection still being checked).
+    /// budget, plus a ttl, plus four node timeouts (an attempt's round, the cleanup after a
+    /// failed one, one for a connection still being checked, and one to spare).
     pub fn deadline(&self) -> Duration {
         self.retry_within + self.ttl + 4 * self.node_timeout
     }
@@ -235,7 +235,13 @@ async fn critical_section(
     entered: Option<&Notify>,
 ) -> Hold {
     let key = counter_key(resource);
-    let token = lock.fencing_token();
+    // Half the holders, chosen at random, ask for their fencing token (recorded on a
+    // majority when asked): the others use none, and must not let a later token go back.
+    let token = if rand::rng().random_bool(0.5) {
+        lock.fencing_token().await.ok()
+    } else {
+        None
+    };
     let cs_start = mono_ns();
     if let Some(entered) = entered {
         entered.notify_one();
