@@ -286,6 +286,7 @@ impl Entry {
     /// try again after the retry delay.
     fn failed(&mut self, now: Instant, error: Error) -> Next {
         tracing::debug!(resource = %self.lock.resource(), %error, "extension failed; retrying");
+        crate::stats::extension_failed();
         self.phase = Phase::Waiting;
         self.last_error = Some(error.to_string());
         self.status.shortened(self.lock.valid_until());
@@ -309,6 +310,7 @@ impl Entry {
 
     fn lose(&mut self, reason: LostReason) {
         tracing::warn!(resource = %self.lock.resource(), %reason, "lock lost");
+        crate::stats::lock_lost(&reason);
         self.status.lost(reason);
         self.phase = Phase::Lost;
     }

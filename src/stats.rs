@@ -7,6 +7,8 @@
 //! | `quorumlock_lock_waits_total` | counter | `ended`: `released`, `paused` |
 //! | `quorumlock_lock_wait_seconds` | histogram | `outcome`: `acquired`, `gave_up` (from the call to its end) |
 //! | `quorumlock_node_errors_total` | counter | `node` (index), `kind` (`NodeErrorKind`, lower case) |
+//! | `quorumlock_extension_failures_total` | counter | (a kept lock's extension that failed and is retried) |
+//! | `quorumlock_locks_lost_total` | counter | `reason`: `not_held`, `not_extended`, `hold_limit` |
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -121,4 +123,23 @@ pub(crate) fn node_error(_node: usize, _kind: crate::NodeErrorKind) {
         "kind" => format!("{_kind:?}").to_ascii_lowercase()
     )
     .increment(1);
+}
+
+/// A kept lock's extension failed (it is retried until the loss instant).
+pub(crate) fn extension_failed() {
+    #[cfg(feature = "metrics")]
+    metrics::counter!("quorumlock_extension_failures_total").increment(1);
+}
+
+/// A kept lock was lost.
+pub(crate) fn lock_lost(_reason: &crate::LostReason) {
+    #[cfg(feature = "metrics")]
+    {
+        let reason = match _reason {
+            crate::LostReason::NotHeld { .. } => "not_held",
+            crate::LostReason::NotExtended { .. } => "not_extended",
+            crate::LostReason::HoldLimit { .. } => "hold_limit",
+        };
+        metrics::counter!("quorumlock_locks_lost_total", "reason" => reason).increment(1);
+    }
 }

@@ -8,10 +8,10 @@ use std::time::Duration;
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 use metrics_util::MetricKind;
 use quorumlock::testkit::LocalQuorum;
-use quorumlock::Retry;
+use quorumlock::{KeepAlive, LostReason, Retry};
 
 #[tokio::test]
-async fn attempts_waits_and_node_errors_are_recorded() {
+async fn attempts_waits_losses_and_node_errors_are_recorded() {
     let recorder = DebuggingRecorder::new();
     let snapshotter = recorder.snapshotter();
     recorder
@@ -40,6 +40,21 @@ async fn attempts_waits_and_node_errors_are_recorded() {
     .await;
     held.release().await.unwrap();
     waiter.await.unwrap().unwrap().release().await.unwrap();
+    // A kept lock whose extensions fail (a majority frozen) is lost before its validity ends.
+    let kept = redlock
+        .lock_with("metered-kept", Duration::from_secs(1), Retry::none())
+        .await
+        .unwrap()
+        .keep_alive(KeepAlive::new())
+        .unwrap();
+    q.node_mut(1).freeze().unwrap();
+    q.node_mut(2).freeze().unwrap();
+    let reason = kept.lost().await;
+    assert!(matches!(reason, LostReason::NotExtended { .. }), "{reason}");
+    q.node_mut(1).resume().unwrap();
+    q.node_mut(2).resume().unwrap();
+    drop(kept);
+
     // Two nodes down: their errors are counted, by node and kind.
     q.node_mut(1).kill().await.unwrap();
     q.node_mut(2).kill().await.unwrap();
@@ -68,6 +83,14 @@ async fn attempts_waits_and_node_errors_are_recorded() {
     assert!(counter("quorumlock_lock_attempts_total", ("outcome", "acquired")) >= 2);
     assert!(counter("quorumlock_lock_attempts_total", ("outcome", "taken")) >= 1);
     assert!(counter("quorumlock_node_errors_total", ("node", "2")) >= 1);
+    assert!(counter("quorumlock_locks_lost_total", ("reason", "not_extended")) >= 1);
+    assert!(
+        snapshot.iter().any(
+            |(k, _, _, v)| k.key().name() == "quorumlock_extension_failures_total"
+                && matches!(v, DebugValue::Counter(n) if *n >= 1)
+        ),
+        "no extension failure counted"
+    );
     match find("quorumlock_lock_wait_seconds", ("outcome", "acquired")) {
         Some((MetricKind::Histogram, DebugValue::Histogram(values))) => assert!(values.len() >= 2),
         other => panic!("wait histogram: {other:?}"),
