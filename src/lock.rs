@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
+use tracing::Instrument;
 
 use fred::types::{Key, Value};
 
@@ -386,6 +387,14 @@ impl Lock {
         let ident = Arc::clone(&self.ident);
         let ttl = ident.redlock.config().check_ttl(ttl)?;
         ident.valid(self.valid_until)?;
+        let span = tracing::debug_span!(
+            "quorumlock.extension",
+            resource = %ident.name(),
+            yes = tracing::field::Empty,
+            refused = tracing::field::Empty,
+            failed = tracing::field::Empty,
+        );
+        let round_span = span.clone();
         Ok(async move {
             let (stands, verdict) = watch::channel(None);
             let decided = Arc::new(AtomicBool::new(false));
@@ -413,7 +422,18 @@ impl Lock {
                         answer
                     }
                 })
+                .instrument(round_span)
                 .await;
+            if !span.is_disabled() {
+                span.record("yes", round.tally.yes);
+                span.record("refused", round.tally.no);
+                let failed: Vec<String> = round
+                    .failures
+                    .iter()
+                    .map(|f| format!("{}:{:?}", f.index, f.kind).to_ascii_lowercase())
+                    .collect();
+                span.record("failed", failed.join(","));
+            }
             Extension {
                 ttl,
                 start,
