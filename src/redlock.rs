@@ -297,7 +297,7 @@ impl RedLock {
     }
 
     /// Runs `work` while holding `resource`, kept alive with [`KeepAlive::new`]'s defaults,
-    /// and releases the lock when `work` ends. See [`KeptLock::run`].
+    /// and releases the lock when `work` ends. See [`KeptLock::run`](crate::KeptLock::run).
     ///
     /// ```no_run
     /// # async fn f(redlock: quorumlock::RedLock) -> Result<(), quorumlock::Error> {

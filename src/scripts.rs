@@ -105,6 +105,7 @@ pub(crate) const SET_NX: &str = r"if redis.call('set', KEYS[1], ARGV[1], 'NX', '
 return false";
 
 /// Every script, for tests that check the hashes against a real `SCRIPT LOAD`.
+#[cfg(feature = "testkit")]
 pub(crate) const ALL: [&str; 5] = [ACQUIRE, FENCE, EXTEND, RESTORE, RELEASE];
 
 /// The scripts [`batch`] can run, in the order of their numbers in it.
