@@ -47,7 +47,9 @@ fn kinds(e: &Error) -> Vec<(usize, NodeErrorKind)> {
 /// then readmitted; a node restarted later is quarantined again, then readmitted again.
 #[tokio::test]
 async fn a_restarted_node_is_quarantined_and_then_readmitted() {
-    let mut q = LocalQuorum::start(3).await.unwrap();
+    let mut q = LocalQuorum::start_with(3, NodeOptions::volatile())
+        .await
+        .unwrap();
     let redlock = base(&q).connect().await.unwrap();
     // The servers are seconds old and keep nothing: no lock until they are older than 3 s.
     match redlock.try_lock("young").await {
@@ -89,7 +91,9 @@ async fn a_restarted_node_is_quarantined_and_then_readmitted() {
 /// with it does not.
 #[tokio::test]
 async fn quarantine_keeps_a_lock_exclusive_across_a_restart() {
-    let mut q = LocalQuorum::start(3).await.unwrap();
+    let mut q = LocalQuorum::start_with(3, NodeOptions::volatile())
+        .await
+        .unwrap();
     let a = common::connected(base(&q).quarantine(false)).await;
     let guarded = base(&q).connect().await.unwrap();
     all_admitted(&guarded).await;
