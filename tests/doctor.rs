@@ -198,9 +198,10 @@ async fn a_healthy_configuration_is_safe() {
 
 #[tokio::test]
 async fn a_broken_configuration_is_unsafe_and_each_problem_is_on_its_node() {
-    let q = LocalQuorum::start_with(3, NodeOptions::persistent())
+    // Also on ::1: node 1 under two URLs that only its run_id shows to be one server.
+    let q = LocalQuorum::start_with(3, persistent_with(&["--bind", "127.0.0.1", "::1"]))
         .await
-        .unwrap();
+        .expect("redis-server on 127.0.0.1 and ::1 (is IPv6 loopback configured?)");
     let primary = q.node(0).port().to_string();
     q.node(2)
         .command(&["REPLICAOF", "127.0.0.1", &primary])
@@ -215,7 +216,7 @@ async fn a_broken_configuration_is_unsafe_and_each_problem_is_on_its_node() {
     let twice = q.node(1).port();
     let urls = vec![
         q.node(0).url(),
-        format!("redis://localhost:{twice}"),
+        format!("redis://[::1]:{twice}"),
         q.node(2).url(),
         evicting.node(0).url(),
         format!("redis://127.0.0.1:{twice}"),

@@ -137,14 +137,22 @@ async fn quarantine_keeps_a_lock_exclusive_across_a_restart() {
     );
 }
 
+/// Two URLs of one server that only the server can show: node 0 listens on 127.0.0.1 and
+/// on ::1 (two addresses that can be two servers, so `build()` accepts them).
 #[tokio::test]
 async fn two_urls_of_one_server_are_refused() {
-    let q = LocalQuorum::start(2).await.unwrap();
+    let both = NodeOptions {
+        extra_args: ["--bind", "127.0.0.1", "::1"].map(String::from).to_vec(),
+        ..NodeOptions::default()
+    };
+    let q = LocalQuorum::start_with(2, both)
+        .await
+        .expect("redis-server on 127.0.0.1 and ::1 (is IPv6 loopback configured?)");
     let port = q.node(0).port();
     let urls = vec![
         format!("redis://127.0.0.1:{port}"),
         q.urls()[1].clone(),
-        format!("redis://localhost:{port}"),
+        format!("redis://[::1]:{port}"),
     ];
     match RedLock::builder().nodes(urls.clone()).connect().await {
         Err(ConfigError::SameServer { first, second, .. }) => assert_eq!((first, second), (0, 2)),
