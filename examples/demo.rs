@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use quorumlock::testkit::LocalQuorum;
+use quorumlock::testkit::{LocalQuorum, NodeOptions};
 use quorumlock::{Error, RedLock, RedLockBuilder, Retry};
 
 /// The variable that names existing nodes (read by `RedLockBuilder::from_env`).
@@ -73,7 +73,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     } else {
         println!("quorumlock demo: starting 5 local redis-server masters ...");
-        match LocalQuorum::start(5).await {
+        match LocalQuorum::start_with(5, NodeOptions::volatile()).await {
             Ok(q) => {
                 let builder = RedLock::builder().nodes(q.urls());
                 (Some(q), builder)

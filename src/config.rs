@@ -459,6 +459,12 @@ impl RedLockBuilder {
     /// Adds node URLs: `redis://[[user]:password@]host[:port][/db]`, or `rediss://` for TLS.
     /// Each must be a different, independent Redis master.
     ///
+    /// [`build`](Self::build) refuses two URLs that name one server as far as the URLs show
+    /// ([`ConfigError::DuplicateNode`]): the same host and port, one address spelled two
+    /// ways, or `localhost` with `127.0.0.1` or `[::1]` on one port. It resolves no names:
+    /// a host name and its address, or `127.0.0.1` and `[::1]` (which can be two servers),
+    /// are refused only by [`connect`](Self::connect), which compares the servers' run_ids.
+    ///
     /// With a password and no user name (`redis://:password@host`) the client
     /// authenticates as the `default` user; with both, as that ACL user. A user name
     /// without a password (`redis://app@host`) is refused by [`build`](Self::build) with
@@ -603,10 +609,7 @@ impl RedLockBuilder {
         let mut nodes: Vec<NodeUrl> = Vec::with_capacity(self.nodes.len());
         for (second, raw) in self.nodes.iter().enumerate() {
             let url = NodeUrl::parse(&raw.0)?;
-            if let Some(first) = nodes
-                .iter()
-                .position(|n| n.host() == url.host() && n.port() == url.port())
-            {
+            if let Some(first) = nodes.iter().position(|n| n.names_the_same_server_as(&url)) {
                 return Err(ConfigError::DuplicateNode {
                     url: url.redacted().to_string(),
                     first,

@@ -9,6 +9,10 @@
 
 use std::sync::OnceLock;
 
+// The decoder probed below must be the one fred decodes replies with: this does not compile
+// if fred links a different redis-protocol crate (another major version) than quorumlock.
+const _: fn(fred::types::RespVersion) -> redis_protocol::resp3::types::RespVersion = |v| v;
+
 /// The patched decoder's bound: a reply nested one level deeper must be refused.
 const PROBE_DEPTH: usize = 33;
 

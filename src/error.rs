@@ -287,7 +287,11 @@ pub enum ConfigError {
     /// that does not match the certificate, TLS files without the `tls` feature).
     #[error("invalid TLS settings: {0}")]
     InvalidTls(String),
-    /// Two URLs name the same host and port, which would count one server twice.
+    /// Two URLs name one server, which would count it twice: the same host and port, one
+    /// address spelled two ways (`[::ffff:127.0.0.1]` and `127.0.0.1`), or `localhost` and
+    /// `127.0.0.1` or `[::1]` with the same port. What the URLs alone do not show (a host
+    /// name and its address) is [`ConfigError::SameServer`], found by
+    /// [`RedLockBuilder::connect`](crate::RedLockBuilder::connect).
     #[error("node {second} (`{url}`) is the same server as node {first}: every node must be a different Redis master")]
     DuplicateNode {
         /// The URL of the repeated node, password hidden.

@@ -1,6 +1,8 @@
 #![doc = include_str!("../README.md")]
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
+// docs.rs (Cargo.toml, [package.metadata.docs.rs]) marks feature-gated items with their feature.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod admission;
 mod batch;
@@ -28,6 +30,7 @@ mod token;
 mod wake;
 
 #[cfg(feature = "testkit")]
+#[cfg_attr(docsrs, doc(cfg(feature = "testkit")))]
 pub mod testkit;
 
 pub use config::{Config, NodeUrl, RedLockBuilder, Retry, ENV_VARS, MAX_NODES};

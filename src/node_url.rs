@@ -7,6 +7,7 @@
 //! (which parses as scheme `default`) still carry their password in odd places.
 
 use std::fmt;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use crate::error::ConfigError;
 
@@ -142,6 +143,46 @@ impl NodeUrl {
     pub fn tls(&self) -> bool {
         self.tls
     }
+
+    /// Whether the two URLs name one server, as far as the URLs alone tell, without any
+    /// lookup: the same port, and the same host, one address spelled two ways (an
+    /// IPv4-mapped IPv6 address and its IPv4 address), or `localhost` and the loopback
+    /// address it resolves to (`127.0.0.1` or `::1`). Anything else (a host name and its
+    /// address, a server listening on several addresses) only the servers' run_ids show,
+    /// once connected.
+    pub(crate) fn names_the_same_server_as(&self, other: &NodeUrl) -> bool {
+        if self.port != other.port {
+            return false;
+        }
+        match (self.endpoint(), other.endpoint()) {
+            (Endpoint::Localhost, Endpoint::Ip(ip)) | (Endpoint::Ip(ip), Endpoint::Localhost) => {
+                ip == IpAddr::V4(Ipv4Addr::LOCALHOST) || ip == IpAddr::V6(Ipv6Addr::LOCALHOST)
+            }
+            (a, b) => a == b,
+        }
+    }
+
+    fn endpoint(&self) -> Endpoint<'_> {
+        // `host` is lower-case; an IPv6 address keeps its brackets.
+        let bare = self.host.trim_start_matches('[').trim_end_matches(']');
+        match bare.parse::<IpAddr>() {
+            Ok(IpAddr::V6(v6)) => Endpoint::Ip(match v6.to_ipv4_mapped() {
+                Some(v4) => IpAddr::V4(v4),
+                None => IpAddr::V6(v6),
+            }),
+            Ok(ip) => Endpoint::Ip(ip),
+            Err(_) if self.host == "localhost" => Endpoint::Localhost,
+            Err(_) => Endpoint::Name(&self.host),
+        }
+    }
+}
+
+/// A URL's host, for telling whether two URLs name one server.
+#[derive(Debug, PartialEq, Eq)]
+enum Endpoint<'a> {
+    Ip(IpAddr),
+    Localhost,
+    Name(&'a str),
 }
 
 impl fmt::Debug for NodeUrl {

@@ -2,6 +2,9 @@
 //!
 //! [`LocalQuorum`] starts N independent Redis masters, each on a free
 //! `127.0.0.1` port with its own data directory inside a temporary directory.
+//! By default they persist every write (`appendfsync always`), as production nodes should,
+//! so a client with the default configuration uses them as soon as they start;
+//! [`NodeOptions::volatile`] gives nodes that come back empty from a restart.
 //! Tests can then [kill](LocalNode::kill), [freeze](LocalNode::freeze),
 //! [resume](LocalNode::resume) and [restart](LocalNode::restart) single nodes
 //! to simulate crashes, stalls and recoveries. Dropping the quorum SIGKILLs
@@ -131,16 +134,20 @@ impl TestkitError {
 /// How a node persists data across [`LocalNode::restart`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Persistence {
-    /// No persistence at all (`--save "" --appendonly no`): a restart loses every key.
-    #[default]
+    /// No persistence at all (`--save "" --appendonly no`): a restart loses every key. A
+    /// client with quarantine on (the default) does not count such a node until it has been
+    /// up for the longest ttl.
     None,
     /// AOF with `--appendfsync everysec`.
     AofEverysec,
-    /// AOF with `--appendfsync always`: every acknowledged write survives a SIGKILL.
+    /// AOF with `--appendfsync always`: every acknowledged write survives a SIGKILL. The
+    /// default: a client counts these nodes as soon as they start.
+    #[default]
     AofAlways,
 }
 
-/// Per-node server options shared by every node of a [`LocalQuorum`].
+/// Per-node server options shared by every node of a [`LocalQuorum`]. The default persists
+/// every write ([`Persistence::AofAlways`]), with no password and no extra arguments.
 #[derive(Debug, Clone, Default)]
 pub struct NodeOptions {
     /// Password passed as `--requirepass`; [`LocalNode::command`] authenticates with it.
@@ -154,9 +161,21 @@ pub struct NodeOptions {
 impl NodeOptions {
     /// Nodes that persist every write (`appendfsync always`), as production nodes should: a
     /// client does not quarantine them after a restart, so locks work as soon as they start.
+    /// The same as [`NodeOptions::default()`].
     pub fn persistent() -> Self {
         NodeOptions {
             persistence: Persistence::AofAlways,
+            ..NodeOptions::default()
+        }
+    }
+
+    /// Nodes that keep nothing across a restart ([`Persistence::None`]), for tests of what a
+    /// node that comes back empty does. A client with quarantine on (the default) does not
+    /// count them until they have been up for its longest ttl: such tests either wait that
+    /// long or build their client with `quarantine(false)`.
+    pub fn volatile() -> Self {
+        NodeOptions {
+            persistence: Persistence::None,
             ..NodeOptions::default()
         }
     }
@@ -224,7 +243,8 @@ pub struct LocalQuorum {
 }
 
 impl LocalQuorum {
-    /// Starts `n` servers with [`NodeOptions::default()`].
+    /// Starts `n` servers with [`NodeOptions::default()`]: persisting every write, so that a
+    /// default client counts them at once.
     ///
     /// # Errors
     /// See [`LocalQuorum::start_with`].

@@ -109,6 +109,56 @@ fn the_same_server_twice_is_refused() {
     assert!(matches!(e, ConfigError::DuplicateNode { .. }), "{e:?}");
 }
 
+/// Two spellings of one loopback server that the URLs alone give away: `localhost` with
+/// `127.0.0.1` or `[::1]` on one port, an IPv4-mapped IPv6 address with its IPv4 address.
+#[tokio::test]
+async fn two_names_of_one_loopback_server_are_refused_by_build() {
+    let same = [
+        ("redis://127.0.0.1:7501", "redis://localhost:7501"),
+        ("redis://LocalHost:7501", "redis://127.0.0.1:7501"),
+        ("redis://localhost:7501", "redis://[::1]:7501"),
+        ("redis://[0:0:0:0:0:0:0:1]:7501", "redis://localhost:7501/2"),
+        ("redis://[::ffff:127.0.0.1]:7501", "redis://127.0.0.1:7501"),
+        ("redis://[::ffff:10.0.0.1]:6379", "redis://10.0.0.1"),
+        ("redis://localhost", "rediss://:pw@127.0.0.1:6379"),
+    ];
+    for (a, b) in same {
+        let e = RedLock::builder()
+            .nodes([a, "redis://127.0.0.1:7999", b])
+            .build()
+            .expect_err(&format!("{a} and {b} are one server"));
+        assert!(
+            matches!(
+                e,
+                ConfigError::DuplicateNode {
+                    first: 0,
+                    second: 2,
+                    ..
+                }
+            ),
+            "{a} and {b}: {e:?}"
+        );
+    }
+}
+
+/// What may be two servers is left to `connect()`, which compares their run_ids: another
+/// port, another loopback address, and `127.0.0.1` with `[::1]` (each may have a server of
+/// its own).
+#[test]
+fn addresses_that_may_be_two_servers_are_accepted() {
+    let different = [
+        ("redis://localhost:7501", "redis://localhost:7502"),
+        ("redis://localhost:7501", "redis://127.0.0.2:7501"),
+        ("redis://127.0.0.1:7501", "redis://127.0.0.2:7501"),
+        ("redis://127.0.0.1:7501", "redis://[::1]:7501"),
+        ("redis://redis1.local:7501", "redis://127.0.0.1:7501"),
+    ];
+    for (a, b) in different {
+        let c = RedLock::builder().nodes([a, b]).validate();
+        assert!(c.is_ok(), "{a} and {b}: {c:?}");
+    }
+}
+
 #[test]
 fn credentials_tls_and_databases_are_accepted_and_passwords_never_shown() {
     let url = NodeUrl::parse("redis://app:s3cret@127.0.0.1:7001/2").unwrap();

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use quorumlock::testkit::LocalQuorum;
+use quorumlock::testkit::{LocalQuorum, NodeOptions};
 use quorumlock::{Error, Lock, NodeErrorKind, RedLock, Retry};
 
 /// The fencing token of half the holds, chosen at random (and none if it could not be
@@ -174,7 +174,9 @@ async fn the_checker_catches_a_client_that_skips_the_quorum_check() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn many_tasks_never_overlap_while_a_minority_fails() {
-    let mut q = LocalQuorum::start(5).await.unwrap();
+    let mut q = LocalQuorum::start_with(5, NodeOptions::volatile())
+        .await
+        .unwrap();
     let mut clients = Vec::new();
     for _ in 0..3 {
         clients.push(common::client(&q).await);

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::{client, get, holders};
-use quorumlock::testkit::{LocalQuorum, Reply};
+use quorumlock::testkit::{LocalQuorum, NodeOptions, Reply};
 use quorumlock::{ConfigError, Error, KeepAlive, Retry};
 
 const LONG: Duration = Duration::from_secs(60);
@@ -412,7 +412,9 @@ async fn overlapping_sets_in_opposite_orders_neither_deadlock_nor_overlap() {
 /// and puts the key (and its fencing counter) back there for the next one.
 #[tokio::test]
 async fn an_extension_restores_the_key_on_a_node_that_restarted_empty() {
-    let mut q = LocalQuorum::start(3).await.unwrap();
+    let mut q = LocalQuorum::start_with(3, NodeOptions::volatile())
+        .await
+        .unwrap();
     let redlock = client(&q).await;
     let mut lock = redlock
         .lock_with("restored", LONG, Retry::none())

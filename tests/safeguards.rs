@@ -47,7 +47,9 @@ fn kinds(e: &Error) -> Vec<(usize, NodeErrorKind)> {
 /// then readmitted; a node restarted later is quarantined again, then readmitted again.
 #[tokio::test]
 async fn a_restarted_node_is_quarantined_and_then_readmitted() {
-    let mut q = LocalQuorum::start(3).await.unwrap();
+    let mut q = LocalQuorum::start_with(3, NodeOptions::volatile())
+        .await
+        .unwrap();
     let redlock = base(&q).connect().await.unwrap();
     // The servers are seconds old and keep nothing: no lock until they are older than 3 s.
     match redlock.try_lock("young").await {
@@ -89,7 +91,9 @@ async fn a_restarted_node_is_quarantined_and_then_readmitted() {
 /// with it does not.
 #[tokio::test]
 async fn quarantine_keeps_a_lock_exclusive_across_a_restart() {
-    let mut q = LocalQuorum::start(3).await.unwrap();
+    let mut q = LocalQuorum::start_with(3, NodeOptions::volatile())
+        .await
+        .unwrap();
     let a = common::connected(base(&q).quarantine(false)).await;
     let guarded = base(&q).connect().await.unwrap();
     all_admitted(&guarded).await;
@@ -133,14 +137,22 @@ async fn quarantine_keeps_a_lock_exclusive_across_a_restart() {
     );
 }
 
+/// Two URLs of one server that only the server can show: node 0 listens on 127.0.0.1 and
+/// on ::1 (two addresses that can be two servers, so `build()` accepts them).
 #[tokio::test]
 async fn two_urls_of_one_server_are_refused() {
-    let q = LocalQuorum::start(2).await.unwrap();
+    let both = NodeOptions {
+        extra_args: ["--bind", "127.0.0.1", "::1"].map(String::from).to_vec(),
+        ..NodeOptions::default()
+    };
+    let q = LocalQuorum::start_with(2, both)
+        .await
+        .expect("redis-server on 127.0.0.1 and ::1 (is IPv6 loopback configured?)");
     let port = q.node(0).port();
     let urls = vec![
         format!("redis://127.0.0.1:{port}"),
         q.urls()[1].clone(),
-        format!("redis://localhost:{port}"),
+        format!("redis://[::1]:{port}"),
     ];
     match RedLock::builder().nodes(urls.clone()).connect().await {
         Err(ConfigError::SameServer { first, second, .. }) => assert_eq!((first, second), (0, 2)),

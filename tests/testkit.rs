@@ -4,7 +4,8 @@ use std::io::ErrorKind;
 use std::net::TcpStream;
 use std::time::Duration;
 
-use quorumlock::testkit::{LocalQuorum, NodeOptions, NodeState, Persistence, Reply, TestkitError};
+use quorumlock::testkit::{LocalQuorum, NodeOptions, NodeState, Reply, TestkitError};
+use quorumlock::RedLock;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const BOUND: Duration = Duration::from_secs(5);
@@ -22,6 +23,19 @@ fn assert_refused(port: u16) {
         Ok(_) => panic!("port {port} still accepts connections"),
         Err(e) => assert_eq!(e.kind(), ErrorKind::ConnectionRefused, "port {port}: {e}"),
     }
+}
+
+/// A client with the library's defaults (quarantine on) counts the fixture's default nodes
+/// as soon as they start, and locks at once: they persist every write, so they are not
+/// quarantined for being young.
+#[tokio::test]
+async fn a_default_client_locks_on_default_nodes_at_once() {
+    let quorum = LocalQuorum::start(3).await.unwrap();
+    let redlock = RedLock::builder().nodes(quorum.urls()).build().unwrap();
+    let counted = redlock.wait_for_quorum(Duration::from_secs(10)).await;
+    assert!(counted >= redlock.quorum(), "{counted} nodes count");
+    let lock = redlock.try_lock("fresh-nodes").await.unwrap();
+    lock.release().await.unwrap();
 }
 
 #[tokio::test]
@@ -47,7 +61,7 @@ async fn three_nodes_answer_ping() -> Result<(), TestkitError> {
 
 #[tokio::test]
 async fn set_get_round_trip() -> Result<(), TestkitError> {
-    let quorum = LocalQuorum::start(1).await?;
+    let quorum = LocalQuorum::start_with(1, NodeOptions::volatile()).await?;
     let node = quorum.node(0);
     assert_eq!(
         node.command(&["SET", "greeting", "hello world"]).await?,
@@ -94,7 +108,7 @@ async fn freeze_blocks_replies_and_resume_releases_them() -> Result<(), TestkitE
 #[tokio::test]
 async fn kill_refuses_connections_and_restart_loses_data_without_persistence(
 ) -> Result<(), TestkitError> {
-    let mut quorum = LocalQuorum::start(2).await?;
+    let mut quorum = LocalQuorum::start_with(2, NodeOptions::volatile()).await?;
     let node = quorum.node_mut(1);
     let port = node.port();
     assert_eq!(node.command(&["SET", "k", "v"]).await?, ok());
@@ -137,13 +151,10 @@ async fn restart_of_a_frozen_node_works() -> Result<(), TestkitError> {
     Ok(())
 }
 
+/// The default nodes persist every write (`appendfsync always`), as production nodes should.
 #[tokio::test]
-async fn aof_always_keeps_data_across_kill_and_restart() -> Result<(), TestkitError> {
-    let opts = NodeOptions {
-        persistence: Persistence::AofAlways,
-        ..NodeOptions::default()
-    };
-    let mut quorum = LocalQuorum::start_with(1, opts).await?;
+async fn default_nodes_keep_every_write_across_kill_and_restart() -> Result<(), TestkitError> {
+    let mut quorum = LocalQuorum::start(1).await?;
     let node = quorum.node_mut(0);
     assert_eq!(node.command(&["SET", "durable", "yes"]).await?, ok());
     node.kill().await?;

@@ -28,7 +28,7 @@ use std::sync::atomic::{AtomicIsize, Ordering};
 use std::time::{Duration, Instant};
 
 use futures::stream::{self, StreamExt};
-use quorumlock::testkit::{LocalNode, LocalQuorum, Reply};
+use quorumlock::testkit::{LocalNode, LocalQuorum, NodeOptions, Reply};
 use quorumlock::{KeepAlive, KeptLock, LostReason, RedLock, Retry};
 
 /// Counts the bytes the process has allocated and not freed.
@@ -159,7 +159,9 @@ fn main() {
     }
     .expect("a Tokio runtime");
     let rows = runtime.block_on(async {
-        let quorum = LocalQuorum::start(NODES).await.expect("start redis-server");
+        let quorum = LocalQuorum::start_with(NODES, NodeOptions::volatile())
+            .await
+            .expect("start redis-server");
         let mut rows = Vec::new();
         for &locks in &settings.counts {
             let row = measure(&quorum, &settings, locks).await;

@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use quorumlock::testkit::{LocalQuorum, NodeState};
+use quorumlock::testkit::{LocalQuorum, NodeOptions, NodeState};
 use serde_json::json;
 
 use crate::impls::{ready, Clients, Held, Impl};
@@ -120,7 +120,9 @@ async fn latencies(clients: &Clients, frozen: usize, s: &crate::Settings) -> Vec
 pub(crate) async fn faults(
     s: &crate::Settings,
 ) -> (Option<serde_json::Value>, Option<serde_json::Value>) {
-    let mut quorum = LocalQuorum::start(NODES).await.expect("start redis-server");
+    let mut quorum = LocalQuorum::start_with(NODES, NodeOptions::volatile())
+        .await
+        .expect("start redis-server");
     let clients = Clients::connect(&quorum.urls()).await;
     let mut frozen_json = None;
     if s.runs_any("de") {

@@ -45,7 +45,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use quorumlock::testkit::LocalQuorum;
+use quorumlock::testkit::{LocalQuorum, NodeOptions};
 
 use impls::Clients;
 use settings::Settings;
@@ -73,7 +73,9 @@ fn main() {
     results.insert("meta".into(), settings.json());
     rt.block_on(async {
         if settings.runs_any("bciw") {
-            let quorum = LocalQuorum::start(NODES).await.expect("start redis-server");
+            let quorum = LocalQuorum::start_with(NODES, NodeOptions::volatile())
+                .await
+                .expect("start redis-server");
             let clients = Arc::new(Clients::connect(&quorum.urls()).await);
             if settings.runs('b') {
                 let b = throughput::throughput(&clients, &settings).await;

@@ -3,7 +3,7 @@
 
 use std::time::Instant;
 
-use quorumlock::testkit::LocalQuorum;
+use quorumlock::testkit::{LocalQuorum, NodeOptions};
 use serde_json::json;
 
 use crate::floor::Floor;
@@ -22,7 +22,9 @@ pub(crate) async fn nodes(s: &crate::Settings) -> serde_json::Value {
     let mut rows = Vec::new();
     let mut results = Vec::new();
     for &n in &s.nodes {
-        let quorum = LocalQuorum::start(n).await.expect("start redis-server");
+        let quorum = LocalQuorum::start_with(n, NodeOptions::volatile())
+            .await
+            .expect("start redis-server");
         let urls = quorum.urls();
         let (fenced, plain) = (redlock(&urls, true), redlock(&urls, false));
         ready(&fenced).await;

@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use fred::prelude::Key;
-use quorumlock::testkit::{LocalQuorum, Reply};
+use quorumlock::testkit::{LocalQuorum, NodeOptions, Reply};
 use quorumlock::{KeepAlive, Lock, RedLock};
 use tokio::runtime::Runtime;
 
@@ -173,7 +173,9 @@ struct Fixture {
 
 impl Fixture {
     async fn start() -> Fixture {
-        let quorum = LocalQuorum::start(NODES).await.expect("start redis-server");
+        let quorum = LocalQuorum::start_with(NODES, NodeOptions::volatile())
+            .await
+            .expect("start redis-server");
         let urls = quorum.urls();
         let build = |fencing: bool| {
             RedLock::builder()

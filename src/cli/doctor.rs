@@ -18,6 +18,8 @@ use super::run::DEFAULT_TTL;
 const UNSAFE: u8 = 1;
 /// Nothing is unsafe, but something could not be checked.
 const UNKNOWN: u8 = 2;
+/// Every node is safe, but quarantine keeps them from a quorum for now: locks fail until then.
+const UNAVAILABLE: u8 = 3;
 
 /// `quorumlock doctor`.
 #[derive(Debug, Args)]
@@ -43,7 +45,7 @@ in forms that change nothing, on a random key under $QUORUMLOCK_KEY_PREFIX (EXIS
 SET XX, DEL and PEXPIRE of an absent key, an EVAL that does not compile, an EVALSHA of a
 script cached nowhere). Prints one row per node, then the
 findings node by node, then an overall verdict, which also says whether the safe nodes are
-still a quorum.
+still a quorum and, if quarantine keeps them from one, for how long.
 
 The library's QUORUMLOCK_* variables apply, with the library's defaults: nodes are connected
 to under $QUORUMLOCK_CONNECT_TIMEOUT (1s) and asked under $QUORUMLOCK_NODE_TIMEOUT (100ms);
@@ -59,9 +61,14 @@ needs (or, with a key prefix, keys under it; clients do not count such a node), 
 tell (ACLs) is printed as `unknown` (null in JSON), never guessed.
 
 Exit status:
-  0   every node is safe (with notes at most, such as a young node in quarantine)
+  0   every node is safe (with notes at most, such as a young node in quarantine), and a
+      quorum of them counts now
   1   something is unsafe
   2   nothing is unsafe, but something could not be checked (unknown)
+  3   every node is safe, but quarantine keeps them from a quorum for now: locks fail
+      (`quorumlock run` exits 69) until the time printed. Nodes that persist every write
+      (appendonly yes, appendfsync always) are never quarantined; QUORUMLOCK_QUARANTINE=false
+      is only for nodes whose restarts are delayed some other way
   64  usage or configuration error
 
 Example:
@@ -89,10 +96,13 @@ pub(crate) async fn doctor(args: DoctorArgs) -> Result<u8, Failure> {
 /// The verdict across the nodes.
 #[derive(Debug)]
 struct Overall {
-    /// `safe`, `unknown` or `unsafe`.
+    /// `safe`, `unknown`, `unavailable` or `unsafe`.
     verdict: &'static str,
     code: u8,
     quorum: usize,
+    /// How long until quarantine lets a quorum of safe nodes count (zero: now); `None` when
+    /// there are too few safe nodes for a quorum.
+    quorum_in: Option<Duration>,
     /// One line, without its newline.
     summary: String,
 }
@@ -117,27 +127,42 @@ impl Overall {
             .map(|r| r.quarantined_for.unwrap_or_default())
             .collect();
         waits.sort();
+        // The quorum-th shortest wait: when enough safe nodes count for a lock.
+        let quorum_in = waits.get(quorum.saturating_sub(1)).copied();
+        let waiting = quorum_in.filter(|wait| !wait.is_zero());
+        let counts = format!("{safe} of {nodes} nodes safe, quorum {quorum}");
         let availability = if safe + unknown_nodes.len() < quorum {
             ": too few safe nodes for a quorum, locks need unsafe votes or fail".to_string()
         } else if safe < quorum {
             ": a quorum of safe nodes is not certain".to_string()
         } else {
-            match waits.get(quorum - 1) {
-                Some(wait) if !wait.is_zero() => format!(
+            match waiting {
+                Some(wait) => format!(
                     "; quarantine keeps them from a quorum for {} more",
-                    compact(ceil_secs(*wait))
+                    compact(ceil_secs(wait))
                 ),
-                _ => String::new(),
+                None => String::new(),
             }
         };
-        let counts = format!("{safe} of {nodes} nodes safe, quorum {quorum}{availability}");
+        let counts_and_availability = format!("{counts}{availability}");
         let (verdict, code, summary) = if !unsafe_nodes.is_empty() {
             let which = listed(&unsafe_nodes, "unsafe");
-            ("unsafe", UNSAFE, format!("UNSAFE: {which} ({counts})"))
+            let summary = format!("UNSAFE: {which} ({counts_and_availability})");
+            ("unsafe", UNSAFE, summary)
         } else if !unknown_nodes.is_empty() {
             let which = listed(&unknown_nodes, "");
-            let summary = format!("unknown: {which} could not be fully checked ({counts})");
+            let summary =
+                format!("unknown: {which} could not be fully checked ({counts_and_availability})");
             ("unknown", UNKNOWN, summary)
+        } else if let Some(wait) = waiting {
+            // Safe, but no lock now: `run` exits 69 at this very moment, so this fails too.
+            let summary = format!(
+                "UNAVAILABLE for {}: quarantine keeps the nodes from a quorum ({counts}); \
+                 locks fail until then (nodes that persist every write, appendfsync always, \
+                 are never quarantined)",
+                compact(ceil_secs(wait))
+            );
+            ("unavailable", UNAVAILABLE, summary)
         } else if reports.iter().any(|r| r.verdict().is_some()) {
             ("safe", 0, format!("safe, with notes ({counts})"))
         } else {
@@ -147,6 +172,7 @@ impl Overall {
             verdict,
             code,
             quorum,
+            quorum_in: quorum_in.filter(|_| safe >= quorum),
             summary,
         }
     }
@@ -333,6 +359,9 @@ fn compact(d: Duration) -> String {
 struct Document<'a> {
     nodes: Vec<JsonNode<'a>>,
     quorum: usize,
+    /// Seconds until quarantine lets a quorum of safe nodes count: 0 when one counts now,
+    /// `null` when there are too few safe nodes.
+    quorum_in_s: Option<f64>,
     verdict: &'static str,
     exit_code: u8,
 }
@@ -426,6 +455,7 @@ fn to_json<'a>(reports: &'a [NodeReport], overall: &Overall) -> Document<'a> {
     Document {
         nodes,
         quorum: overall.quorum,
+        quorum_in_s: overall.quorum_in.map(|d| d.as_millis() as f64 / 1000.0),
         verdict: overall.verdict,
         exit_code: overall.code,
     }
