@@ -172,9 +172,11 @@ fn quorumlock_run(q: &LocalQuorum, resource: &str, script: &str, dir: &Path) -> 
     for var in ENV_VARS {
         c.env_remove(var);
     }
-    // The test servers are seconds old: no quarantine (tests/safeguards.rs covers it).
+    // No quarantine (tests/safeguards.rs covers it), and a generous node timeout: the test
+    // servers write every command to disk before answering, which a busy machine can delay.
     c.env("QUORUMLOCK_NODES", q.urls().join(","))
         .env("QUORUMLOCK_QUARANTINE", "false")
+        .env("QUORUMLOCK_NODE_TIMEOUT", "1s")
         .args(["run", resource, "--", "sh", "-c", script])
         .current_dir(dir)
         .kill_on_drop(true);
