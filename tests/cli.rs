@@ -23,12 +23,16 @@ const UNTIL_STOP: &str =
 /// Shell: sleeps in short steps, for at most a minute in all.
 const BUSY: &str = "i=0; while [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done";
 
-/// The binary with no `QUORUMLOCK_*` variable but `QUORUMLOCK_NODES=urls` (unless empty).
+/// The binary with no `QUORUMLOCK_*` variable but `QUORUMLOCK_NODES=urls` (unless empty), no
+/// quarantine and a generous node timeout (a test may set its own).
 fn quorumlock(urls: &[String]) -> Command {
     let mut c = binary(urls);
-    // The test servers are seconds old and keep nothing across a restart: the library would
-    // quarantine them (tests/safeguards.rs covers that).
-    c.env("QUORUMLOCK_QUARANTINE", "false");
+    // Some test servers keep nothing across a restart: the library would quarantine them
+    // (tests/safeguards.rs covers that). And the default servers write every command to
+    // disk before answering: on a machine busy with other writes, the library's 100 ms
+    // would turn a healthy node into a failed one now and then.
+    c.env("QUORUMLOCK_QUARANTINE", "false")
+        .env("QUORUMLOCK_NODE_TIMEOUT", "1s");
     c
 }
 
@@ -274,6 +278,9 @@ async fn exits_64_with_one_line_on_bad_input() {
         (&["run", "--ttl", "0s", "r", "--", "true"], &[], "greater than zero"),
         (&["run", "--ttl", "soon", "r", "--", "true"], &[], "--ttl"),
         (&["run", "--wait", "forever", "r", "--", "true"], &[], "--wait"),
+        (&["run", "-n", "-w", "1s", "r", "--", "true"], &[], "cannot be used with"),
+        (&["run", "--conflict-exit-code", "256", "r", "--", "true"], &[], "--conflict-exit-code"),
+        (&["run", "-E", "x", "r", "--", "true"], &[], "--conflict-exit-code"),
         (&["run", "--grace", "0s", "r", "--", "true"], &[], "greater than zero"),
         (&["run", "--ttl", "1s", "--grace", "250ms", "r", "--", "true"], &[], "--grace"),
         (&["run", "", "--", "true"], &[], "resource name is empty"),
@@ -706,4 +713,126 @@ async fn status_reports_free_and_held_without_writing() {
         q.node(1).url()
     );
     assert!(out.stdout.contains(&down), "{}", out.stdout);
+}
+
+/// flock(1)'s conventions: `-n`/`--nonblock` makes one attempt whatever the environment
+/// says, `-w`/`--wait` is `--wait`, and `-E`/`--conflict-exit-code` replaces 75 when the
+/// resource is held elsewhere.
+#[tokio::test]
+async fn nonblock_wait_and_the_conflict_exit_code_as_in_flock() {
+    let q = LocalQuorum::start(3).await.unwrap();
+    let redlock = client(&q).await;
+    let held = redlock.lock("flock").await.unwrap();
+    let dir = scratch();
+    let cases: [(&[&str], i32); 5] = [
+        // One attempt although the environment says to keep trying for an hour (a hang
+        // would fail `outcome`).
+        (&["-n"], 75),
+        (&["--nonblock", "-E", "3"], 3),
+        (&["--conflict-exit-code", "0", "-n"], 0),
+        (&["-w", "300ms", "-E", "9"], 9),
+        (&["-w", "300ms"], 75),
+    ];
+    for (flags, code) in cases {
+        let mut cli = run_sh(&q, flags, "flock", "touch ran");
+        cli.env("QUORUMLOCK_RETRY_WITHIN", "1h");
+        let out = outcome(cli.current_dir(dir.path())).await;
+        assert_eq!(out.code, Some(code), "{flags:?}: {out:?}");
+        assert!(
+            out.stderr.contains("held by another owner"),
+            "{flags:?}: {out:?}"
+        );
+        assert!(
+            !dir.path().join("ran").exists(),
+            "{flags:?}: the command ran"
+        );
+    }
+    held.release().await.unwrap();
+    // Free: the command's own code, whatever the conflict code.
+    let out = outcome(&mut run_sh(&q, &["-n", "-E", "3"], "flock", "exit 5")).await;
+    assert_eq!(out.code, Some(5), "{out:?}");
+}
+
+/// `run` without `--ttl` or `QUORUMLOCK_TTL` locks for the library's default ttl (10 s), and
+/// `doctor` quarantines for that long: the command line and the library share one default.
+#[tokio::test]
+async fn run_uses_the_librarys_default_ttl() {
+    let q = LocalQuorum::start(3).await.unwrap();
+    let dir = scratch();
+    let script = format!("touch started; {UNTIL_STOP}");
+    let mut cli = run_sh(&q, &[], "default-ttl", &script);
+    let run = tokio::spawn(cli.current_dir(dir.path()).output());
+    appears(&dir.path().join("started")).await;
+    // The key is on a quorum at least (a node not yet connected may have missed it).
+    let mut ttls = Vec::new();
+    for node in q.nodes() {
+        let pttl = node.command(&["PTTL", "default-ttl"]).await.unwrap();
+        ttls.extend(pttl.as_int().filter(|ms| *ms != -2));
+    }
+    assert!(ttls.len() >= 2, "PTTL {ttls:?}");
+    assert!(
+        ttls.iter().all(|ms| *ms > 0 && *ms <= 10_000),
+        "PTTL {ttls:?}"
+    );
+    std::fs::write(dir.path().join("stop"), "").unwrap();
+    assert_eq!(finished(run).await.status.code(), Some(0));
+
+    let help = outcome(quorumlock(&[]).args(["help", "run"])).await;
+    assert!(help.stdout.contains("or 10s"), "{}", help.stdout);
+    assert!(help.stdout.contains("-w, --wait"), "{}", help.stdout);
+    assert!(help.stdout.contains("-n, --nonblock"), "{}", help.stdout);
+}
+
+/// `status --json`: one document with every node's state, the verdict and the exit code.
+#[tokio::test]
+async fn status_json_is_one_document_with_the_exit_code() {
+    let mut q = LocalQuorum::start(3).await.unwrap();
+    let redlock = client(&q).await;
+    let json = |q: &LocalQuorum| {
+        let mut c = quorumlock(&q.urls());
+        c.env("QUORUMLOCK_CONNECT_TIMEOUT", "2s")
+            .args(["status", "--json", "doc"]);
+        c
+    };
+    let parse = |out: &common::cli::Outcome| -> serde_json::Value {
+        assert_eq!(out.stderr, "", "{out:?}");
+        let doc: serde_json::Value = serde_json::from_str(&out.stdout).expect("one JSON document");
+        assert_eq!(
+            doc["exit_code"].as_i64(),
+            out.code.map(i64::from),
+            "{doc:#}"
+        );
+        doc
+    };
+
+    let out = outcome(&mut json(&q)).await;
+    let doc = parse(&out);
+    assert_eq!(out.code, Some(0), "{doc:#}");
+    assert_eq!(doc["resource"], "doc");
+    assert_eq!(doc["verdict"], "free");
+    assert_eq!(doc["quorum"], 2);
+    assert_eq!(doc["holder"], serde_json::Value::Null);
+    for i in 0..3 {
+        assert_eq!(doc["nodes"][i]["state"], "free", "{doc:#}");
+        assert_eq!(doc["nodes"][i]["node"], q.node(i).url());
+    }
+
+    let held = redlock.lock("doc").await.unwrap();
+    q.node_mut(2).kill().await.unwrap();
+    let out = outcome(&mut json(&q)).await;
+    let doc = parse(&out);
+    assert_eq!(out.code, Some(75), "{doc:#}");
+    assert_eq!(doc["verdict"], "held");
+    assert_eq!(doc["holder"], held.token().as_str());
+    assert_eq!(doc["held_on"], 2);
+    for i in 0..2 {
+        let node = &doc["nodes"][i];
+        assert_eq!(node["state"], "held", "{doc:#}");
+        assert_eq!(node["token"], held.token().as_str());
+        let pttl = node["pttl_ms"].as_i64().expect("a ttl");
+        assert!(pttl > 0, "{doc:#}");
+    }
+    assert_eq!(doc["nodes"][2]["state"], "unreachable", "{doc:#}");
+    assert_eq!(doc["nodes"][2]["error"], "connection refused", "{doc:#}");
+    drop(held);
 }

@@ -605,27 +605,30 @@ async fn info_field(node: &LocalNode, section: &str, field: &str) -> String {
         .to_string()
 }
 
-/// Without `QUORUMLOCK_TTL`, the quarantine the doctor reports lasts `quorumlock run`'s
-/// default ttl (30 s), not the library's (10 s): the two commands agree on a node's state.
+/// Without `QUORUMLOCK_TTL`, the quarantine the doctor reports lasts the library's default
+/// ttl (10 s), which is also `quorumlock run`'s: the doctor and the clients agree on a node's
+/// state.
 #[tokio::test]
-async fn the_quarantine_lasts_the_default_ttl_of_run() {
+async fn the_quarantine_lasts_the_librarys_default_ttl() {
     let q = LocalQuorum::start_with(3, NodeOptions::volatile())
         .await
         .unwrap();
     let (code, doc) = json(&q.urls(), &[]).await;
-    assert_eq!(code, Some(3), "{doc:#}");
     for i in 0..3 {
         let node = &doc["nodes"][i];
-        let left = node["quarantined_for_s"].as_f64().expect("quarantined");
-        // The nodes are seconds old: well over 10 s of a 30 s quarantine are left.
-        assert!(left > 10.0 && left <= 30.0, "{node:#}");
         let found = findings(&doc, i);
         assert!(
             found
                 .iter()
-                .any(|f| f.contains("quarantined for 30s after each restart")),
+                .any(|f| f.contains("quarantined for 10s after each restart")),
             "{found:?}"
         );
+        // Seconds old, so quarantined still, unless this machine is slow enough for 10 s to
+        // have passed since the servers started.
+        if let Some(left) = node["quarantined_for_s"].as_f64() {
+            assert!(left > 0.0 && left <= 10.0, "{node:#}");
+            assert_eq!(code, Some(3), "{doc:#}");
+        }
     }
 }
 

@@ -2,11 +2,15 @@
 //! resource name as the key, so each excludes the other, and neither deletes the other's key.
 //!
 //! Needs `python3` with `venv` and PyPI: the first run creates a virtual environment in the
-//! target directory (`target/tmp/interop-venv`) and installs redlock-py and redis into it;
-//! later runs reuse it. tests/interop/redlock_py.py drives redlock-py.
+//! target directory (`target/tmp/interop-venv`, or `$QUORUMLOCK_INTEROP_VENV`) and installs
+//! redlock-py and redis into it; later runs reuse it. tests/interop/redlock_py.py drives
+//! redlock-py. When they cannot be had (offline, no python3-venv), each test says so on
+//! stderr (`*** SKIPPED ...`) and passes without checking anything, unless
+//! `QUORUMLOCK_INTEROP=require`, which makes that a failure.
 
 mod common;
 
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command as StdCommand;
 use std::sync::OnceLock;
@@ -21,24 +25,28 @@ const BIN: &str = env!("CARGO_BIN_EXE_quorumlock");
 const HELPER: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/interop/redlock_py.py");
 const PACKAGES: [&str; 2] = ["redlock-py==1.0.8", "redis>=4,<8"];
 
-/// The virtual environment's python, with redlock-py and redis installed. Installs them the
-/// first time; fails the test (never skips it) when that is impossible.
-fn python() -> &'static Path {
-    static PYTHON: OnceLock<PathBuf> = OnceLock::new();
-    PYTHON.get_or_init(|| {
-        let venv = Path::new(env!("CARGO_TARGET_TMPDIR")).join("interop-venv");
+/// The virtual environment's python, with redlock-py and redis installed, installing them the
+/// first time; `None`, said loudly on stderr, when they cannot be had (offline, no venv
+/// module), unless `QUORUMLOCK_INTEROP=require`: then the test fails instead.
+fn python() -> Option<&'static Path> {
+    static PYTHON: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    let python = PYTHON.get_or_init(|| {
+        let venv = match std::env::var_os("QUORUMLOCK_INTEROP_VENV") {
+            Some(dir) => PathBuf::from(dir),
+            None => Path::new(env!("CARGO_TARGET_TMPDIR")).join("interop-venv"),
+        };
         let python = venv.join("bin").join("python");
         if imports(&python) {
-            return python;
+            return Ok(python);
         }
-        must(
+        run(
             StdCommand::new("python3")
                 .args(["-m", "venv", "--clear"])
                 .arg(&venv),
             "create a virtual environment with `python3 -m venv` (on Debian/Ubuntu: \
              `apt-get install python3-venv`)",
-        );
-        must(
+        )?;
+        run(
             StdCommand::new(&python)
                 .args([
                     "-m",
@@ -46,17 +54,36 @@ fn python() -> &'static Path {
                     "install",
                     "--quiet",
                     "--disable-pip-version-check",
+                    "--retries",
+                    "2",
                 ])
                 .args(PACKAGES),
-            "install redlock-py and redis from PyPI with pip (is PyPI reachable?)",
-        );
+            &format!("install {} from PyPI with pip", PACKAGES.join(" and ")),
+        )?;
+        // Installed but not importable is a problem of ours, not an unreachable PyPI.
         assert!(
             imports(&python),
             "redlock-py and redis were installed into {} but cannot be imported",
             venv.display()
         );
-        python
-    })
+        Ok(python)
+    });
+    match python {
+        Ok(python) => Some(python),
+        Err(why) if std::env::var("QUORUMLOCK_INTEROP").as_deref() == Ok("require") => {
+            panic!("{why} (QUORUMLOCK_INTEROP=require)")
+        }
+        Err(why) => {
+            // Straight to stderr, past the test harness's capture, so that a plain
+            // `cargo test` shows it; once per test, so that each skipped test says so.
+            let _ = writeln!(
+                std::io::stderr(),
+                "\n*** SKIPPED: a redlock-py interop test (tests/interop.rs) did not run: {why}. \
+                 Set QUORUMLOCK_INTEROP=require to make this a failure. ***\n"
+            );
+            None
+        }
+    }
 }
 
 fn imports(python: &Path) -> bool {
@@ -66,24 +93,29 @@ fn imports(python: &Path) -> bool {
         .is_ok_and(|out| out.status.success())
 }
 
-fn must(command: &mut StdCommand, what: &str) {
+/// Runs `command`; on failure, why, with the last line it printed.
+fn run(command: &mut StdCommand, what: &str) -> Result<(), String> {
     match command.output() {
-        Ok(out) if out.status.success() => {}
-        Ok(out) => panic!(
-            "could not {what}: {:?} failed with {}:\n{}{}",
-            command,
-            out.status,
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        ),
-        Err(e) => panic!("could not {what}: {command:?}: {e}"),
+        Ok(out) if out.status.success() => Ok(()),
+        Ok(out) => {
+            let text = [out.stderr, out.stdout].concat();
+            let text = String::from_utf8_lossy(&text);
+            let last = text.lines().rev().find(|l| !l.trim().is_empty());
+            Err(format!(
+                "could not {what}: {:?} failed with {} ({})",
+                command,
+                out.status,
+                last.unwrap_or("no output").trim()
+            ))
+        }
+        Err(e) => Err(format!("could not {what}: {command:?}: {e}")),
     }
 }
 
 /// Runs the helper: `op PORTS args...`; returns its exit code and stdout.
 async fn redlock_py(q: &LocalQuorum, op: &str, args: &[&str]) -> (Option<i32>, String) {
     let ports: Vec<String> = q.nodes().iter().map(|n| n.port().to_string()).collect();
-    let mut python = Command::new(python());
+    let mut python = Command::new(python().expect("checked by the test"));
     python
         .arg(HELPER)
         .arg(op)
@@ -140,9 +172,11 @@ fn quorumlock_run(q: &LocalQuorum, resource: &str, script: &str, dir: &Path) -> 
     for var in ENV_VARS {
         c.env_remove(var);
     }
-    // The test servers are seconds old: no quarantine (tests/safeguards.rs covers it).
+    // No quarantine (tests/safeguards.rs covers it), and a generous node timeout: the test
+    // servers write every command to disk before answering, which a busy machine can delay.
     c.env("QUORUMLOCK_NODES", q.urls().join(","))
         .env("QUORUMLOCK_QUARANTINE", "false")
+        .env("QUORUMLOCK_NODE_TIMEOUT", "1s")
         .args(["run", resource, "--", "sh", "-c", script])
         .current_dir(dir)
         .kill_on_drop(true);
@@ -151,7 +185,7 @@ fn quorumlock_run(q: &LocalQuorum, resource: &str, script: &str, dir: &Path) -> 
 
 #[tokio::test]
 async fn redlock_py_cannot_lock_while_our_cli_holds_the_resource() {
-    python();
+    let Some(_) = python() else { return };
     let q = LocalQuorum::start(3).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     // Waits for `stop`, for at most a minute.
@@ -180,7 +214,7 @@ async fn redlock_py_cannot_lock_while_our_cli_holds_the_resource() {
 
 #[tokio::test]
 async fn our_cli_exits_75_while_redlock_py_holds_the_resource() {
-    python();
+    let Some(_) = python() else { return };
     let q = LocalQuorum::start(3).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let theirs = py_lock(&q, "shared").await.expect("free");
@@ -199,7 +233,7 @@ async fn our_cli_exits_75_while_redlock_py_holds_the_resource() {
 
 #[tokio::test]
 async fn redlock_py_cannot_unlock_our_lock_with_a_stale_or_forged_value() {
-    python();
+    let Some(_) = python() else { return };
     let q = LocalQuorum::start(3).await.unwrap();
     let redlock = client(&q).await;
     let stale = py_lock(&q, "shared").await.expect("free");
@@ -216,7 +250,7 @@ async fn redlock_py_cannot_unlock_our_lock_with_a_stale_or_forged_value() {
 
 #[tokio::test]
 async fn our_stale_lock_does_not_delete_redlock_pys_key() {
-    python();
+    let Some(_) = python() else { return };
     let q = LocalQuorum::start(3).await.unwrap();
     let redlock = client(&q).await;
     let stale = redlock

@@ -34,7 +34,7 @@ async fn a_default_client_locks_on_default_nodes_at_once() {
     let redlock = RedLock::builder().nodes(quorum.urls()).build().unwrap();
     let counted = redlock.wait_for_quorum(Duration::from_secs(10)).await;
     assert!(counted >= redlock.quorum(), "{counted} nodes count");
-    let lock = redlock.try_lock("fresh-nodes").await.unwrap();
+    let lock = redlock.lock("fresh-nodes").await.unwrap();
     lock.release().await.unwrap();
 }
 

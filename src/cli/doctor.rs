@@ -11,8 +11,7 @@ use quorumlock::{quorum, NodeErrorKind, NodeReport, Severity};
 use serde::Serialize;
 
 use super::exit::{Failure, SOFTWARE};
-use super::options::{positive_duration, NodesArg, Vars, NODES, TTL};
-use super::run::DEFAULT_TTL;
+use super::options::{positive_duration, NodesArg, Vars, NODES};
 
 /// Something is unsafe.
 const UNSAFE: u8 = 1;
@@ -51,8 +50,8 @@ The library's QUORUMLOCK_* variables apply, with the library's defaults: nodes a
 to under $QUORUMLOCK_CONNECT_TIMEOUT (1s) and asked under $QUORUMLOCK_NODE_TIMEOUT (100ms);
 clock rates are checked against $QUORUMLOCK_DRIFT_FACTOR (0.01); a node that does not persist
 every write is quarantined after a restart unless $QUORUMLOCK_QUARANTINE is false, for
-$QUORUMLOCK_MAX_TTL (default: $QUORUMLOCK_TTL, or 30s as for `quorumlock run`; set them as
-your clients do).
+$QUORUMLOCK_MAX_TTL (default: $QUORUMLOCK_TTL, or 10s as in the library and for
+`quorumlock run`; set them as your clients do).
 
 A node is unsafe if it is unreachable, a replica, the same server as an earlier node, can
 evict keys (maxmemory with a policy other than noeviction), refuses commands the client
@@ -77,8 +76,7 @@ Example:
 pub(crate) async fn doctor(args: DoctorArgs) -> Result<u8, Failure> {
     let mut vars = Vars::from_env()?;
     vars.flag(NODES, args.nodes.nodes.clone());
-    // The quarantine lasts the longest ttl: the same default as `quorumlock run`'s locks.
-    vars.default(TTL, DEFAULT_TTL);
+    // The quarantine lasts the longest ttl: by default the library's, as for `quorumlock run`.
     let builder = vars.builder()?;
     let reports = builder.inspect(args.window).await?;
     let overall = Overall::of(&reports);

@@ -1,5 +1,6 @@
 //! What every subcommand shares: the node list, duration flags, and the `QUORUMLOCK_*`
-//! variables with the command line laid over them.
+//! variables with the command line laid over them. Unset variables take the library's
+//! defaults: the command line has none of its own.
 
 use std::collections::HashMap;
 use std::env::VarError;
@@ -40,7 +41,7 @@ pub(crate) fn duration(s: &str) -> Result<Duration, String> {
 }
 
 /// The `QUORUMLOCK_*` variables as a subcommand sees them: flags first, then the
-/// environment, then the subcommand's defaults. The library parses and checks them all
+/// environment (unset ones take the library's defaults). The library parses and checks them all
 /// ([`RedLockBuilder::from_vars`] and `build()`), so a flag means exactly what its variable
 /// means.
 #[derive(Debug, Clone)]
@@ -84,11 +85,6 @@ impl Vars {
     /// Unsets `name`.
     pub(crate) fn unset(&mut self, name: &str) {
         self.values.remove(name);
-    }
-
-    /// Sets `name` unless it is set already.
-    pub(crate) fn default(&mut self, name: &'static str, value: impl Into<String>) {
-        self.values.entry(name).or_insert_with(|| value.into());
     }
 
     pub(crate) fn get(&self, name: &str) -> Option<&str> {
@@ -139,14 +135,11 @@ mod tests {
     }
 
     #[test]
-    fn flags_override_the_environment_which_overrides_defaults() {
+    fn flags_override_the_environment() {
         let mut v = vars(&[(NODES, "redis://a"), (TTL, "5s"), ("UNRELATED", "x")]);
         v.flag(NODES, Some("redis://b, redis://c,"));
         v.flag(TTL, None::<String>);
-        v.default(TTL, "30s");
-        v.default(RETRY_ATTEMPTS, "1");
         assert_eq!(v.get(TTL), Some("5s"));
-        assert_eq!(v.get(RETRY_ATTEMPTS), Some("1"));
         assert!(!v.is_set("UNRELATED"));
         let config = v.builder().ok().and_then(|b| b.validate().ok());
         let config = config.expect("a valid configuration");

@@ -7,18 +7,15 @@ use std::time::Duration;
 use clap::Args;
 use humantime::format_duration;
 use nix::sys::signal::Signal;
-use quorumlock::{ConfigError, KeepAlive, KeptLock, RedLock, ENV_VARS};
+use quorumlock::{ConfigError, Error, KeepAlive, KeptLock, RedLock, ENV_VARS};
 
 use super::child::{exit_code, Relay, Running, Spec};
-use super::exit::{Failure, LOST, UNAVAILABLE};
+use super::exit::{code_of, Failure, LOST, TAKEN, UNAVAILABLE};
 use super::options::{
     duration, positive_duration, var_duration, NodesArg, Vars, NODES, RETRY_ATTEMPTS, RETRY_WITHIN,
     TTL,
 };
 use super::watchdog::Watchdog;
-
-/// The ttl when neither `--ttl` nor `QUORUMLOCK_TTL` is given.
-pub(crate) const DEFAULT_TTL: &str = "30s";
 
 /// `quorumlock run`.
 #[derive(Debug, Args)]
@@ -28,15 +25,24 @@ pub(crate) struct RunArgs {
     nodes: NodesArg,
 
     /// How long the lock's keys live unless extended; while COMMAND runs the lock is
-    /// extended, every ttl/2 [default: $QUORUMLOCK_TTL, or 30s]
+    /// extended, every ttl/2 [default: $QUORUMLOCK_TTL, or 10s as in the library]
     #[arg(long, value_name = "DURATION", value_parser = positive_duration)]
     ttl: Option<Duration>,
 
     /// How long to keep trying, with random pauses, while the resource is held elsewhere
     /// or no quorum answers; 0 makes one attempt [default: $QUORUMLOCK_RETRY_WITHIN or
     /// $QUORUMLOCK_RETRY_ATTEMPTS, or 0]
-    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    #[arg(short, long, value_name = "DURATION", value_parser = duration)]
     wait: Option<Duration>,
+
+    /// Make one attempt and fail at once if the resource is held elsewhere, whatever
+    /// $QUORUMLOCK_RETRY_* say (as --wait 0)
+    #[arg(short, long, conflicts_with = "wait")]
+    nonblock: bool,
+
+    /// The exit status when the resource is held elsewhere (still, after --wait), 0 to 255
+    #[arg(short = 'E', long, value_name = "N", default_value_t = TAKEN)]
+    conflict_exit_code: u8,
 
     /// If the lock is lost, COMMAND gets SIGTERM at least 2 x grace before the lock's
     /// validity ends, and SIGKILL grace later; 2 x grace must be under ttl/2 [default: ttl/10]
@@ -89,7 +95,8 @@ Exit status:
   64         usage or configuration error
   69         no quorum of nodes could be reached, or it answered too late
   70         internal error
-  75         the resource is held elsewhere (still, after --wait)
+  75         the resource is held elsewhere (still, after --wait); --conflict-exit-code
+             changes it
   76         the lock was lost while COMMAND ran; COMMAND was stopped before the lock's
              validity ended
   126, 127   COMMAND cannot be executed, or was not found
@@ -109,8 +116,12 @@ impl RunArgs {
     fn vars(&self, mut vars: Vars) -> Vars {
         vars.flag(NODES, self.nodes.nodes.clone());
         vars.flag(TTL, self.ttl.map(var_duration));
-        vars.default(TTL, DEFAULT_TTL);
-        match self.wait {
+        let wait = if self.nonblock {
+            Some(Duration::ZERO)
+        } else {
+            self.wait
+        };
+        match wait {
             Some(d) if d.is_zero() => {
                 vars.unset(RETRY_WITHIN);
                 vars.set(RETRY_ATTEMPTS, "1");
@@ -164,7 +175,10 @@ pub(crate) async fn run(args: RunArgs) -> Result<u8, Failure> {
                 .wait_for_quorum(redlock.config().connect_timeout())
                 .await;
             redlock.check_distinct()?;
-            let lock = redlock.lock(&args.resource).await?;
+            let lock = redlock
+                .lock(&args.resource)
+                .await
+                .map_err(|e| conflict(e, args.conflict_exit_code))?;
             Ok::<_, Failure>((redlock, lock))
         } => locked?,
         sig = relay.recv() => return Ok(128 + sig as u8),
@@ -250,6 +264,15 @@ pub(crate) async fn run(args: RunArgs) -> Result<u8, Failure> {
     }
 }
 
+/// A lock error as a failure, with `conflict_exit_code` when the resource is held elsewhere.
+fn conflict(error: Error, conflict_exit_code: u8) -> Failure {
+    let code = match error {
+        Error::Taken { .. } => conflict_exit_code,
+        _ => code_of(&error),
+    };
+    Failure::new(code, error)
+}
+
 /// Stops the command after the lock was lost: SIGTERM now, SIGKILL after `grace` if it has
 /// not exited; whatever is left of its process group is killed once it has. Says what was
 /// done.
@@ -308,6 +331,8 @@ mod tests {
             nodes: NodesArg { nodes: None },
             ttl: None,
             wait,
+            nonblock: false,
+            conflict_exit_code: TAKEN,
             grace: None,
             foreground: false,
             resource: "r".into(),
@@ -349,7 +374,27 @@ mod tests {
         assert_eq!(retry_of(&from_env), (None, Some("5s")));
         let default = args(None).vars(Vars::from_lookup(|_| None));
         assert_eq!(retry_of(&default), (Some("1"), None));
-        assert_eq!(default.get(TTL), Some(DEFAULT_TTL));
+        // The library's default ttl, not one of the command line's own.
+        assert_eq!(default.get(TTL), None);
+        let mut nonblock = args(None);
+        nonblock.nonblock = true;
+        assert_eq!(retry_of(&nonblock.vars(env())), (Some("1"), None));
+    }
+
+    /// The default the help text names is the library's.
+    #[test]
+    fn the_help_names_the_librarys_default_ttl() {
+        let config = RedLock::builder().nodes(["redis://127.0.0.1:1"]).validate();
+        let ttl = config.map(|c| c.ttl()).ok();
+        assert_eq!(ttl, Some(Duration::from_secs(10)));
+        use clap::CommandFactory;
+        #[derive(Debug, clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            run: RunArgs,
+        }
+        let help = Cli::command().render_long_help().to_string();
+        assert!(help.contains("or 10s as in the library"), "{help}");
     }
 
     #[test]

@@ -1,5 +1,6 @@
-//! `quorumlock status`: who holds a resource's lock, node by node. Read-only: one GET and
-//! one PTTL per node, over a connection of its own (a `RedLock` would load its scripts).
+//! `quorumlock status`: who holds a resource's lock, node by node, as lines or as JSON.
+//! Read-only: one GET and one PTTL per node, over a connection of its own (a `RedLock` would
+//! load its scripts).
 
 use std::fmt::Write as _;
 use std::time::Duration;
@@ -8,8 +9,9 @@ use clap::Args;
 use fred::prelude::{Builder, ClientLike, Config, KeysInterface, Value};
 use humantime::format_duration;
 use quorumlock::{quorum, ConfigError};
+use serde::Serialize;
 
-use super::exit::{Failure, TAKEN, UNAVAILABLE};
+use super::exit::{Failure, SOFTWARE, TAKEN, UNAVAILABLE};
 use super::options::{NodesArg, Vars, NODES};
 
 /// `quorumlock status`.
@@ -18,6 +20,10 @@ use super::options::{NodesArg, Vars, NODES};
 pub(crate) struct StatusArgs {
     #[command(flatten)]
     nodes: NodesArg,
+
+    /// Print one JSON document instead of the lines (same exit status)
+    #[arg(long)]
+    json: bool,
 
     /// The resource: its Redis key, after $QUORUMLOCK_KEY_PREFIX
     #[arg(value_name = "RESOURCE")]
@@ -29,7 +35,12 @@ Prints one line per node (whether the key exists, its holder's token, shortened,
 remaining ttl), then a summary. Sends only GET and PTTL, each node under
 $QUORUMLOCK_CONNECT_TIMEOUT (default 1s).
 
-Exit status:
+With --json, one document: resource, key (with the prefix), nodes (index, node with any
+password hidden, state: free, held or unreachable, token in full, pttl_ms as PTTL
+answered it, -1 for a key without expiry, error), quorum, held_on, free_on, holder (the
+token on a quorum, or null), verdict (free, held or unknown) and exit_code.
+
+Exit status (the same with --json):
   0   free: a majority of nodes has no key (a lock attempt would not be refused)
   64  usage or configuration error
   69  too few nodes answered to tell
@@ -63,6 +74,14 @@ pub(crate) async fn status(args: StatusArgs) -> Result<u8, Failure> {
     )
     .await;
 
+    let summary = summarize(&args.resource, &seen);
+    if args.json {
+        let document = to_json(&args.resource, &key, config.nodes(), &seen, &summary);
+        let text =
+            serde_json::to_string_pretty(&document).map_err(|e| Failure::new(SOFTWARE, e))?;
+        println!("{text}");
+        return Ok(summary.code);
+    }
     let mut out = String::new();
     for (i, (node, seen)) in config.nodes().iter().zip(&seen).enumerate() {
         let _ = match seen {
@@ -76,10 +95,9 @@ pub(crate) async fn status(args: StatusArgs) -> Result<u8, Failure> {
             Seen::Failed(why) => writeln!(out, "node {i} {node}: unreachable: {why}"),
         };
     }
-    let (summary, code) = summarize(&args.resource, &seen);
-    out.push_str(&summary);
+    out.push_str(&summary.line);
     print!("{out}");
-    Ok(code)
+    Ok(summary.code)
 }
 
 /// Reads the key on one node; never writes.
@@ -128,8 +146,23 @@ fn describe(e: &fred::error::Error) -> String {
     }
 }
 
-/// The summary line and exit code: held or free when a majority says so.
-fn summarize(resource: &str, seen: &[Seen]) -> (String, u8) {
+/// The verdict across the nodes.
+#[derive(Debug)]
+struct Summary<'a> {
+    /// `free`, `held` or `unknown`.
+    verdict: &'static str,
+    code: u8,
+    quorum: usize,
+    held_on: usize,
+    free_on: usize,
+    /// The token held on a quorum, if one is.
+    holder: Option<&'a str>,
+    /// The summary line, with its newline.
+    line: String,
+}
+
+/// The summary: held or free when a majority says so.
+fn summarize<'a>(resource: &str, seen: &'a [Seen]) -> Summary<'a> {
     let nodes = seen.len();
     let needed = quorum(nodes);
     let held: Vec<&str> = seen
@@ -141,6 +174,15 @@ fn summarize(resource: &str, seen: &[Seen]) -> (String, u8) {
         .collect();
     let free = seen.iter().filter(|s| **s == Seen::Free).count();
     let counts = format!("key on {} of {nodes} nodes, quorum {needed}", held.len());
+    let mut summary = Summary {
+        verdict: "unknown",
+        code: UNAVAILABLE,
+        quorum: needed,
+        held_on: held.len(),
+        free_on: free,
+        holder: None,
+        line: String::new(),
+    };
     if held.len() >= needed {
         let mut top = (held[0], 0);
         for token in &held {
@@ -149,22 +191,90 @@ fn summarize(resource: &str, seen: &[Seen]) -> (String, u8) {
                 top = (token, n);
             }
         }
-        let holder = if top.1 >= needed {
+        let by = if top.1 >= needed {
+            summary.holder = Some(top.0);
             format!("by {}", short(top.0))
         } else {
             "by several owners, none on a quorum".to_string()
         };
-        (format!("`{resource}`: held {holder} ({counts})\n"), TAKEN)
+        summary.line = format!("`{resource}`: held {by} ({counts})\n");
+        (summary.verdict, summary.code) = ("held", TAKEN);
     } else if free >= needed {
-        (format!("`{resource}`: free ({counts})\n"), 0)
+        summary.line = format!("`{resource}`: free ({counts})\n");
+        (summary.verdict, summary.code) = ("free", 0);
     } else {
         let answered = free + held.len();
-        (
-            format!(
-                "`{resource}`: unknown: only {answered} of {nodes} nodes answered ({counts})\n"
-            ),
-            UNAVAILABLE,
-        )
+        summary.line = format!(
+            "`{resource}`: unknown: only {answered} of {nodes} nodes answered ({counts})\n"
+        );
+    }
+    summary
+}
+
+/// The JSON document, fields in this order.
+#[derive(Debug, Serialize)]
+struct Document<'a> {
+    resource: &'a str,
+    key: &'a str,
+    nodes: Vec<JsonNode<'a>>,
+    quorum: usize,
+    held_on: usize,
+    free_on: usize,
+    holder: Option<&'a str>,
+    verdict: &'static str,
+    exit_code: u8,
+}
+
+/// One node: `token` and `pttl_ms` when held, `error` when unreachable, `null` otherwise.
+#[derive(Debug, Serialize)]
+struct JsonNode<'a> {
+    index: usize,
+    node: &'a str,
+    /// `free`, `held` or `unreachable`.
+    state: &'static str,
+    token: Option<&'a str>,
+    pttl_ms: Option<i64>,
+    error: Option<&'a str>,
+}
+
+fn to_json<'a>(
+    resource: &'a str,
+    key: &'a str,
+    nodes: &'a [quorumlock::NodeUrl],
+    seen: &'a [Seen],
+    summary: &Summary<'a>,
+) -> Document<'a> {
+    let nodes = nodes
+        .iter()
+        .zip(seen)
+        .enumerate()
+        .map(|(index, (node, seen))| {
+            let node = node.redacted();
+            let (state, token, pttl_ms, error) = match seen {
+                Seen::Free => ("free", None, None, None),
+                Seen::Held { token, pttl } => ("held", Some(token.as_str()), Some(*pttl), None),
+                Seen::Failed(why) => ("unreachable", None, None, Some(why.as_str())),
+            };
+            JsonNode {
+                index,
+                node,
+                state,
+                token,
+                pttl_ms,
+                error,
+            }
+        })
+        .collect();
+    Document {
+        resource,
+        key,
+        nodes,
+        quorum: summary.quorum,
+        held_on: summary.held_on,
+        free_on: summary.free_on,
+        holder: summary.holder,
+        verdict: summary.verdict,
+        exit_code: summary.code,
     }
 }
 
@@ -197,18 +307,23 @@ mod tests {
     #[test]
     fn a_majority_decides_held_or_free() {
         let down = || Seen::Failed("down".into());
-        let (line, code) = summarize("r", &[held("aaaaaaaaaaaa"), held("aaaaaaaaaaaa"), down()]);
-        assert_eq!(code, TAKEN);
-        assert!(line.contains("held by aaaaaaaa…"), "{line}");
-        let (line, code) = summarize("r", &[held("a"), held("b"), Seen::Free]);
-        assert_eq!(code, TAKEN);
-        assert!(line.contains("several owners"), "{line}");
-        assert_eq!(summarize("r", &[held("a"), Seen::Free, Seen::Free]).1, 0);
-        assert_eq!(
-            summarize("r", &[held("a"), Seen::Free, down()]).1,
-            UNAVAILABLE
-        );
-        assert_eq!(summarize("r", &[down(), Seen::Free, down()]).1, UNAVAILABLE);
+        let seen = [held("aaaaaaaaaaaa"), held("aaaaaaaaaaaa"), down()];
+        let s = summarize("r", &seen);
+        assert_eq!((s.code, s.verdict), (TAKEN, "held"));
+        assert_eq!(s.holder, Some("aaaaaaaaaaaa"));
+        assert!(s.line.contains("held by aaaaaaaa…"), "{}", s.line);
+        let seen = [held("a"), held("b"), Seen::Free];
+        let s = summarize("r", &seen);
+        assert_eq!((s.code, s.verdict, s.holder), (TAKEN, "held", None));
+        assert!(s.line.contains("several owners"), "{}", s.line);
+        let seen = [held("a"), Seen::Free, Seen::Free];
+        let s = summarize("r", &seen);
+        assert_eq!((s.code, s.verdict, s.held_on, s.free_on), (0, "free", 1, 2));
+        let seen = [held("a"), Seen::Free, down()];
+        let s = summarize("r", &seen);
+        assert_eq!((s.code, s.verdict), (UNAVAILABLE, "unknown"));
+        let seen = [down(), Seen::Free, down()];
+        assert_eq!(summarize("r", &seen).code, UNAVAILABLE);
     }
 
     #[test]

@@ -1,0 +1,79 @@
+//! The README's first example, run: the README shows it with plain URLs (and `no_run`, so
+//! that its doctest only compiles it); here the same statements run against a local quorum,
+//! and a check fails if the two texts drift apart.
+
+mod common;
+
+use std::time::Duration;
+
+use quorumlock::testkit::LocalQuorum;
+use quorumlock::{Error, RedLock};
+
+/// The README's example, statement for statement, but for its node list.
+async fn readme_example(nodes: Vec<String>) -> Result<(), Box<dyn std::error::Error>> {
+    let redlock = RedLock::builder()
+        .nodes(nodes)
+        .ttl(Duration::from_secs(10))
+        .build()?;
+    // A short-lived process: wait (up to 5 s) until a quorum of nodes is connected.
+    redlock.wait_for_quorum(Duration::from_secs(5)).await;
+
+    match redlock.lock("invoice:42").await {
+        Ok(mut lock) => {
+            // Only one holder at a time runs this, until lock.valid_until().
+            lock.extend().await?; // need longer? extend before the validity runs out
+            lock.release().await?;
+        }
+        Err(Error::Taken { .. }) => println!("someone else is on it"),
+        Err(e) => return Err(e.into()),
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn the_readme_example_runs() {
+    let quorum = LocalQuorum::start(3).await.unwrap();
+    if let Err(e) = readme_example(quorum.urls()).await {
+        panic!("the README's example failed: {e}");
+    }
+    // It took the lock and released it: no key is left.
+    common::no_holders(&quorum, "invoice:42").await;
+}
+
+/// The statements from the builder to `Ok(())`, trimmed, without the node list.
+fn statements(text: &str) -> Vec<&str> {
+    let start = text
+        .find("let redlock = RedLock::builder()")
+        .expect("the builder");
+    let end = start + text[start..].find("Ok(())").expect("`Ok(())`") + "Ok(())".len();
+    text[start..end]
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.starts_with(".nodes("))
+        .collect()
+}
+
+#[test]
+fn the_readme_shows_the_code_that_runs_here() {
+    let readme = include_str!("../README.md");
+    let section = &readme[readme.find("\n## Example\n").expect("an Example section")..];
+    let block = &section[section.find("```rust,no_run\n").expect("a no_run block")..];
+    let block = &block[..block[3..].find("```").expect("the block's end") + 3];
+    assert!(
+        !block
+            .lines()
+            .any(|l| l.starts_with('#') && !l.starts_with("#[")),
+        "the README's example has hidden lines:\n{block}"
+    );
+    assert!(
+        block.contains(".nodes([\"redis://"),
+        "plain URLs in the README:\n{block}"
+    );
+    let this = include_str!("readme.rs");
+    let here = &this[this.find("async fn readme_example(").expect("the function")..];
+    assert_eq!(
+        statements(block),
+        statements(here),
+        "README.md's example and tests/readme.rs differ"
+    );
+}
