@@ -197,6 +197,15 @@ impl fmt::Display for NodeErrorKind {
     }
 }
 
+/// The failed nodes of a round, for a tracing field: `index:kind` each, `2:timeout,4:io`.
+pub(crate) fn failed_nodes(failures: &[NodeError]) -> String {
+    failures
+        .iter()
+        .map(|f| format!("{}:{:?}", f.index, f.kind).to_ascii_lowercase())
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 /// Formats a list of node errors on one line.
 /// The failures beside a refusal, if any: "; 2 failed: node 3 ...; node 4 ...".
 struct FailedToo<'a>(&'a [NodeError]);

@@ -427,12 +427,7 @@ impl Lock {
             if !span.is_disabled() {
                 span.record("yes", round.tally.yes);
                 span.record("refused", round.tally.no);
-                let failed: Vec<String> = round
-                    .failures
-                    .iter()
-                    .map(|f| format!("{}:{:?}", f.index, f.kind).to_ascii_lowercase())
-                    .collect();
-                span.record("failed", failed.join(","));
+                span.record("failed", crate::error::failed_nodes(&round.failures));
             }
             Extension {
                 ttl,

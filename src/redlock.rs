@@ -76,13 +76,7 @@ fn record_attempt(span: &tracing::Span, result: &Result<Lock, Error>) {
     if span.is_disabled() {
         return;
     }
-    let failed = |failures: &[NodeError]| {
-        failures
-            .iter()
-            .map(|f| format!("{}:{:?}", f.index, f.kind).to_ascii_lowercase())
-            .collect::<Vec<_>>()
-            .join(",")
-    };
+    let failed = crate::error::failed_nodes;
     match result {
         Ok(lock) => {
             span.record("outcome", "acquired");
