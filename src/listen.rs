@@ -111,9 +111,21 @@ async fn run(
     mut orders: mpsc::UnboundedReceiver<Order>,
     timeout: Duration,
 ) {
+    let mut ever_connected = false;
     while let Some(order) = orders.recv().await {
         match order {
             Order::Subscribe(channels, confirmed) => {
+                // The first order waits (up to the timeout) for the connection it started.
+                // Later, a node that is not connected would keep every later order waiting
+                // a timeout each: refuse at once (the waiter falls back on its pause).
+                if !client.is_connected() && !ever_connected {
+                    let _ = tokio::time::timeout(timeout, client.wait_for_connect()).await;
+                }
+                if !client.is_connected() {
+                    let _ = confirmed.send(false);
+                    continue;
+                }
+                ever_connected = true;
                 let done = tokio::time::timeout(timeout, client.subscribe(channels)).await;
                 let ok = matches!(done, Ok(Ok(())));
                 if !ok {

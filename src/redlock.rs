@@ -509,12 +509,17 @@ impl RedLock {
         if !confirmations.is_empty() {
             let mut pending: FuturesUnordered<_> = confirmations.into_iter().collect();
             let mut confirmed = 0;
-            while let Some(answer) = pending.next().await {
-                confirmed += usize::from(answer.unwrap_or(false));
-                if confirmed >= self.quorum() {
-                    break;
+            // At most one node timeout: with a majority down, waiting longer would only
+            // delay the attempt (which the pause then covers).
+            let _ = tokio::time::timeout(self.config().node_timeout, async {
+                while let Some(answer) = pending.next().await {
+                    confirmed += usize::from(answer.unwrap_or(false));
+                    if confirmed >= self.quorum() {
+                        break;
+                    }
                 }
-            }
+            })
+            .await;
             tracing::debug!(key, confirmed, "subscribed to the release channel");
         }
         place
