@@ -86,16 +86,7 @@ async fn a_token_costs_nothing_until_it_is_asked_for() {
     let q = LocalQuorum::start(3).await.unwrap();
     let redlock = client(&q).await;
     assert!(redlock.settle(Duration::from_secs(5)).await);
-    let count = |command: &'static str| {
-        let q = &q;
-        async move {
-            let mut n = 0;
-            for node in q.nodes() {
-                n += common::calls(node, command).await;
-            }
-            n
-        }
-    };
+    let count = |command: &'static str| common::calls_on_all(&q, command);
     let (set, scripts) = (count("set").await, count("evalsha").await);
     let lock = redlock.try_lock("unasked").await.unwrap();
     assert!(redlock.settle(Duration::from_secs(5)).await);
@@ -487,16 +478,7 @@ async fn an_extension_restores_nothing_where_the_keys_are() {
     assert!(redlock.settle(Duration::from_secs(5)).await);
     // Commands run by the scripts are counted too: EXTEND runs PEXPIRE on each key, RESTORE
     // runs SET.
-    let count = |command: &'static str| {
-        let q = &q;
-        async move {
-            let mut n = 0;
-            for node in q.nodes() {
-                n += common::calls(node, command).await;
-            }
-            n
-        }
-    };
+    let count = |command: &'static str| common::calls_on_all(&q, command);
     let (pexpire, set) = (count("pexpire").await, count("set").await);
     const EXTENSIONS: u64 = 10;
     for _ in 0..EXTENSIONS {

@@ -75,6 +75,15 @@ pub async fn calls(node: &LocalNode, command: &str) -> u64 {
         .unwrap_or(0)
 }
 
+/// How many times the nodes of `quorum` have run `command`, all together.
+pub async fn calls_on_all(quorum: &LocalQuorum, command: &str) -> u64 {
+    let mut n = 0;
+    for node in quorum.nodes() {
+        n += calls(node, command).await;
+    }
+    n
+}
+
 /// Waits, polling every 10 ms for at most 10 s, until `check` holds. For states that become
 /// true on a node some time after an event we cannot observe directly (a resumed server
 /// working through its input buffer).
