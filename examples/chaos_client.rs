@@ -10,7 +10,14 @@
 //!              --start-at NS --stop-at NS [--workers N] [--ttl-ms MS]
 //!              [--node-timeout-ms MS] [--retry-within-ms MS] [--max-ops N]
 //!              [--quarantine true|false]
+//! chaos_client --elect NAME --client NAME --nodes URL,URL,... --stop-at NS
+//!              [--ttl-ms MS] [--node-timeout-ms MS]
 //! ```
+//!
+//! With `--elect`, the client is a candidate of the election NAME instead
+//! (tests/chaos/election.rs): it campaigns until `--stop-at`, and writes each term's
+//! records as the term begins and ends, one line at a time, so that a candidate killed while
+//! leading leaves its term's beginning behind.
 //!
 //! `--start-at` and `--stop-at` are readings of `CLOCK_MONOTONIC` in nanoseconds, so that
 //! clients in several containers start and stop together with the driver's schedule.
@@ -31,7 +38,9 @@ use chaos::workload::{self, Counter, Ctx, Settings};
 const USAGE: &str = "usage: chaos_client --client NAME --nodes URL,URL,... --counter URL \
                      --resources R,R,... --start-at NS --stop-at NS [--workers N] \
                      [--ttl-ms MS] [--node-timeout-ms MS] [--retry-within-ms MS] \
-                     [--max-ops N] [--quarantine true|false]";
+                     [--max-ops N] [--quarantine true|false]\n\
+                     or: chaos_client --elect NAME --client NAME --nodes URL,URL,... \
+                     --stop-at NS [--ttl-ms MS] [--node-timeout-ms MS]";
 
 fn parse_args() -> Result<HashMap<String, String>, String> {
     let mut args = HashMap::new();
@@ -77,8 +86,45 @@ fn list(value: &str) -> Vec<String> {
         .collect()
 }
 
+/// `--elect`: one candidate, campaigning until `--stop-at`.
+async fn elect(args: &HashMap<String, String>, election: &str) -> Result<(), String> {
+    let client = required(args, "client")?.to_owned();
+    let nodes = list(required(args, "nodes")?);
+    let stop_at: u64 = number(args, "stop-at", 0)?;
+    let defaults = Settings::fast();
+    let ttl = number(args, "ttl-ms", defaults.ttl.as_millis() as u64)?;
+    let node_timeout = number(
+        args,
+        "node-timeout-ms",
+        defaults.node_timeout.as_millis() as u64,
+    )?;
+    let settings = Settings {
+        ttl: Duration::from_millis(ttl),
+        node_timeout: Duration::from_millis(node_timeout),
+        ..defaults
+    };
+    let redlock = settings
+        .builder(&nodes)
+        .build()
+        .map_err(|e| format!("client: {e}"))?;
+    redlock.wait_for_quorum(Duration::from_secs(5)).await;
+    eprintln!("chaos_client {client}: campaigning for {election}");
+    let emit = |record: chaos::history::Record| {
+        let mut out = std::io::stdout().lock();
+        let _ = out
+            .write_all(to_jsonl(&[record]).as_bytes())
+            .and_then(|()| out.flush());
+    };
+    chaos::election::candidate(&redlock, &client, election, stop_at, emit).await;
+    redlock.settle(Duration::from_secs(1)).await;
+    Ok(())
+}
+
 async fn run() -> Result<(), String> {
     let args = parse_args()?;
+    if let Some(election) = args.get("elect") {
+        return elect(&args, election).await;
+    }
     let client = required(&args, "client")?.to_owned();
     let nodes = list(required(&args, "nodes")?);
     let counter_url = required(&args, "counter")?;

@@ -19,9 +19,10 @@
 use std::sync::LazyLock;
 use std::time::Duration;
 
-use fred::clients::Client;
+use fred::clients::{Client, WithOptions};
 use fred::error::{Error as FredError, ErrorKind};
-use fred::interfaces::{KeysInterface, LuaInterface};
+use fred::interfaces::{ClientLike, KeysInterface, LuaInterface};
+use fred::types::config::Options;
 use fred::types::{Expiration, Key, SetOptions, Value};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
@@ -42,6 +43,7 @@ static EXTEND: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::EXTEND))
 static RESTORE: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::RESTORE));
 static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::RELEASE));
 static PEEK: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::PEEK));
+static HANDOVER: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::HANDOVER));
 pub(crate) static BATCH: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::batch()));
 
 /// What a call runs: one of the scripts (the set is sent as the plain command when alone).
@@ -55,6 +57,9 @@ pub(crate) enum Op {
     Restore,
     Release,
     Peek,
+    /// Sent even after its deadline, as a release is: it only ever replaces our own token,
+    /// and the release of whichever token it leaves comes after it.
+    Handover,
 }
 
 impl Op {
@@ -67,6 +72,7 @@ impl Op {
             Op::Restore => &RESTORE,
             Op::Release => &RELEASE,
             Op::Peek => &PEEK,
+            Op::Handover => &HANDOVER,
         }
     }
 
@@ -80,6 +86,7 @@ impl Op {
             Op::Restore => 5,
             Op::Release => 6,
             Op::Peek => 7,
+            Op::Handover => 8,
         }
     }
 }
@@ -112,10 +119,11 @@ struct Call {
 }
 
 impl Call {
-    /// Whether it is still worth sending: a release always is; anything else only while its
-    /// caller waits, before its deadline.
+    /// Whether it is still worth sending: a release or a handover always is; anything else
+    /// only while its caller waits, before its deadline.
     fn wanted(&self, now: Instant) -> bool {
-        self.op == Op::Release || (now < self.deadline && !self.reply.is_closed())
+        matches!(self.op, Op::Release | Op::Handover)
+            || (now < self.deadline && !self.reply.is_closed())
     }
 }
 
@@ -137,7 +145,7 @@ impl Batcher {
     /// Starts the node's sender task (needs a Tokio runtime).
     pub(crate) fn start(client: Client, timeout: Duration, admission: Admission) -> Batcher {
         let (queue, calls) = mpsc::unbounded_channel();
-        let task = tokio::spawn(send_queued(client, calls, admission));
+        let task = tokio::spawn(send_queued(client, timeout, calls, admission));
         Batcher {
             queue: Queue { queue, timeout },
             task,
@@ -206,15 +214,17 @@ fn closed() -> Failure {
 /// call queued behind it, sent and answered before the next.
 async fn send_queued(
     client: Client,
+    timeout: Duration,
     mut queue: mpsc::UnboundedReceiver<Call>,
     admission: Admission,
 ) {
+    let sender = sender(&client, timeout);
     while let Some(first) = queue.recv().await {
         // The common case, one call alone, takes no vector.
         let calls = match queue.try_recv().ok() {
             None if !first.vote || admission.refuses(&client).is_none() => {
                 if first.wanted(Instant::now()) {
-                    send_one(&client, first).await;
+                    send_one(&sender, first).await;
                 } else {
                     let _ = first.reply.send(Err(Failure::Node(timed_out())));
                 }
@@ -245,10 +255,10 @@ async fn send_queued(
             0 => {}
             1 => {
                 if let Some(call) = calls.into_iter().next() {
-                    send_one(&client, call).await;
+                    send_one(&sender, call).await;
                 }
             }
-            _ => send_batch(&client, calls).await,
+            _ => send_batch(&sender, calls).await,
         }
     }
 }
@@ -271,8 +281,22 @@ async fn admit(client: &Client, admission: &Admission, calls: Vec<Call>) -> Vec<
     others
 }
 
+/// A node's client with the options of every command sent for a lock.
+pub(crate) type Sender = WithOptions<Client>;
+
+/// `client` with our own options on every command, whatever the client's defaults (an
+/// application's shared client may have none, or re-send commands after a reconnect: see
+/// `byo.rs`).
+pub(crate) fn sender(client: &Client, timeout: Duration) -> Sender {
+    client.with_options(&Options {
+        timeout: Some(timeout),
+        max_attempts: Some(1),
+        ..Options::default()
+    })
+}
+
 /// One call alone: its script (or the plain `SET NX PX`).
-async fn send_one(client: &Client, call: Call) {
+async fn send_one(client: &Sender, call: Call) {
     let Call {
         op,
         keys,
@@ -293,7 +317,7 @@ async fn send_one(client: &Client, call: Call) {
     let _ = reply.send(answer.map_err(Failure::Node));
 }
 
-async fn set_nx(client: &Client, keys: Vec<Key>, args: Vec<Value>) -> Result<Value, FredError> {
+async fn set_nx(client: &Sender, keys: Vec<Key>, args: Vec<Value>) -> Result<Value, FredError> {
     let (Some(key), [token, ttl]) = (keys.into_iter().next(), &args[..]) else {
         return Err(FredError::new(
             ErrorKind::InvalidArgument,
@@ -319,7 +343,7 @@ async fn set_nx(client: &Client, keys: Vec<Key>, args: Vec<Value>) -> Result<Val
 }
 
 /// Several calls as one call of the batch script; each gets its own element of the reply.
-async fn send_batch(client: &Client, calls: Vec<Call>) {
+async fn send_batch(client: &Sender, calls: Vec<Call>) {
     let key_count: usize = calls.iter().map(|call| call.keys.len()).sum();
     let arg_count: usize = calls.iter().map(|call| call.args.len() + 3).sum();
     let mut keys = Vec::with_capacity(key_count);
@@ -378,7 +402,7 @@ async fn send_batch(client: &Client, calls: Vec<Call>) {
 /// send the fallback. Queue the script body right behind it on the same connection, so that
 /// the node runs the delete either way (it is idempotent for our token).
 fn clean_up_after(
-    client: &Client,
+    client: &Sender,
     reply: &Result<Value, FredError>,
     releases: impl IntoIterator<Item = (Vec<Key>, Vec<Value>)>,
 ) {
@@ -395,7 +419,7 @@ fn clean_up_after(
 
 /// EVALSHA, falling back to EVAL (which caches the script again) on NOSCRIPT.
 pub(crate) async fn run_script<R: fred::types::FromValue>(
-    client: &Client,
+    client: &Sender,
     script: &Script,
     keys: Vec<Key>,
     args: Vec<Value>,

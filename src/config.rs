@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use rand::Rng;
 
+use crate::byo::{Given, Source};
 use crate::error::ConfigError;
 pub use crate::node_url::NodeUrl;
 use crate::node_url::{redact, GivenUrl};
@@ -40,13 +41,13 @@ pub(crate) const FAR_FUTURE: Duration = Duration::from_secs(30 * 365 * 24 * 3600
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Retry {
-    limit: RetryLimit,
-    delay: Duration,
-    jitter: Duration,
+    pub(crate) limit: RetryLimit,
+    pub(crate) delay: Duration,
+    pub(crate) jitter: Duration,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum RetryLimit {
+pub(crate) enum RetryLimit {
     Attempts(u32),
     Within(Duration),
 }
@@ -141,6 +142,8 @@ fn random_up_to(max: Duration) -> Duration {
 #[derive(Debug, Clone)]
 pub struct Config {
     pub(crate) nodes: Vec<NodeUrl>,
+    /// Where each node's connection comes from (a URL, a fred configuration or client).
+    pub(crate) sources: Vec<Source>,
     pub(crate) ttl: Duration,
     pub(crate) drift_factor: f64,
     pub(crate) node_timeout: Duration,
@@ -250,6 +253,11 @@ impl Ttl {
 
 /// Builds a [`RedLock`]. Setters only record values; [`build`](Self::build) checks them all.
 ///
+/// Nodes are URLs, or fred clients and configurations the application already has
+/// ([`fred_client`](Self::fred_client), [`fred_config`](Self::fred_config)). With the `serde`
+/// feature a builder also deserializes from a configuration file (`ConfigFile` is its file
+/// form).
+///
 /// ```no_run
 /// # async fn f() -> Result<(), quorumlock::Error> {
 /// use std::time::Duration;
@@ -264,20 +272,26 @@ impl Ttl {
 /// ```
 #[derive(Debug, Clone)]
 #[must_use = "a builder does nothing by itself; call .build()"]
+// A configuration file's table (feature `serde`): see `ConfigFile`.
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Deserialize),
+    serde(try_from = "crate::config_serde::ConfigFile")
+)]
 pub struct RedLockBuilder {
     /// As given; their `Debug` hides passwords.
-    nodes: Vec<GivenUrl>,
-    ttl: Duration,
-    drift_factor: f64,
-    node_timeout: Duration,
-    connect_timeout: Duration,
-    retry: Retry,
-    key_prefix: String,
-    fencing: bool,
-    quarantine: bool,
-    max_ttl: Option<Duration>,
-    tls: TlsFiles,
-    votes_needed: Option<usize>,
+    pub(crate) nodes: Vec<Given>,
+    pub(crate) ttl: Duration,
+    pub(crate) drift_factor: f64,
+    pub(crate) node_timeout: Duration,
+    pub(crate) connect_timeout: Duration,
+    pub(crate) retry: Retry,
+    pub(crate) key_prefix: String,
+    pub(crate) fencing: bool,
+    pub(crate) quarantine: bool,
+    pub(crate) max_ttl: Option<Duration>,
+    pub(crate) tls: TlsFiles,
+    pub(crate) votes_needed: Option<usize>,
 }
 
 impl Default for RedLockBuilder {
@@ -387,7 +401,10 @@ impl RedLockBuilder {
         let [nodes, ttl, drift, node_to, conn_to, attempts, within, delay, jitter, prefix, fencing, quarantine, max_ttl, ca, cert, key] =
             ENV_VARS;
         if let Some(v) = lookup(nodes) {
-            b.nodes = split_nodes(&v).into_iter().map(GivenUrl).collect();
+            b.nodes = split_nodes(&v)
+                .into_iter()
+                .map(|url| Given::Url(GivenUrl(url)))
+                .collect();
         }
         if let Some(d) = env_duration(&lookup, ttl)? {
             b.ttl = d;
@@ -452,7 +469,7 @@ impl RedLockBuilder {
 
     /// Adds one node URL.
     pub fn node(mut self, url: impl Into<String>) -> Self {
-        self.nodes.push(GivenUrl(url.into()));
+        self.nodes.push(Given::Url(GivenUrl(url.into())));
         self
     }
 
@@ -477,7 +494,82 @@ impl RedLockBuilder {
         S: Into<String>,
     {
         self.nodes
-            .extend(urls.into_iter().map(|url| GivenUrl(url.into())));
+            .extend(urls.into_iter().map(|url| Given::Url(GivenUrl(url.into()))));
+        self
+    }
+
+    /// Adds a node the application already has a client for: quorumlock sends its lock
+    /// commands through this client (a clone of it: fred clients share their connection).
+    ///
+    /// What stays the application's: the connection. quorumlock never connects the client
+    /// nor quits it: call [`init`](fred::interfaces::ClientLike::init) (or `connect`)
+    /// yourself, before or after [`build`](Self::build) (the node counts as down until
+    /// then), and `quit` it when you are done with it. Dropping the [`RedLock`] leaves the
+    /// client connected and usable; it only removes the event handlers quorumlock
+    /// registered on it. The client's own settings (address, credentials, TLS, RESP
+    /// version, reconnect policy) are used as they are.
+    ///
+    /// What quorumlock still does and owns:
+    /// - every command it sends carries its own options: the
+    ///   [`node_timeout`](Self::node_timeout), and no re-send after a reconnect (a replayed
+    ///   `SET NX` would report our own lock as taken), whatever the client's defaults;
+    /// - each (re)connection is checked before the node's votes count, as for any node
+    ///   (`INFO`, the ACL probe, the quarantine of a restarted server);
+    /// - its subscriber connection for release messages (opened the first time a caller
+    ///   waits for a lock), made from the client's configuration and closed with the
+    ///   [`RedLock`].
+    ///
+    /// The connection is shared: the application's commands and the lock's are pipelined
+    /// on it in the order they are sent, so a slow command of the application (a large
+    /// `KEYS`, a blocking `BLPOP`) delays the lock's commands to that node, which may then
+    /// fail on the node timeout. Commands that change the connection's state (`SELECT`,
+    /// `CLIENT REPLY OFF`, `MULTI` without `EXEC`, `SUBSCRIBE` on a RESP2 client) break the
+    /// lock's commands; give the lock its own client (or a
+    /// [`fred_config`](Self::fred_config)) if the application does any of that.
+    ///
+    /// [`build`](Self::build) refuses ([`ConfigError::UnsuitableNode`]) a client of a
+    /// cluster or sentinel deployment (not independent masters), and one without a
+    /// reconnect policy (one dropped connection would fail the node for good). Its address
+    /// counts for [`ConfigError::DuplicateNode`] like a URL's.
+    ///
+    /// ```no_run
+    /// # async fn f() -> Result<(), Box<dyn std::error::Error>> {
+    /// use quorumlock::fred::prelude::*;
+    /// use quorumlock::RedLock;
+    ///
+    /// let mut clients = Vec::new();
+    /// for url in ["redis://10.0.0.1", "redis://10.0.0.2", "redis://10.0.0.3"] {
+    ///     let client = Builder::from_config(Config::from_url(url)?)
+    ///         .set_policy(ReconnectPolicy::new_exponential(0, 50, 2_000, 2))
+    ///         .build()?;
+    ///     client.init().await?;
+    ///     clients.push(client);
+    /// }
+    /// let mut builder = RedLock::builder();
+    /// for client in &clients {
+    ///     builder = builder.fred_client(client.clone());
+    /// }
+    /// let redlock = builder.build()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn fred_client(mut self, client: fred::clients::Client) -> Self {
+        self.nodes.push(Given::Client(client));
+        self
+    }
+
+    /// Adds a node from a fred configuration (address, credentials, TLS, RESP version, as
+    /// the application already has them): quorumlock builds its own client from it, as it
+    /// would from a URL, with its own connection settings (timeouts, reconnection forever,
+    /// no re-send after a reconnect) and connects it in the background. The configuration's
+    /// `fail_fast` is ignored (a node may be down at start). The TLS settings of this
+    /// builder ([`tls_ca_file`](Self::tls_ca_file),
+    /// [`tls_client_cert`](Self::tls_client_cert)) apply to URLs only: a configuration's TLS
+    /// is its own.
+    ///
+    /// [`build`](Self::build) refuses a cluster or sentinel configuration with
+    /// [`ConfigError::UnsuitableNode`].
+    pub fn fred_config(mut self, config: fred::types::config::Config) -> Self {
+        self.nodes.push(Given::Config(Box::new(config)));
         self
     }
 
@@ -607,8 +699,9 @@ impl RedLockBuilder {
             return Err(ConfigError::TooManyNodes(self.nodes.len()));
         }
         let mut nodes: Vec<NodeUrl> = Vec::with_capacity(self.nodes.len());
-        for (second, raw) in self.nodes.iter().enumerate() {
-            let url = NodeUrl::parse(&raw.0)?;
+        let mut sources = Vec::with_capacity(self.nodes.len());
+        for (second, given) in self.nodes.iter().enumerate() {
+            let (url, source) = given.check(second)?;
             if let Some(first) = nodes.iter().position(|n| n.names_the_same_server_as(&url)) {
                 return Err(ConfigError::DuplicateNode {
                     url: url.redacted().to_string(),
@@ -617,6 +710,7 @@ impl RedLockBuilder {
                 });
             }
             nodes.push(url);
+            sources.push(source);
         }
         if !(self.drift_factor.is_finite() && (0.0..1.0).contains(&self.drift_factor)) {
             return Err(ConfigError::InvalidDriftFactor(self.drift_factor));
@@ -646,9 +740,15 @@ impl RedLockBuilder {
             }
         }
         self.retry.validate()?;
-        let tls = self.tls.load(&nodes)?;
+        // TLS settings are ours for URLs only: a fred configuration or client has its own.
+        let urls: Vec<NodeUrl> = (nodes.iter().zip(&sources))
+            .filter(|(_, source)| matches!(source, Source::Url))
+            .map(|(url, _)| url.clone())
+            .collect();
+        let tls = self.tls.load(&urls)?;
         Ok(Config {
             nodes,
+            sources,
             ttl: self.ttl,
             drift_factor: self.drift_factor,
             node_timeout: self.node_timeout,

@@ -310,6 +310,20 @@ pub enum ConfigError {
         /// Position of the repeat.
         second: usize,
     },
+    /// A fred client or configuration given as a node
+    /// ([`RedLockBuilder::fred_client`](crate::RedLockBuilder::fred_client),
+    /// [`fred_config`](crate::RedLockBuilder::fred_config)) that cannot be one: a cluster or
+    /// sentinel deployment (not an independent master), or a shared client without a
+    /// reconnect policy.
+    #[error("node {index} ({node}) cannot be a Redlock node: {reason}")]
+    UnsuitableNode {
+        /// Position of the node.
+        index: usize,
+        /// Its address without credentials, or what was given.
+        node: String,
+        /// Why.
+        reason: String,
+    },
     /// More nodes than the crate supports.
     #[error("{0} nodes configured; at most {max} are supported", max = crate::config::MAX_NODES)]
     TooManyNodes(usize),
@@ -393,7 +407,7 @@ pub enum ConfigError {
     #[error("resource `{0}` is named twice")]
     DuplicateResource(String),
     /// A resource whose key would be a fencing counter's key.
-    #[error("resource key `{0}` is reserved: keys starting with `quorumlock:fence:` hold fencing counters")]
+    #[error("resource key `{0}` is reserved: keys starting with `quorumlock:fence:` hold fencing counters, and keys starting with `quorumlock:leader:` leaders' identities")]
     ReservedResource(String),
     /// A fencing token was asked of a lock taken by a client with fencing off
     /// ([`RedLockBuilder::fencing`](crate::RedLockBuilder::fencing)).
@@ -413,6 +427,9 @@ pub enum ConfigError {
         /// What is wrong with it.
         reason: String,
     },
+    /// A leader's identity that cannot be stored: empty, or longer than 1024 bytes.
+    #[error("invalid leader identity: {0}")]
+    InvalidIdentity(String),
     /// `build()` was called outside a Tokio runtime.
     #[error("RedLockBuilder::build() must be called from within a Tokio runtime")]
     NoRuntime,

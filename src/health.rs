@@ -15,7 +15,12 @@ use std::time::Duration;
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct Facts {
     pub(crate) run_id: Option<String>,
+    /// `redis_version` (Valkey says 7.2.4 there, for compatibility).
     pub(crate) version: Option<String>,
+    /// `server_name`, which Valkey sets (`valkey`) and Redis does not.
+    pub(crate) server_name: Option<String>,
+    /// The server's own version when it is not Redis (`valkey_version`).
+    pub(crate) server_version: Option<String>,
     pub(crate) uptime: Option<Duration>,
     /// `master` or `slave` (Redis's word).
     pub(crate) role: Option<String>,
@@ -40,6 +45,10 @@ impl Facts {
         }
         if let Some(v) = get("redis_version") {
             self.version = Some(v);
+        }
+        if let Some(v) = get("server_name") {
+            self.server_version = get(&format!("{v}_version"));
+            self.server_name = Some(v);
         }
         if let Some(v) = fields.get("uptime_in_seconds").and_then(|v| v.parse().ok()) {
             self.uptime = Some(Duration::from_secs(v));

@@ -490,11 +490,14 @@ mod tests {
     /// Three local nodes and a client connected to all of them.
     async fn connected() -> (LocalQuorum, RedLock) {
         let q = LocalQuorum::start(3).await.unwrap();
-        let redlock = RedLock::builder()
+        // Without caching the scripts at connection: those tasks would end at any moment and
+        // throw off the count of the runtime's tasks.
+        let config = RedLock::builder()
             .nodes(q.urls())
             .quarantine(false)
-            .build()
+            .validate()
             .unwrap();
+        let redlock = RedLock::connect(config, false).unwrap();
         assert_eq!(redlock.wait_for_nodes(Duration::from_secs(5)).await, 3);
         (q, redlock)
     }

@@ -13,6 +13,7 @@ use fred::types::{Key, Value};
 use crate::config::Ttl;
 use crate::error::{Error, NodeError};
 use crate::fencing::Fencing;
+use crate::handover::Handover;
 use crate::node::Extended;
 use crate::quorum::{validity, Decision, Stake, Tally};
 use crate::redlock::{RedLock, Round};
@@ -52,6 +53,8 @@ pub(crate) struct Acquisition {
     pub(crate) valid_until: Instant,
     pub(crate) acquired_on: usize,
     pub(crate) failures: Vec<NodeError>,
+    /// How many handovers in a row led to this lock (0: its holder's own attempt got it).
+    pub(crate) handovers: u32,
 }
 
 /// What never changes in a lock, stored compactly and shared by the lock and, once it is
@@ -72,9 +75,19 @@ pub(crate) struct Ident {
     token: Token,
     /// `None` when fencing is off.
     fencing: Option<Fencing>,
+    /// How many handovers in a row led to this lock (see `handover.rs`).
+    handovers: u32,
 }
 
 impl Ident {
+    pub(crate) fn handovers(&self) -> u32 {
+        self.handovers
+    }
+
+    pub(crate) fn resources(&self) -> &[String] {
+        &self.resources
+    }
+
     pub(crate) fn redlock(&self) -> &RedLock {
         &self.redlock
     }
@@ -212,6 +225,7 @@ impl Lock {
             valid_until,
             acquired_on,
             failures,
+            handovers,
         } = acquired;
         // The value is the token as the scripts get it: made again from it when needed.
         debug_assert!(value == Value::from(token.as_str()));
@@ -229,6 +243,7 @@ impl Lock {
                 locks: keys.locks,
                 token,
                 fencing,
+                handovers,
             }),
             ttl,
             valid_until,
@@ -485,6 +500,16 @@ impl Lock {
     /// answers show that it cannot (the nodes not heard from by then still get the delete,
     /// in the background).
     ///
+    /// When another caller of this [`RedLock`](crate::RedLock) waits for the same resource
+    /// (one resource, in [`lock`](crate::RedLock::lock) or
+    /// [`lock_with`](crate::RedLock::lock_with)), the lock is handed straight to it instead:
+    /// one round replaces our token with a new one for the waiter on every node, the key is
+    /// never free in between, and the waiter gets its lock without an attempt of its own
+    /// (see [`Stats::handed_over`](crate::Stats::handed_over)). `Released` then counts the
+    /// nodes that took the new token. After 16 handovers in a row, a release deletes the key,
+    /// so that the waiters of other clients get their chance. A handover that fails falls
+    /// back to the delete.
+    ///
     /// # Errors
     /// - [`Error::NotHeld`] if so many nodes answered that our token was not there that it
     ///   was not on a majority (the lock had expired, or was lost): with five nodes, three.
@@ -495,9 +520,20 @@ impl Lock {
     pub async fn release(mut self) -> Result<Released, Error> {
         self.released = true;
         let ident = &self.ident;
-        let value = ident.value();
+        let (mut tokens, mut claimed) = (vec![ident.value()], None);
+        match ident.redlock.hand_over(ident).await {
+            None => {}
+            Some(Handover::Done(released)) => return Ok(released),
+            Some(Handover::Failed {
+                claim,
+                tokens: both,
+            }) => {
+                tokens = both;
+                claimed = Some(claim);
+            }
+        }
         let round = ident.redlock.round_marking(None, Stake::Held, |node| {
-            node.release(ident.lock_keys().to_vec(), value.clone())
+            node.release(ident.lock_keys().to_vec(), tokens.clone())
         });
         tokio::pin!(round);
         // The first poll hands the delete to every node's queue. Whatever this client sends
@@ -505,10 +541,22 @@ impl Lock {
         // next waiter in this client's line can attempt now, without waiting for the answers.
         // (If the release fails, so does its attempt: it never gets a lock that is held.)
         let first = futures::poll!(round.as_mut());
-        let payload = wake::payload(ident.token.as_str());
-        for key in ident.lock_keys() {
-            if let Some(key) = key.as_str() {
-                ident.redlock.wakeups().released(key, &payload);
+        if let Some(claim) = claimed {
+            claim.sent();
+        }
+        // After handovers in a row, this client's next waiter is woken by the nodes' messages
+        // alone, as the other clients' waiters are (`handover.rs`).
+        if !RedLock::yields(ident) {
+            for key in ident.lock_keys() {
+                let Some(key) = key.as_str() else { continue };
+                for token in &tokens {
+                    if let Some(token) = token.as_str() {
+                        ident
+                            .redlock
+                            .wakeups()
+                            .released(key, &wake::payload(&token));
+                    }
+                }
             }
         }
         let round = match first {

@@ -9,12 +9,13 @@ use std::time::Duration;
 use fred::clients::Client;
 use fred::error::{Error as FredError, ErrorKind};
 use fred::interfaces::{ClientLike, EventInterface, LuaInterface};
-use fred::types::config::{ReconnectPolicy, TcpConfig, UnresponsiveConfig};
+use fred::types::config::{Config as FredConfig, ReconnectPolicy, TcpConfig, UnresponsiveConfig};
 use fred::types::{Builder, Key, Value};
 use tokio::task::JoinHandle;
 
 use crate::admission::{self, Admission, Fleet};
 use crate::batch::{Batcher, Failure, Op, BATCH};
+use crate::byo::Source;
 use crate::config::{Config, NodeUrl};
 use crate::error::{ConfigError, NodeError, NodeErrorKind};
 use crate::failure::{classify, describe};
@@ -110,10 +111,12 @@ pub(crate) struct Node {
 }
 
 impl Node {
-    /// Creates the client and starts connecting in the background (needs a Tokio runtime).
+    /// Creates the client (or takes the application's, see `byo.rs`) and starts connecting
+    /// in the background (needs a Tokio runtime).
     pub(crate) fn connect(
         index: usize,
         url: &NodeUrl,
+        source: &Source,
         config: &Config,
         fleet: Arc<Fleet>,
         preload: bool,
@@ -122,42 +125,24 @@ impl Node {
             url: url.redacted().to_string(),
             reason: e.details().to_string(),
         };
-        let mut fred_config = crate::tls::fred_config(url, config.tls.as_ref()).map_err(invalid)?;
-        // Start while the node is down and keep trying in the background.
-        fred_config.fail_fast = false;
-        let connect_timeout = config.connect_timeout;
-        let mut builder = Builder::from_config(fred_config);
-        builder
-            .with_connection_config(|c| {
-                c.connection_timeout = connect_timeout;
-                c.internal_command_timeout = connect_timeout;
-                // Never re-send a command after a reconnect: a replayed SET NX would find our
-                // own key and report "taken", and a replay after we gave up could leave a
-                // key behind that nobody releases.
-                c.max_command_attempts = 1;
-                c.tcp = TcpConfig {
-                    nodelay: Some(true),
-                    ..TcpConfig::default()
-                };
-                // A connection that answers nothing for this long is closed and made again.
-                // Without it, a connection whose packets were silently dropped (a network
-                // cut) waits for TCP's retransmission timer after the network heals, which
-                // backs off to minutes. A replacement connection is checked before its votes
-                // count, like any new one.
-                let max_timeout = unresponsive_after(config.node_timeout);
-                c.unresponsive = UnresponsiveConfig {
-                    max_timeout: Some(max_timeout),
-                    interval: max_timeout / 4,
-                };
-            })
-            .with_performance_config(|p| {
-                // fred's default is no timeout at all: a frozen node would hang every call.
-                p.default_command_timeout = config.node_timeout;
-            })
-            // fred's default is no reconnection: one dropped connection would fail the node
-            // for good. Retry forever, 50 ms doubling up to 2 s.
-            .set_policy(ReconnectPolicy::new_exponential(0, 50, 2_000, 2));
-        let client = builder.build().map_err(invalid)?;
+        let (client, builder, shared) = match source {
+            Source::Url => {
+                let fred_config =
+                    crate::tls::fred_config(url, config.tls.as_ref()).map_err(invalid)?;
+                let builder = our_builder(fred_config, config);
+                (builder.build().map_err(invalid)?, builder, false)
+            }
+            Source::Config(fred_config) => {
+                let builder = our_builder((**fred_config).clone(), config);
+                (builder.build().map_err(invalid)?, builder, false)
+            }
+            // The subscriber is ours, made from the client's configuration.
+            Source::Client(client) => (
+                client.clone(),
+                our_builder(client.client_config(), config),
+                true,
+            ),
+        };
         // Connected only when this client first waits for a release (`wake.rs`).
         let listener = Listener::new(
             builder.build_subscriber_client().map_err(invalid)?,
@@ -190,19 +175,24 @@ impl Node {
                 // node runs late finds them too: by then nobody waits to send the EVAL
                 // fallback.
                 if preload {
-                    tokio::spawn(async move {
-                        let batch = BATCH.body.as_ref();
-                        for body in scripts::BATCHED.into_iter().chain([batch]) {
-                            if let Err(error) = client.script_load::<String, _>(body).await {
-                                tracing::debug!(node = index, %error, "could not cache a script");
-                            }
-                        }
-                    });
+                    preload_scripts(index, client);
                 }
                 Ok(())
             }
         });
-        let router = client.connect();
+        let mut tasks = vec![errors, connected];
+        if shared {
+            // The application connects its client. One that is connected already had its
+            // connection event before ours was registered: check it now.
+            if client.is_connected() {
+                admission.recheck(&client, true);
+                if preload {
+                    preload_scripts(index, client.clone());
+                }
+            }
+        } else {
+            tasks.push(client.connect());
+        }
         let batch = Batcher::start(client.clone(), config.node_timeout, admission.clone());
         Ok(Node {
             batch,
@@ -214,7 +204,7 @@ impl Node {
             last_error,
             suspect: Arc::new(AtomicBool::new(false)),
             admission,
-            tasks: vec![router, errors, connected],
+            tasks,
         })
     }
 
@@ -378,18 +368,49 @@ impl Node {
     }
 
     /// Compare-and-delete of every lock key: yes if all were ours and are deleted, no if
-    /// any was not ours (or gone).
+    /// any was not ours (or gone). A key counts as ours if it holds any of `tokens` (one,
+    /// or the two of a handover that failed).
     pub(crate) fn release(
         &self,
         keys: Vec<Key>,
-        token: Value,
+        tokens: Vec<Value>,
     ) -> impl Future<Output = Vote> + Send + 'static {
         let ctx = self.context();
         async move {
             // Never held back, and sent even after its deadline (see `batch.rs`).
             let expected = keys.len() as i64;
-            let reply = ctx.sent(ctx.batch.call(Op::Release, false, keys, vec![token]).await)?;
+            let reply = ctx.sent(ctx.batch.call(Op::Release, false, keys, tokens).await)?;
             ctx.judge(integer("RELEASE", reply).map(|n| n == expected))
+        }
+    }
+
+    /// Replaces our token `old` with `new` on every lock key, or sets `new` where no token is
+    /// there (the HANDOVER script): yes with the largest fencing counter, or no if a key holds
+    /// another token. `keys` are the lock keys, then the fencing counters to read, if any.
+    pub(crate) fn handover(
+        &self,
+        keys: Vec<Key>,
+        locks: usize,
+        old: Value,
+        new: Value,
+        ttl_ms: i64,
+    ) -> impl Future<Output = NodeResult<Acquired>> + Send + 'static {
+        let ctx = self.context();
+        async move {
+            ctx.admitted().await?;
+            let args = vec![
+                old,
+                new,
+                Value::Integer(ttl_ms),
+                Value::Integer(locks as i64),
+            ];
+            let reply = ctx.sent(ctx.batch.call(Op::Handover, true, keys, args).await)?;
+            ctx.vote(reply.and_then(|value| match value {
+                Value::Null => Ok(Acquired(None)),
+                Value::Integer(fence) if fence >= 0 => Ok(Acquired(Some(fence as u64))),
+                other => Err(unexpected("HANDOVER", &other)),
+            }))
+            .await
         }
     }
 
@@ -439,6 +460,34 @@ impl Node {
         }
     }
 
+    /// One call of `script` outside the batches, for the rare commands of elections
+    /// (`election.rs`): refused at once where the node's votes do not count, and counted
+    /// only if they still count when the answer comes, as every vote.
+    pub(crate) fn eval<T, P>(
+        &self,
+        script: &'static crate::scripts::Script,
+        keys: Vec<Key>,
+        args: Vec<Value>,
+        parse: P,
+    ) -> impl Future<Output = NodeResult<T>> + Send + 'static
+    where
+        T: Send + 'static,
+        P: FnOnce(Value) -> Result<T, FredError> + Send + 'static,
+    {
+        let ctx = self.context();
+        async move {
+            ctx.admitted().await?;
+            let sender = crate::batch::sender(&ctx.client, ctx.timeout);
+            let reply = crate::batch::run_script::<Value>(&sender, script, keys, args).await;
+            ctx.vote(reply.and_then(parse)).await
+        }
+    }
+
+    /// A reply of the wrong shape to `script`, as a protocol error.
+    pub(crate) fn unexpected(script: &str, reply: &Value) -> FredError {
+        unexpected(script, reply)
+    }
+
     fn context(&self) -> ErrorContext {
         ErrorContext {
             index: self.index,
@@ -460,6 +509,59 @@ impl Drop for Node {
             task.abort();
         }
     }
+}
+
+/// The client of a node given by URL or fred configuration, or the subscriber of any node:
+/// the node's address, credentials and TLS from `fred_config`, our connection settings.
+fn our_builder(mut fred_config: FredConfig, config: &Config) -> Builder {
+    // Start while the node is down and keep trying in the background.
+    fred_config.fail_fast = false;
+    let connect_timeout = config.connect_timeout;
+    let mut builder = Builder::from_config(fred_config);
+    builder
+        .with_connection_config(|c| {
+            c.connection_timeout = connect_timeout;
+            c.internal_command_timeout = connect_timeout;
+            // Never re-send a command after a reconnect: a replayed SET NX would find our
+            // own key and report "taken", and a replay after we gave up could leave a key
+            // behind that nobody releases.
+            c.max_command_attempts = 1;
+            c.tcp = TcpConfig {
+                nodelay: Some(true),
+                ..TcpConfig::default()
+            };
+            // A connection that answers nothing for this long is closed and made again.
+            // Without it, a connection whose packets were silently dropped (a network cut)
+            // waits for TCP's retransmission timer after the network heals, which backs off
+            // to minutes. A replacement connection is checked before its votes count, like
+            // any new one.
+            let max_timeout = unresponsive_after(config.node_timeout);
+            c.unresponsive = UnresponsiveConfig {
+                max_timeout: Some(max_timeout),
+                interval: max_timeout / 4,
+            };
+        })
+        .with_performance_config(|p| {
+            // fred's default is no timeout at all: a frozen node would hang every call.
+            p.default_command_timeout = config.node_timeout;
+        })
+        // fred's default is no reconnection: one dropped connection would fail the node for
+        // good. Retry forever, 50 ms doubling up to 2 s.
+        .set_policy(ReconnectPolicy::new_exponential(0, 50, 2_000, 2));
+    builder
+}
+
+/// Caches the scripts on the node, so that a command that a frozen node runs late finds
+/// them too: by then nobody waits to send the EVAL fallback.
+fn preload_scripts(index: usize, client: Client) {
+    tokio::spawn(async move {
+        let batch = BATCH.body.as_ref();
+        for body in scripts::BATCHED.into_iter().chain([batch]) {
+            if let Err(error) = client.script_load::<String, _>(body).await {
+                tracing::debug!(node = index, %error, "could not cache a script");
+            }
+        }
+    });
 }
 
 /// How long a connection may leave a command unanswered before it is replaced: ten node

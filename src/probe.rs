@@ -88,22 +88,35 @@ pub(crate) async fn facts(client: &Client, timeout: Duration) -> Result<Facts, F
     }
     facts.not_redis = answered && !info;
     let params = ["appendonly", "appendfsync", "maxmemory", "maxmemory-policy"];
-    match command(
-        client,
-        "CONFIG",
-        std::iter::once("GET")
-            .chain(params)
-            .map(Value::from)
-            .collect(),
-        timeout,
-    )
-    .await
-    {
+    let config_get = |params: &[&'static str]| {
+        let args = std::iter::once("GET").chain(params.iter().copied());
+        command(client, "CONFIG", args.map(Value::from).collect(), timeout)
+    };
+    match config_get(&params).await {
         Ok(reply) => facts.read_config(&pairs(reply)),
         Err(e) if unanswered(&e) => return Err(e),
+        // Redis 6.2 takes one parameter per CONFIG GET (several came with 7.0).
+        Err(e) if one_parameter_only(&e) => {
+            let mut all = Vec::with_capacity(params.len());
+            for param in params {
+                match config_get(&[param]).await {
+                    Ok(reply) => all.extend(pairs(reply)),
+                    Err(e) if unanswered(&e) => return Err(e),
+                    Err(e) => tracing::debug!(param, error = %e, "CONFIG GET refused"),
+                }
+            }
+            facts.read_config(&all);
+        }
         Err(e) => tracing::debug!(error = %e, "CONFIG GET refused"),
     }
     Ok(facts)
+}
+
+/// Whether `CONFIG GET` failed because the server takes one parameter only (before 7.0:
+/// "ERR Unknown subcommand or wrong number of arguments for 'get'"), rather than refused it.
+fn one_parameter_only(e: &FredError) -> bool {
+    let d = e.details();
+    d.contains("wrong number of arguments") && !d.starts_with("NOPERM")
 }
 
 /// `CONFIG GET`'s reply as (name, value) pairs: a flat array in RESP2, a map in RESP3.
@@ -373,6 +386,17 @@ mod tests {
 
     fn server(message: &'static str) -> FredError {
         FredError::new(ErrorKind::Unknown, message)
+    }
+
+    #[test]
+    fn config_get_of_several_parameters_is_retried_one_by_one_only_before_7_0() {
+        assert!(one_parameter_only(&server(
+            "ERR Unknown subcommand or wrong number of arguments for 'get'. Try CONFIG HELP."
+        )));
+        assert!(!one_parameter_only(&server(
+            "NOPERM this user has no permissions to run the 'config|get' command"
+        )));
+        assert!(!one_parameter_only(&server("ERR unknown command 'CONFIG'")));
     }
 
     #[test]

@@ -169,7 +169,10 @@ impl RedLock {
             .nodes
             .iter()
             .enumerate()
-            .map(|(i, url)| Node::connect(i, url, &config, Arc::clone(&fleet), preload))
+            .zip(&config.sources)
+            .map(|((i, url), source)| {
+                Node::connect(i, url, source, &config, Arc::clone(&fleet), preload)
+            })
             .collect::<Result<Vec<_>, _>>()?;
         let wakeups = Arc::new(Wakeups::new(config.nodes.len()));
         Ok(RedLock {
@@ -415,7 +418,7 @@ impl RedLock {
         // Do not barge in before this client's callers already waiting for the resource.
         let mut attempt_now = true;
         if let Some(key) = key.as_deref().filter(|k| self.inner.wakeups.queued(k)) {
-            let joined = self.join(key).await;
+            let joined = self.join(key, ttl).await;
             attempt_now = joined.ticket.is_head();
             place = Some(joined);
         }
@@ -423,6 +426,16 @@ impl RedLock {
             if let (false, Some(waiting)) = (attempt_now, &place) {
                 let pause = retry.next_pause(0, started).unwrap_or(Duration::ZERO);
                 match wake::wait(&waiting.ticket, pause, Some(deadline)).await {
+                    Woken::Handed => {
+                        if let Some(lock) = waiting.ticket.take_handed() {
+                            counters.count(Event::HandedOver);
+                            stats::call_ended(started.elapsed(), true);
+                            if let Some(mut waiting) = place.take() {
+                                waiting.acquired = true;
+                            }
+                            return Ok(lock);
+                        }
+                    }
                     Woken::Released => counters.count(Event::Woken),
                     Woken::Paused => counters.count(Event::Paused),
                     Woken::Deadline => {
@@ -474,7 +487,7 @@ impl RedLock {
                 // Taken: wait in line for a release. The head's next attempt comes right after
                 // the subscription, since a release made before it sent no message we could get.
                 (Some(key), None) if taken => {
-                    let joined = self.join(key).await;
+                    let joined = self.join(key, ttl).await;
                     attempt_now = joined.ticket.is_head();
                     place = Some(joined);
                 }
@@ -491,11 +504,11 @@ impl RedLock {
     /// Joins the line of this client's callers waiting for `key`; the first subscribes to the
     /// key's release channel on every node and waits until a majority confirmed it (or every
     /// node answered or timed out).
-    async fn join(&self, key: &str) -> Place {
+    async fn join(&self, key: &str, ttl: Ttl) -> Place {
         let wakeups = &self.inner.wakeups;
         let channel = format!("{}{key}", wake::CHANNEL_PREFIX);
         let mut confirmations = Vec::new();
-        let ticket = wakeups.join(key, || {
+        let ticket = wakeups.join(key, Some(ttl), || {
             for node in &self.inner.nodes {
                 confirmations.push(node.listener().subscribe(vec![channel.clone()], wakeups));
             }
@@ -543,7 +556,10 @@ impl RedLock {
         }
         let prefix = &self.config().key_prefix;
         let locks: Vec<String> = names.iter().map(|r| format!("{prefix}{r}")).collect();
-        if let Some(reserved) = locks.iter().find(|k| k.starts_with(FENCE_PREFIX)) {
+        let reserved = |k: &&String| {
+            k.starts_with(FENCE_PREFIX) || k.starts_with(crate::election::IDENTITY_PREFIX)
+        };
+        if let Some(reserved) = locks.iter().find(reserved) {
             return Err(ConfigError::ReservedResource(reserved.clone()));
         }
         let mut keys: Vec<Key> = locks.iter().map(|k| Key::from(k.as_str())).collect();
@@ -564,6 +580,11 @@ impl RedLock {
         })
     }
 
+    /// Whether an acquisition of `keys` reads their fencing counters (see `attempt`).
+    pub(crate) fn reads_counters(&self, keys: &Keys) -> bool {
+        keys.fencing() && (keys.locks > 1 || self.inner.tokens_asked.load(Ordering::Relaxed))
+    }
+
     /// One attempt: set the keys on every node, decided at the quorum. With fencing, nothing
     /// more: the token is recorded only when the holder asks for it (`fencing.rs`).
     async fn attempt(&self, target: &Target, ttl: Ttl) -> Result<Lock, Error> {
@@ -578,8 +599,7 @@ impl RedLock {
         // counters too, for next to nothing; so does one resource once this client's locks
         // have had their token asked for (about 6% of an uncontended cycle, measured), so
         // that asking costs one round.
-        let reads_counters =
-            keys.fencing() && (keys.locks > 1 || self.inner.tokens_asked.load(Ordering::Relaxed));
+        let reads_counters = self.reads_counters(keys);
         let start = Instant::now();
         let round = if keys.locks == 1 && !reads_counters {
             let key = &keys.all[0];
@@ -623,6 +643,7 @@ impl RedLock {
                             valid_until: start + ttl.usable,
                             acquired_on: round.tally.yes,
                             failures: round.failures,
+                            handovers: 0,
                         }));
                     }
                     None => Error::ValidityExpired {
@@ -758,7 +779,7 @@ impl RedLock {
         let mut waited = FuturesUnordered::new();
         let background = FuturesUnordered::new();
         for node in &self.inner.nodes {
-            let release = self.counted(node, node.release(keys.to_vec(), value.clone()));
+            let release = self.counted(node, node.release(keys.to_vec(), vec![value.clone()]));
             if wait_for & (1 << node.index()) != 0 {
                 waited.push(release);
             } else {
@@ -796,7 +817,9 @@ impl RedLock {
     /// no-op without one, the keys then expire after their ttl).
     pub(crate) fn release_detached(&self, keys: Vec<Key>, value: Value) {
         // Made here rather than in the task, so that `settle` counts them from now on.
-        self.detached(u64::MAX, |node| node.release(keys.clone(), value.clone()));
+        self.detached(u64::MAX, |node| {
+            node.release(keys.clone(), vec![value.clone()])
+        });
     }
 
     /// `future`, for `node`, counted as its node's work until it ends or is dropped (see

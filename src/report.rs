@@ -5,6 +5,7 @@
 use std::fmt;
 use std::time::Duration;
 
+use crate::capabilities::{self, ReleasePath};
 use crate::error::NodeErrorKind;
 use crate::health::{Excluded, Facts};
 use crate::probe::ClockRate;
@@ -67,8 +68,15 @@ pub struct NodeReport {
     pub error_kind: Option<NodeErrorKind>,
     /// One `PING` round trip.
     pub round_trip: Option<Duration>,
-    /// `redis_version`.
+    /// `redis_version` (Valkey says 7.2.4 there, for compatibility: see `server`).
     pub version: Option<String>,
+    /// The server and its own version: `redis 7.0.15`, `valkey 9.1.2`.
+    pub server: Option<String>,
+    /// How the client releases locks on this node (the script, on every server today).
+    pub release_path: Option<ReleasePath>,
+    /// The Lua-free compare-and-delete the server offers (Valkey 9's `DELIFEQ`, Redis 8.4's
+    /// `DELEX`), if any; `None` too when unknown.
+    pub compare_and_delete: Option<ReleasePath>,
     /// `master` or `replica`.
     pub role: Option<String>,
     /// The server's `run_id`.
@@ -288,6 +296,9 @@ pub(crate) fn report(index: usize, node: &str, seen: Observed, rules: Rules) -> 
         error_kind: seen.error_kind,
         round_trip: seen.round_trip,
         version: facts.version.clone(),
+        server: capabilities::server(&facts),
+        release_path: capabilities::release_path(seen.facts.as_ref()),
+        compare_and_delete: capabilities::compare_and_delete(&facts),
         role: facts.role.as_deref().map(|r| match r {
             "slave" => "replica".to_string(),
             other => other.to_string(),

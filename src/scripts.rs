@@ -114,28 +114,86 @@ return 1";
 
 /// Compare-and-delete: deletes each key that holds our token, and for each announces the
 /// release on the key's channel (`quorumlock:released:` + the key) with the SHA1 of the token,
-/// for the clients that wait for it (`wake.rs`). `ARGV = [token]`. Returns how many keys were
-/// deleted. The announcement is a `pcall`: a user whose ACL forbids `PUBLISH` still releases.
+/// for the clients that wait for it (`wake.rs`). `ARGV = [token, ...]`: a key is deleted if it
+/// holds any of them (a handover that failed releases the old token and the new one at once,
+/// `handover.rs`). Returns how many keys were deleted. The announcement is a `pcall`: a user
+/// whose ACL forbids `PUBLISH` still releases.
 pub(crate) const RELEASE: &str = r"local n = 0
 for i = 1, #KEYS do
-  if redis.call('get', KEYS[i]) == ARGV[1] then
-    n = n + redis.call('del', KEYS[i])
-    redis.pcall('publish', 'quorumlock:released:' .. KEYS[i], redis.sha1hex(ARGV[1]))
+  local v = redis.call('get', KEYS[i])
+  for j = 1, #ARGV do
+    if v == ARGV[j] then
+      n = n + redis.call('del', KEYS[i])
+      redis.pcall('publish', 'quorumlock:released:' .. KEYS[i], redis.sha1hex(v))
+      break
+    end
   end
 end
 return n";
+
+/// Hands a lock over from one token to the next, atomically, without the key ever being free
+/// (`handover.rs`): unless a lock key holds a token other than the old one, sets every lock key
+/// to the new token with the ttl and returns the largest fencing counter among `KEYS[n+1..]`
+/// (0 when there are none or they do not exist yet), as ACQUIRE does; otherwise changes nothing
+/// and returns nil. On a node where the old token is gone (expired) and no other holds the
+/// key, this is ACQUIRE for the new token; where the old token is there, it is RELEASE of the
+/// old token followed by ACQUIRE of the new one with nothing in between.
+///
+/// `ARGV = [old token, new token, ttl_ms, n]`.
+pub(crate) const HANDOVER: &str = r"local n = tonumber(ARGV[4])
+for i = 1, n do
+  local v = redis.call('get', KEYS[i])
+  if v and v ~= ARGV[1] then return false end
+end
+local fence = 0
+if #KEYS > n then
+  for i, v in ipairs(redis.call('mget', unpack(KEYS, n + 1))) do
+    if v then
+      local c = tonumber(v)
+      if not c then return redis.error_reply('quorumlock: fencing counter ' .. KEYS[n + i] .. ' is not a number') end
+      if c > fence then fence = c end
+    end
+  end
+end
+for i = 1, n do
+  redis.call('set', KEYS[i], ARGV[2], 'PX', ARGV[3])
+end
+return fence";
 
 /// `SET key token NX PX ttl` as a script, for [`batch`] only (alone it is sent as the plain
 /// command). `ARGV = [token, ttl_ms]`; returns 0 if set (fencing counter 0), nil if not.
 pub(crate) const SET_NX: &str = r"if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 0 end
 return false";
 
+/// Writes a leader's identity record beside its lock (`election.rs`): while the lock key
+/// holds our token, sets the identity key to the record with the ttl and returns 1;
+/// otherwise changes nothing and returns 0.
+///
+/// `KEYS = [lock key, identity key]`, `ARGV = [token, record, ttl_ms]`.
+pub(crate) const IDENTIFY: &str = r"if redis.call('get', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('set', KEYS[2], ARGV[2], 'PX', ARGV[3])
+return 1";
+
+/// Reads who leads on one node (`election.rs`), changing nothing: the SHA1 of the token in
+/// the lock key (nil when the key is missing) and the identity record (nil when missing).
+/// Only the hash leaves the node: the token itself stays with its holder.
+///
+/// `KEYS = [lock key, identity key]`.
+pub(crate) const OBSERVE: &str = r"local v = redis.call('get', KEYS[1])
+local s = false
+if v then s = redis.sha1hex(v) end
+return {s, redis.call('get', KEYS[2])}";
+
 /// Every script, for tests that check the hashes against a real `SCRIPT LOAD`.
 #[cfg(any(test, feature = "testkit"))]
-pub(crate) const ALL: [&str; 6] = [ACQUIRE, PEEK, FENCE, EXTEND, RESTORE, RELEASE];
+pub(crate) const ALL: [&str; 9] = [
+    ACQUIRE, PEEK, FENCE, EXTEND, RESTORE, RELEASE, HANDOVER, IDENTIFY, OBSERVE,
+];
 
 /// The scripts [`batch`] can run, in the order of their numbers in it.
-pub(crate) const BATCHED: [&str; 7] = [SET_NX, ACQUIRE, FENCE, EXTEND, RESTORE, RELEASE, PEEK];
+pub(crate) const BATCHED: [&str; 8] = [
+    SET_NX, ACQUIRE, FENCE, EXTEND, RESTORE, RELEASE, PEEK, HANDOVER,
+];
 
 /// The script that runs several calls of the scripts above in one: concurrent calls bound
 /// for one node are sent as one (see `batch.rs`). Each script becomes a function of

@@ -4,7 +4,7 @@
 //! | name | kind | labels |
 //! |---|---|---|
 //! | `quorumlock_lock_attempts_total` | counter | `outcome`: `acquired`, `taken`, `failed` |
-//! | `quorumlock_lock_waits_total` | counter | `ended`: `released`, `paused` |
+//! | `quorumlock_lock_waits_total` | counter | `ended`: `released`, `paused`, `handed_over` |
 //! | `quorumlock_lock_wait_seconds` | histogram | `outcome`: `acquired`, `gave_up` (from the call to its end) |
 //! | `quorumlock_node_errors_total` | counter | `node` (index), `kind` (`NodeErrorKind`, lower case) |
 //! | `quorumlock_extension_failures_total` | counter | (a kept lock's extension that failed and is retried) |
@@ -36,6 +36,10 @@ pub struct Stats {
     pub woken: u64,
     /// Waits between attempts that ran their whole pause.
     pub paused: u64,
+    /// Locks that a release of this client handed straight to its next caller waiting for
+    /// the resource, without an attempt of the waiter's own (see
+    /// [`Lock::release`](crate::Lock::release)).
+    pub handed_over: u64,
 }
 
 #[derive(Debug, Default)]
@@ -45,6 +49,7 @@ pub(crate) struct Counters {
     taken: AtomicU64,
     woken: AtomicU64,
     paused: AtomicU64,
+    handed_over: AtomicU64,
 }
 
 /// What to count.
@@ -55,6 +60,7 @@ pub(crate) enum Event {
     Taken,
     Woken,
     Paused,
+    HandedOver,
 }
 
 impl Counters {
@@ -76,6 +82,10 @@ impl Counters {
             Event::Paused => {
                 metrics::counter!("quorumlock_lock_waits_total", "ended" => "paused").increment(1)
             }
+            Event::HandedOver => {
+                metrics::counter!("quorumlock_lock_waits_total", "ended" => "handed_over")
+                    .increment(1)
+            }
         }
         let counter = match event {
             Event::Attempt => &self.attempts,
@@ -83,6 +93,7 @@ impl Counters {
             Event::Taken => &self.taken,
             Event::Woken => &self.woken,
             Event::Paused => &self.paused,
+            Event::HandedOver => &self.handed_over,
         };
         counter.fetch_add(1, Ordering::Relaxed);
     }
@@ -94,6 +105,7 @@ impl Counters {
             taken: self.taken.load(Ordering::Relaxed),
             woken: self.woken.load(Ordering::Relaxed),
             paused: self.paused.load(Ordering::Relaxed),
+            handed_over: self.handed_over.load(Ordering::Relaxed),
         }
     }
 }

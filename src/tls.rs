@@ -108,6 +108,14 @@ impl Config {
     #[doc(hidden)]
     pub fn node_client_config(&self, index: usize) -> Option<Result<FredConfig, ConfigError>> {
         let url = self.nodes.get(index)?;
+        match self.sources.get(index)? {
+            crate::byo::Source::Url => {}
+            crate::byo::Source::Config(config) => return Some(Ok((**config).clone())),
+            crate::byo::Source::Client(client) => {
+                use fred::interfaces::ClientLike;
+                return Some(Ok(client.client_config()));
+            }
+        }
         Some(
             fred_config(url, self.tls.as_ref()).map_err(|e| ConfigError::InvalidUrl {
                 url: url.redacted().to_string(),

@@ -11,6 +11,11 @@
 //! so one release costs one attempt, not one per waiter; a caller that arrives while others
 //! wait joins the queue instead of trying to barge in before the head.
 //!
+//! A release by this client hands the lock straight to the head of the line when the head is
+//! waiting (`handover.rs`): one round replaces the old token with the head's on every node, and
+//! the head gets the lock without an attempt of its own. The releaser claims the head's ticket
+//! first, so that the head makes no attempt while the handover is under way.
+//!
 //! The first waiter subscribes to the key's channel on every node (one subscriber connection
 //! per node, opened the first time this client waits) and waits until a majority confirmed;
 //! the subscription lasts while the queue is not empty. The head's first attempt after that
@@ -18,12 +23,15 @@
 //! (design 2.4a has the argument that no wake-up is missed).
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::Notify;
 use tokio::time::Instant;
+
+use crate::config::Ttl;
+use crate::lock::Lock;
 
 /// The prefix of the release channels: `quorumlock:released:` + the lock's key.
 pub(crate) const CHANNEL_PREFIX: &str = "quorumlock:released:";
@@ -55,7 +63,22 @@ pub(crate) struct Ticket {
     /// now").
     released: AtomicBool,
     head: AtomicBool,
+    /// [`BUSY`], [`WAITING`] or [`CLAIMED`].
+    state: AtomicU8,
+    /// The ttl the waiter asked for, which a lock handed over to it gets (`None`: it takes
+    /// no handover).
+    ttl: Option<Ttl>,
+    /// A lock handed over to this waiter, until it takes it.
+    handed: Mutex<Option<Lock>>,
 }
+
+/// The waiter is attempting, or about to (not in [`wait`]).
+const BUSY: u8 = 0;
+/// The waiter is in [`wait`]: a release may claim it for a handover.
+const WAITING: u8 = 1;
+/// A release is handing the lock over to this waiter: it makes no attempt and does not give
+/// up until the handover ends (with [`Ticket::hand`] or [`Ticket::unclaim`]).
+const CLAIMED: u8 = 2;
 
 impl Ticket {
     /// Whether this waiter is the head of its line (the one that makes attempts).
@@ -69,6 +92,39 @@ impl Ticket {
         }
         self.notify.notify_one();
     }
+
+    /// Gives the waiter the lock a handover got for it, and wakes it.
+    pub(crate) fn hand(&self, lock: Lock) {
+        if let Ok(mut handed) = self.handed.lock() {
+            *handed = Some(lock);
+        }
+        self.notify.notify_one();
+    }
+
+    /// Ends a claim without a lock: the waiter waits (or attempts) as before. A wake-up
+    /// follows when the lock was released instead.
+    pub(crate) fn unclaim(&self) {
+        let _ = self
+            .state
+            .compare_exchange(CLAIMED, WAITING, Ordering::SeqCst, Ordering::SeqCst);
+        self.notify.notify_one();
+    }
+
+    /// The lock handed over to this waiter, if any.
+    pub(crate) fn take_handed(&self) -> Option<Lock> {
+        self.handed.lock().ok().and_then(|mut handed| handed.take())
+    }
+
+    fn has_handed(&self) -> bool {
+        self.handed.lock().is_ok_and(|handed| handed.is_some())
+    }
+
+    /// Leaves [`wait`], unless a release claimed this waiter.
+    fn stop_waiting(&self) -> bool {
+        self.state
+            .compare_exchange(WAITING, BUSY, Ordering::SeqCst, Ordering::SeqCst)
+            .is_ok()
+    }
 }
 
 /// How a wait ended.
@@ -78,6 +134,8 @@ pub(crate) enum Woken {
     Released,
     /// The head's pause ran out: attempt now.
     Paused,
+    /// A release handed the lock over: take it with [`Ticket::take_handed`].
+    Handed,
     /// The waiter's time is up.
     Deadline,
 }
@@ -99,11 +157,20 @@ impl Wakeups {
             .unwrap_or(false)
     }
 
-    /// Joins the queue for `key`. `subscribe` is called, while no other waiter can join or
-    /// leave, when the queue was empty: subscriptions and unsubscriptions then reach each node
-    /// in the order the queue emptied and filled.
-    pub(crate) fn join(&self, key: &str, subscribe: impl FnOnce()) -> Arc<Ticket> {
-        let ticket = Arc::<Ticket>::default();
+    /// Joins the queue for `key`, for a lock of `ttl` (`None`: no handover to this waiter).
+    /// `subscribe` is called, while no other waiter can join or leave, when the queue was
+    /// empty: subscriptions and unsubscriptions then reach each node in the order the queue
+    /// emptied and filled.
+    pub(crate) fn join(
+        &self,
+        key: &str,
+        ttl: Option<Ttl>,
+        subscribe: impl FnOnce(),
+    ) -> Arc<Ticket> {
+        let ticket = Arc::new(Ticket {
+            ttl,
+            ..Ticket::default()
+        });
         let Ok(mut keys) = self.keys.lock() else {
             return ticket;
         };
@@ -147,6 +214,19 @@ impl Wakeups {
             keys.remove(key);
             unsubscribe();
         }
+    }
+
+    /// Claims the head of the line for `key` for a handover, if it is waiting and takes one:
+    /// returns its ticket and the ttl it asked for. The head then neither attempts nor gives
+    /// up until [`Ticket::hand`] or [`Ticket::unclaim`].
+    pub(crate) fn claim_head(&self, key: &str) -> Option<(Arc<Ticket>, Ttl)> {
+        let keys = self.keys.lock().ok()?;
+        let head = keys.get(key)?.waiters.front()?;
+        let ttl = head.ttl?;
+        head.state
+            .compare_exchange(WAITING, CLAIMED, Ordering::SeqCst, Ordering::SeqCst)
+            .ok()?;
+        Some((Arc::clone(head), ttl))
     }
 
     /// This client saw its release of `key` confirmed by a majority: wakes the head of the
@@ -202,14 +282,28 @@ pub(crate) async fn wait(ticket: &Ticket, pause: Duration, deadline: Option<Inst
     let far = Instant::now() + Duration::from_secs(3600 * 24 * 365);
     let deadline = deadline.unwrap_or(far);
     let mut paused_at: Option<Instant> = None;
+    ticket.state.store(WAITING, Ordering::SeqCst);
     loop {
         let notified = ticket.notify.notified();
         tokio::pin!(notified);
         notified.as_mut().enable();
-        if ticket.released.swap(false, Ordering::SeqCst) {
-            return Woken::Released;
+        if ticket.has_handed() {
+            ticket.state.store(BUSY, Ordering::SeqCst);
+            return Woken::Handed;
         }
-        let until = if ticket.head.load(Ordering::SeqCst) {
+        // Claimed: a handover is under way, which ends with a lock or a release (one node
+        // timeout at most); no attempt and no giving up before that.
+        let claimed = ticket.state.load(Ordering::SeqCst) == CLAIMED;
+        if !claimed && ticket.released.load(Ordering::SeqCst) {
+            if ticket.stop_waiting() {
+                ticket.released.store(false, Ordering::SeqCst);
+                return Woken::Released;
+            }
+            continue;
+        }
+        let until = if claimed {
+            far
+        } else if ticket.head.load(Ordering::SeqCst) {
             let at = *paused_at.get_or_insert_with(|| Instant::now() + pause);
             at.min(deadline)
         } else {
@@ -218,6 +312,9 @@ pub(crate) async fn wait(ticket: &Ticket, pause: Duration, deadline: Option<Inst
         tokio::select! {
             () = &mut notified => continue,
             () = tokio::time::sleep_until(until) => {
+                if !ticket.stop_waiting() {
+                    continue;
+                }
                 return if until >= deadline && paused_at.is_none_or(|at| at > deadline) {
                     Woken::Deadline
                 } else {
@@ -245,8 +342,8 @@ mod tests {
         tokio::time::pause();
         let wakeups = Wakeups::new(5);
         let mut subscribed = 0;
-        let a = wakeups.join("k", || subscribed += 1);
-        let b = wakeups.join("k", || subscribed += 1);
+        let a = wakeups.join("k", None, || subscribed += 1);
+        let b = wakeups.join("k", None, || subscribed += 1);
         assert_eq!(subscribed, 1, "one subscription per queue");
         assert!(wakeups.queued("k"));
         // Five nodes publish the same release, before the head waits: one wake-up is kept.
@@ -270,8 +367,8 @@ mod tests {
     async fn the_head_attempts_after_its_pause_and_the_others_do_not() {
         tokio::time::pause();
         let wakeups = Wakeups::new(5);
-        let a = wakeups.join("k", || {});
-        let b = wakeups.join("k", || {});
+        let a = wakeups.join("k", None, || {});
+        let b = wakeups.join("k", None, || {});
         assert_eq!(
             wait(&a, Duration::from_millis(100), None).await,
             Woken::Paused
@@ -286,7 +383,7 @@ mod tests {
     async fn other_channels_and_keys_wake_nobody() {
         tokio::time::pause();
         let wakeups = Wakeups::new(5);
-        let a = wakeups.join("k", || {});
+        let a = wakeups.join("k", None, || {});
         wakeups.message("quorumlock:released:other", "x");
         wakeups.message("elsewhere:k", "x");
         wakeups.released("k2", "x");

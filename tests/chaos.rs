@@ -553,3 +553,202 @@ async fn negative_control_undelayed_majority_restart_without_quarantine() {
         "the checker missed the double grant: {report}"
     );
 }
+
+/// The candidate leading now by its own records: its latest term began after `after` and has
+/// not ended. Waits (at most 20 s) until one does.
+async fn leading(compose: &Compose, names: &[&str], after: u64) -> (String, u64) {
+    let give_up = chaos::history::mono_ns() + ns(Duration::from_secs(20));
+    loop {
+        let mut latest: Option<(String, u64)> = None;
+        for name in names {
+            let records = compose.candidate_records(name).await;
+            for r in &records {
+                let Record::Lead { term, start, .. } = r else {
+                    continue;
+                };
+                let ended = records.iter().any(|o| {
+                    matches!(o, Record::Op(op) if op.hold.as_ref().and_then(|h| h.token) == Some(*term))
+                });
+                if !ended && *start > after && latest.as_ref().is_none_or(|(_, s)| start > s) {
+                    latest = Some((name.to_string(), *start));
+                }
+            }
+        }
+        if let Some(found) = latest {
+            return found;
+        }
+        if chaos::history::mono_ns() > give_up {
+            let mut logs = String::new();
+            for name in names {
+                let out = tokio::process::Command::new("docker")
+                    .args(["logs", &format!("quorumlock-chaos-{name}")])
+                    .output()
+                    .await;
+                if let Ok(out) = out {
+                    logs.push_str(&format!(
+                        "--- {name}\n{}{}",
+                        String::from_utf8_lossy(&out.stdout),
+                        String::from_utf8_lossy(&out.stderr)
+                    ));
+                }
+            }
+            panic!("no leader within 20 s\n{logs}");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Leader election (docs/chaos.md, h): three candidates in containers campaign for one
+/// election while the leader's container is killed and started again, a minority of nodes
+/// is paused, a majority is killed and started again (they persist every write: the terms
+/// go on growing), and a minority node restarts under a new leader. The terms are checked
+/// for overlaps and regressions, no term may begin while a healthy leader holds, and the
+/// time to the next leader after each kill is reported.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn h_election() {
+    if !enabled() {
+        return;
+    }
+    let _serial = SERIAL.lock().await;
+    let image = compose::client_image().await;
+    let mut compose = Compose::up(true).await;
+    let description = "candidates e1-e3 in containers (ttl 1 s); the leader's container killed \
+                       at 3 s and started 1.5 s later, redis1-2 paused for 3 s, redis1-3 \
+                       killed for 1.5 s, the new leader killed while redis5 restarts; 22 s";
+    eprintln!("h_election: {description}");
+    let settings = settings();
+    // The run records the node faults; it has no workers of its own.
+    let mut run = Run::start(
+        "h_election",
+        description,
+        compose.target(),
+        settings.clone(),
+        1,
+        0,
+        Duration::ZERO,
+    )
+    .await
+    .expect("start the run");
+    let names = ["e1", "e2", "e3"];
+    let stop = run.t0() + ns(Duration::from_secs(22));
+    let args: Vec<String> = [
+        ("--elect", "h_election".to_owned()),
+        ("--stop-at", stop.to_string()),
+        ("--ttl-ms", settings.ttl.as_millis().to_string()),
+        (
+            "--node-timeout-ms",
+            settings.node_timeout.as_millis().to_string(),
+        ),
+    ]
+    .into_iter()
+    .flat_map(|(flag, value)| [flag.to_owned(), value])
+    .collect();
+    for (n, name) in names.iter().enumerate() {
+        compose.start_candidate(&image, name, n as u8, &args).await;
+    }
+    let now = chaos::history::mono_ns;
+    let mut kills: Vec<(String, u64)> = Vec::new();
+    let mut quiet: Vec<(u64, u64, &str)> = Vec::new();
+    let mut failovers: Vec<(u64, &str)> = Vec::new();
+
+    let (first, _) = leading(&compose, &names, 0).await;
+    let from = now();
+    run.at(3.0).await;
+    quiet.push((from, now(), "healthy leader"));
+    run.note(&format!("kill the leader {first}"));
+    let killed = compose.kill_candidate(&first).await;
+    kills.push((first.clone(), killed));
+    failovers.push((killed, "leader killed"));
+    run.at(4.5).await;
+    compose.restart_candidate(&first).await;
+    leading(&compose, &names, killed).await;
+
+    run.at(6.5).await;
+    let from = now();
+    compose.pause(&mut run, &[0, 1]).await;
+    run.at(9.5).await;
+    compose.unpause(&mut run, &[0, 1]).await;
+    quiet.push((from, now(), "minority paused"));
+
+    run.at(10.5).await;
+    compose.kill(&mut run, &[0, 1, 2]).await;
+    run.at(12.0).await;
+    // A leader may win as soon as the first of the three answers again: measured from the
+    // `docker start`.
+    let restarting = now();
+    compose.start(&mut run, &[0, 1, 2]).await;
+    failovers.push((restarting, "majority restarted"));
+    let (leader, _) = leading(&compose, &names, restarting).await;
+
+    run.at(15.0).await;
+    run.note(&format!("kill the leader {leader}"));
+    let killed = compose.kill_candidate(&leader).await;
+    kills.push((leader.clone(), killed));
+    failovers.push((killed, "leader killed again"));
+    compose.kill(&mut run, &[4]).await;
+    compose.start(&mut run, &[4]).await;
+    leading(&compose, &names, killed).await;
+    run.at(16.5).await;
+    compose.restart_candidate(&leader).await;
+
+    let mut records = Vec::new();
+    for name in names {
+        records.extend(compose.collect_candidate(name).await);
+    }
+    let mut problems = Vec::new();
+    let mut history = chaos::election::terms(&records, &kills, &mut problems);
+    run.ctx.history.close_open_faults();
+    history.extend(run.ctx.history.records());
+    history.push(Record::Meta {
+        scenario: "h_election".into(),
+        nodes: 5,
+        description: description.into(),
+        seed: None,
+        start: run.t0(),
+        stop,
+    });
+    let report = chaos::checker::check_terms(&history);
+    let starts = chaos::election::starts(&history);
+    problems.extend(chaos::election::flaps(&starts, &quiet));
+    let next = chaos::election::next_leader(&starts, &failovers);
+    let gaps: Vec<String> = next
+        .iter()
+        .map(|(what, ms)| match ms {
+            Some(ms) => format!("{what}: {ms} ms"),
+            None => format!("{what}: never"),
+        })
+        .collect();
+    let summary = format!(
+        "{report}\n  terms: {}; time to the next leader: {}",
+        starts.len(),
+        gaps.join(", ")
+    );
+    eprintln!("{summary}");
+    let out = out_dir();
+    let written = chaos::history::write_jsonl(&out.join("h_election.jsonl"), &history)
+        .and_then(|()| std::fs::write(out.join("h_election.txt"), &summary))
+        .and_then(|()| {
+            // The last column holds the time to the next leader after each kill, not an
+            // acquire latency (a term's op spans the whole term).
+            let row = report.markdown_row();
+            let cells = row.trim_end_matches('|').trim_end();
+            let cells = &cells[..cells.rfind('|').unwrap_or(cells.len())];
+            let next: Vec<String> = next
+                .iter()
+                .map(|(_, ms)| ms.map_or("never".into(), |ms| ms.to_string()))
+                .collect();
+            let row = format!("{cells}| next leader {} ms |", next.join(" / "));
+            let table = format!("{}\n{row}\n", Report::markdown_header());
+            std::fs::write(out.join("h_election.row.md"), table)
+        });
+    if let Err(e) = written {
+        eprintln!("  history not written to {}: {e}", out.display());
+    }
+    drop(compose);
+    assert!(problems.is_empty(), "{problems:?}\n{summary}");
+    assert_clean(&report);
+    assert!(
+        next.iter().all(|(_, ms)| ms.is_some()),
+        "no leader after a kill: {summary}"
+    );
+}

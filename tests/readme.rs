@@ -1,6 +1,6 @@
-//! The README's first example, run: the README shows it with plain URLs (and `no_run`, so
-//! that its doctest only compiles it); here the same statements run against a local quorum,
-//! and a check fails if the two texts drift apart.
+//! The README's examples, run: the README shows them with plain URLs (and `no_run`, so that
+//! their doctests only compile them); here the same code runs against a local quorum, and a
+//! check fails if the texts drift apart.
 
 mod common;
 
@@ -28,6 +28,54 @@ async fn readme_example(nodes: Vec<String>) -> Result<(), Box<dyn std::error::Er
         Err(e) => return Err(e.into()),
     }
     Ok(())
+}
+
+// The README's `with_lock` example, verbatim.
+async fn nightly_report(redlock: &RedLock) -> Result<String, Error> {
+    redlock
+        .with_lock("nightly-report", |held| async move {
+            // The fencing token goes with every write, and storage refuses an older holder's
+            // smaller one. The first call records it on a majority (one parallel round trip).
+            let token = held.fencing_token().await?;
+            Ok(format!("report written with fencing token {token}"))
+        })
+        .await? // Err(Error::Lost { .. }) if the lock was lost and the work cancelled
+}
+
+#[tokio::test]
+async fn the_readme_with_lock_example_runs() {
+    let quorum = LocalQuorum::start(3).await.unwrap();
+    let redlock = common::client(&quorum).await;
+    let report = nightly_report(&redlock).await.unwrap();
+    assert!(
+        report.starts_with("report written with fencing token "),
+        "{report}"
+    );
+    common::no_holders(&quorum, "nightly-report").await;
+}
+
+#[test]
+fn the_readme_shows_the_with_lock_example_that_runs_here() {
+    let function = |text: &'static str| {
+        let start = text.find("async fn nightly_report(").expect("the function");
+        let end = start + text[start..].find("\n}\n").expect("its end") + 3;
+        &text[start..end]
+    };
+    let readme = include_str!("../README.md");
+    assert_eq!(
+        function(readme),
+        function(include_str!("readme.rs")),
+        "README.md's with_lock example and tests/readme.rs differ"
+    );
+    let block = &readme[..readme
+        .find("async fn nightly_report(")
+        .expect("the function")];
+    let block = &block[block.rfind("```").expect("the block")..];
+    assert!(block.starts_with("```rust,no_run\n"), "{block}");
+    assert!(
+        !block.lines().any(|l| l.starts_with("# ")),
+        "hidden lines:\n{block}"
+    );
 }
 
 #[tokio::test]

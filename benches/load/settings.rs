@@ -27,7 +27,8 @@ pub(crate) struct Settings {
     /// w: the numbers of contending tasks of the contention curve (`QUORUMLOCK_LOAD_CURVE`;
     /// 1,2,4,8,16,32,64).
     pub(crate) curve: Vec<usize>,
-    /// c: how long a holder keeps the lock (`QUORUMLOCK_LOAD_HOLD_MS`; 1).
+    /// c, w: how long a holder keeps the lock (`QUORUMLOCK_LOAD_HOLD_MS`; 1). 0: it only
+    /// yields to the runtime once, so that the handoffs measure the lock alone.
     pub(crate) hold: Duration,
     /// c: the random pause between attempts, uniform from 0 to this
     /// (`QUORUMLOCK_LOAD_JITTER_MS`; 10).

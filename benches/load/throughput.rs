@@ -191,14 +191,29 @@ struct Contended {
     acquired: u64,
     /// Median time from a holder's release call to the next grant, ms.
     gap_p50_ms: f64,
+    /// Mean time a holder kept the lock (the hold's sleep as it really lasted), ms.
+    held_ms: f64,
     /// Lock attempts in the whole run.
     attempts: u64,
+    /// Acquisitions handed over by a release (quorumlock), in the whole run.
+    handed: u64,
 }
 
 impl Contended {
     /// Attempts that did not get the lock, per acquisition.
     fn wasted(&self) -> f64 {
-        self.attempts.saturating_sub(self.acquired) as f64 / self.acquired.max(1) as f64
+        // Acquisitions handed over made no attempt of their own.
+        let by_attempt = self.acquired.saturating_sub(self.handed);
+        self.attempts.saturating_sub(by_attempt) as f64 / self.acquired.max(1) as f64
+    }
+}
+
+/// Locks handed over by a release so far (quorumlock's count; rslock has none).
+fn handed_over(clients: &Clients, imp: Impl) -> u64 {
+    match imp {
+        Impl::Fenced => clients.fenced.stats().handed_over,
+        Impl::Plain => clients.plain.stats().handed_over,
+        Impl::Rslock | Impl::Floor => 0,
     }
 }
 
@@ -237,6 +252,9 @@ async fn run_contended(
     let overlaps = Arc::new(AtomicU64::new(0));
     // When the last holder began to release, and the gaps from there to the next grant.
     let handoff: Arc<std::sync::Mutex<(Option<Instant>, Vec<Duration>)>> = Arc::default();
+    // The holds measured in the window, in ns: a `sleep(hold)` lasts longer than `hold` (the
+    // runtime's timer ticks every millisecond), and that bounds the handoffs a second.
+    let (held_ns, holds) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
     let (from, until) = window(s.secs);
     let (hold, jitter) = (s.hold, s.jitter);
     let handles: Vec<_> = (0..contenders)
@@ -245,6 +263,7 @@ async fn run_contended(
                 (Arc::clone(clients), rslock.clone(), Arc::clone(&resource));
             let (holders, overlaps) = (Arc::clone(&holders), Arc::clone(&overlaps));
             let handoff = Arc::clone(&handoff);
+            let (held_ns, holds) = (Arc::clone(&held_ns), Arc::clone(&holds));
             tokio::spawn(async move {
                 let (mut acquired, mut gave_up, mut all) = (0u64, 0u64, 0u64);
                 while Instant::now() < until {
@@ -265,7 +284,15 @@ async fn run_contended(
                             }
                         }
                     }
-                    tokio::time::sleep(hold).await;
+                    if hold.is_zero() {
+                        tokio::task::yield_now().await;
+                    } else {
+                        tokio::time::sleep(hold).await;
+                    }
+                    if at >= from && at < until {
+                        held_ns.fetch_add(at.elapsed().as_nanos() as u64, Ordering::Relaxed);
+                        holds.fetch_add(1, Ordering::Relaxed);
+                    }
                     holders.fetch_sub(1, Ordering::SeqCst);
                     if let Ok(mut h) = handoff.lock() {
                         h.0 = Some(Instant::now());
@@ -293,14 +320,17 @@ async fn run_contended(
     let gap_p50_ms = gaps
         .get(gaps.len() / 2)
         .map_or(f64::NAN, |d| d.as_secs_f64() * 1e3);
+    let holds = holds.load(Ordering::Relaxed);
     Contended {
         gap_p50_ms,
+        held_ms: held_ns.load(Ordering::Relaxed) as f64 / 1e6 / holds.max(1) as f64,
         per_task,
         gave_up,
         overlaps: overlaps.load(Ordering::Relaxed),
         secs: s.secs,
         acquired: acquired_all,
         attempts: 0,
+        handed: 0,
     }
 }
 
@@ -315,20 +345,28 @@ pub(crate) async fn contention(
     for round in 0..s.rounds {
         for imp in order(&IMPLS, round) {
             let i = IMPLS.iter().position(|&x| x == imp).unwrap_or(0);
-            let before = attempts(clients, node, imp).await;
+            let (before, handed) = (
+                attempts(clients, node, imp).await,
+                handed_over(clients, imp),
+            );
             let mut w = run_contended(clients, imp, round, s, s.contenders).await;
             w.attempts = attempts(clients, node, imp).await - before;
+            w.handed = handed_over(clients, imp) - handed;
             let total: u64 = w.per_task.iter().sum();
             eprintln!(
                 "c: round {round}: {}: {:.0} handoffs/s, Jain {:.3}, {} gave up, {} overlaps, \
-                 {:.2} wasted attempts per acquisition, release to next grant p50 {:.3} ms",
+                 {:.2} wasted attempts per acquisition, release to next grant p50 {:.3} ms, \
+                 held {:.3} ms, {} of {} handed over",
                 imp.name(),
                 total as f64 / w.secs,
                 jain(&w.per_task),
                 w.gave_up,
                 w.overlaps,
                 w.wasted(),
-                w.gap_p50_ms
+                w.gap_p50_ms,
+                w.held_ms,
+                w.handed,
+                w.acquired
             );
             windows[i].push(w);
         }
@@ -357,6 +395,8 @@ pub(crate) async fn contention(
         let wasted = median(&wasted);
         let gaps: Vec<f64> = windows.iter().map(|w| w.gap_p50_ms).collect();
         let gap = median(&gaps);
+        let helds: Vec<f64> = windows.iter().map(|w| w.held_ms).collect();
+        let held = median(&helds);
         let rate = median(&rates);
         rows.push(vec![
             imp.name().to_string(),
@@ -368,10 +408,12 @@ pub(crate) async fn contention(
             overlaps.to_string(),
             fmt(wasted, 2),
             fmt(gap, 3),
+            fmt(held, 3),
         ]);
         results.push(json!({
             "impl": imp.name(),
             "handoffs_per_s": rate,
+            "held_ms_mean": held,
             "per_task": per_task,
             "min": min,
             "max": max,
@@ -383,6 +425,9 @@ pub(crate) async fn contention(
             "rounds": windows.iter().map(|w| json!({
                 "wasted_attempts_per_acquisition": w.wasted(),
                 "release_to_grant_p50_ms": w.gap_p50_ms,
+                "held_ms_mean": w.held_ms,
+                "handed_over": w.handed,
+                "acquired": w.acquired,
                 "handoffs_per_s": w.per_task.iter().sum::<u64>() as f64 / w.secs,
                 "per_task": w.per_task,
                 "jain": jain(&w.per_task),
@@ -411,6 +456,7 @@ pub(crate) async fn contention(
             "overlaps",
             "wasted attempts/acq.",
             "release→grant p50 ms",
+            "held ms (mean)",
         ],
         &rows,
     );
@@ -437,9 +483,13 @@ pub(crate) async fn contention_curve(
     let mut rows = Vec::new();
     for (i, &tasks) in s.curve.iter().enumerate() {
         for imp in order(&IMPLS, i) {
-            let before = attempts(clients, node, imp).await;
+            let (before, handed) = (
+                attempts(clients, node, imp).await,
+                handed_over(clients, imp),
+            );
             let mut w = run_contended(clients, imp, 1000 + i, s, tasks).await;
             w.attempts = attempts(clients, node, imp).await - before;
+            w.handed = handed_over(clients, imp) - handed;
             let rate = w.per_task.iter().sum::<u64>() as f64 / w.secs;
             eprintln!(
                 "w: {tasks} tasks: {}: {rate:.0} handoffs/s, {:.2} wasted attempts per \
@@ -456,6 +506,7 @@ pub(crate) async fn contention_curve(
                 fmt(Some(w.wasted()), 2),
                 fmt(Some(w.gap_p50_ms), 3),
                 format!("{:.3}", jain(&w.per_task)),
+                fmt(Some(w.held_ms), 3),
             ]);
             results.push(json!({
                 "tasks": tasks,
@@ -463,6 +514,7 @@ pub(crate) async fn contention_curve(
                 "handoffs_per_s": rate,
                 "wasted_attempts_per_acquisition": w.wasted(),
                 "release_to_grant_p50_ms": w.gap_p50_ms,
+                "held_ms_mean": w.held_ms,
                 "jain": jain(&w.per_task),
                 "gave_up": w.gave_up,
                 "overlaps": w.overlaps,
@@ -485,6 +537,7 @@ pub(crate) async fn contention_curve(
             "wasted attempts/acq.",
             "release→grant p50 ms",
             "Jain",
+            "held ms (mean)",
         ],
         &rows,
     );

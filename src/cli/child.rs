@@ -31,6 +31,9 @@ pub(crate) const RESOURCE_VAR: &str = "QUORUMLOCK_RESOURCE";
 /// The variable that carries the fencing token (decimal) to the command, when fencing is on.
 pub(crate) const FENCING_VAR: &str = "QUORUMLOCK_FENCING_TOKEN";
 
+/// The variable that carries the term (decimal) to the command run by `elect`.
+pub(crate) const TERM_VAR: &str = "QUORUMLOCK_TERM";
+
 /// The signals quorumlock relays to the command instead of dying from them.
 const RELAYED: [Signal; 4] = [
     Signal::SIGINT,
@@ -45,6 +48,8 @@ pub(crate) struct Spec<'a> {
     pub(crate) argv: &'a [OsString],
     pub(crate) resource: &'a str,
     pub(crate) fencing_token: Option<u64>,
+    /// The term of a leadership (`elect`), exported as [`TERM_VAR`].
+    pub(crate) term: Option<u64>,
     /// Keep the command in our process group (and signal it alone).
     pub(crate) foreground: bool,
 }
@@ -80,6 +85,10 @@ impl Spec<'_> {
             Some(token) => command.env(FENCING_VAR, token.to_string()),
             // Not one inherited from an outer quorumlock either.
             None => command.env_remove(FENCING_VAR),
+        };
+        match self.term {
+            Some(term) => command.env(TERM_VAR, term.to_string()),
+            None => command.env_remove(TERM_VAR),
         };
         if !self.foreground {
             command.process_group(0);

@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use clap::Args;
-use quorumlock::{quorum, NodeErrorKind, NodeReport, Severity};
+use quorumlock::{quorum, NodeErrorKind, NodeReport, ReleasePath, Severity};
 use serde::Serialize;
 
 use super::exit::{Failure, SOFTWARE};
@@ -203,6 +203,7 @@ fn human(reports: &[NodeReport], overall: &Overall) -> String {
         "reachable",
         "rtt",
         "version",
+        "release",
         "role",
         "run_id",
         "uptime",
@@ -260,7 +261,11 @@ fn row(r: &NodeReport) -> Vec<String> {
         r.node.clone(),
         if r.reachable { "yes" } else { "unreachable" }.to_string(),
         known(r.round_trip.map(millis)),
-        known(r.version.clone()),
+        known(r.server.clone().or_else(|| r.version.clone())),
+        known(
+            r.release_path
+                .map(|path| release(path, r.compare_and_delete)),
+        ),
         known(r.role.clone()),
         known(r.run_id.as_deref().map(|id| id.chars().take(8).collect())),
         known(r.uptime.map(compact)),
@@ -282,6 +287,15 @@ fn row(r: &NodeReport) -> Vec<String> {
         }
         .to_string(),
     ]
+}
+
+/// `script`, or `script (has delifeq)` where the server offers a Lua-free compare-and-delete
+/// that the client does not use (design 2.4b).
+fn release(path: ReleasePath, offered: Option<ReleasePath>) -> String {
+    match offered {
+        Some(other) if other != path => format!("{path} (has {other})"),
+        _ => path.to_string(),
+    }
 }
 
 /// `aof always`, `aof everysec`, `aof off`, `aof, fsync unknown`, `unknown`. RDB snapshots are
@@ -375,6 +389,12 @@ struct JsonNode<'a> {
     error_kind: Option<&'static str>,
     round_trip_ms: Option<f64>,
     version: Option<&'a str>,
+    /// `redis 7.0.15`, `valkey 9.1.2`.
+    server: Option<&'a str>,
+    /// `script` (or, later, `delifeq`, `delex`).
+    release_path: Option<&'static str>,
+    /// `delifeq`, `delex`, or `null` when the server offers neither (or did not say).
+    compare_and_delete: Option<&'static str>,
     role: Option<&'a str>,
     run_id: Option<&'a str>,
     uptime_s: Option<u64>,
@@ -427,6 +447,9 @@ fn to_json<'a>(reports: &'a [NodeReport], overall: &Overall) -> Document<'a> {
             error_kind: r.error_kind.map(kind_name),
             round_trip_ms: r.round_trip.map(|d| d.as_micros() as f64 / 1000.0),
             version: r.version.as_deref(),
+            server: r.server.as_deref(),
+            release_path: r.release_path.map(ReleasePath::as_str),
+            compare_and_delete: r.compare_and_delete.map(ReleasePath::as_str),
             role: r.role.as_deref(),
             run_id: r.run_id.as_deref(),
             uptime_s: r.uptime.map(|d| d.as_secs()),
@@ -488,6 +511,11 @@ mod tests {
         assert_eq!(trimmed(1.0), "1");
         assert_eq!(trimmed(0.01 * 100.0), "1");
         assert_eq!(trimmed(0.5), "0.5");
+        assert_eq!(release(ReleasePath::Script, None), "script");
+        assert_eq!(
+            release(ReleasePath::Script, Some(ReleasePath::Delifeq)),
+            "script (has delifeq)"
+        );
         assert_eq!(compact(Duration::from_secs(42)), "42s");
         assert_eq!(compact(Duration::from_secs(303)), "5m 3s");
         assert_eq!(compact(Duration::from_secs(7500)), "2h 5m");

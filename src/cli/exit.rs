@@ -5,6 +5,8 @@ use std::fmt;
 
 use quorumlock::{ConfigError, Error};
 
+/// Nothing to report: `leader` found no leader (as grep and pgrep when nothing matches).
+pub(crate) const NO_LEADER: u8 = 1;
 /// Bad usage or configuration: a flag, a URL, a duration, an empty resource (EX_USAGE).
 pub(crate) const USAGE: u8 = 64;
 /// No quorum of nodes could be reached, or it answered too late (EX_UNAVAILABLE).

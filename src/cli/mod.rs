@@ -6,7 +6,9 @@
 
 mod child;
 mod doctor;
+mod elect;
 mod exit;
+mod leader;
 mod options;
 mod run;
 mod status;
@@ -44,6 +46,10 @@ enum Command {
     Run(run::RunArgs),
     /// Show, node by node, who holds RESOURCE's lock (read-only)
     Status(status::StatusArgs),
+    /// Run a command only while this instance leads the election NAME, campaigning again
+    Elect(elect::ElectArgs),
+    /// Show who leads the election NAME, and its term (read-only)
+    Leader(leader::LeaderArgs),
     /// Check every node against the algorithm's assumptions, with a verdict (read-only)
     Doctor(doctor::DoctorArgs),
     /// Started by `run`: stops the command if `run` dies (not for use by hand)
@@ -85,6 +91,8 @@ async fn dispatch(command: Command) -> Result<u8, Failure> {
         Command::Run(args) => run::run(args).await,
         Command::Status(args) => status::status(args).await,
         Command::Doctor(args) => doctor::doctor(args).await,
+        Command::Elect(args) => elect::elect(args).await,
+        Command::Leader(args) => leader::leader(args).await,
         Command::Watchdog(args) => watchdog::watchdog(args),
     }
 }

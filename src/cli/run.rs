@@ -2,12 +2,13 @@
 //! command before the lock's validity ends if the lock is lost, release the lock.
 
 use std::ffi::OsString;
+use std::future::Future;
 use std::time::Duration;
 
 use clap::Args;
 use humantime::format_duration;
 use nix::sys::signal::Signal;
-use quorumlock::{ConfigError, Error, KeepAlive, KeptLock, RedLock, ENV_VARS};
+use quorumlock::{ConfigError, Error, KeepAlive, KeptLock, LostReason, RedLock, ENV_VARS};
 
 use super::child::{exit_code, Relay, Running, Spec};
 use super::exit::{code_of, Failure, LOST, TAKEN, UNAVAILABLE};
@@ -138,7 +139,10 @@ impl RunArgs {
 }
 
 /// The margin and grace period for a lock of `ttl`.
-fn grace_for(ttl: Duration, grace: Option<Duration>) -> Result<(Duration, KeepAlive), Failure> {
+pub(super) fn grace_for(
+    ttl: Duration,
+    grace: Option<Duration>,
+) -> Result<(Duration, KeepAlive), Failure> {
     let grace = grace.unwrap_or(ttl / 10);
     // KeepAlive's defaults extend when half the ttl is left; the loss signal must come
     // before that point, or it would fire while the lock is healthy.
@@ -204,28 +208,36 @@ pub(crate) async fn run(args: RunArgs) -> Result<u8, Failure> {
         argv: &args.command,
         resource: &args.resource,
         fencing_token,
+        term: None,
         foreground: args.foreground,
     };
+    let outcome = supervise(&spec, grace, &mut relay, kept.lost()).await;
+    release(&redlock, kept).await;
+    outcome
+}
+
+/// Runs COMMAND while a kept lock is held: stops it (SIGTERM, then SIGKILL after `grace`)
+/// as soon as `lost` resolves, relays the signals quorumlock gets, and has a watchdog stop it
+/// if quorumlock dies. Returns COMMAND's exit code, or [`LOST`] when the lock was lost; the
+/// lock is left to the caller to release. Shared by `run` and `elect`.
+pub(super) async fn supervise(
+    spec: &Spec<'_>,
+    grace: Duration,
+    relay: &mut Relay,
+    lost: impl Future<Output = LostReason>,
+) -> Result<u8, Failure> {
     // Started before the command, so that the command never runs unwatched.
-    let mut watchdog = match Watchdog::start(grace) {
-        Ok(watchdog) => watchdog,
-        Err(failure) => {
-            release(&redlock, kept).await;
-            return Err(failure);
-        }
-    };
+    let mut watchdog = Watchdog::start(grace)?;
     let mut running = match spec.spawn() {
         Ok(running) => running,
         Err(failure) => {
             watchdog.dismiss();
-            release(&redlock, kept).await;
             return Err(failure);
         }
     };
     // No await since the spawn: nothing else ran on this (single-threaded) runtime.
     watchdog.watch(running.watched());
 
-    let lost = kept.lost();
     tokio::pin!(lost);
     let outcome = loop {
         tokio::select! {
@@ -239,26 +251,23 @@ pub(crate) async fn run(args: RunArgs) -> Result<u8, Failure> {
     match outcome {
         Ok(Ok(status)) => {
             watchdog.dismiss();
-            release(&redlock, kept).await;
             Ok(exit_code(status))
         }
         Ok(Err(e)) => {
             // We no longer know whether the command runs: stop it as if the lock was lost.
-            let stopped = stop(&mut running, &mut relay, grace).await;
+            let stopped = stop(&mut running, relay, grace).await;
             watchdog.dismiss();
-            release(&redlock, kept).await;
             Err(Failure::new(
                 LOST,
                 format!("waiting for the command failed: {e}; {stopped}"),
             ))
         }
         Err(reason) => {
-            let stopped = stop(&mut running, &mut relay, grace).await;
+            let stopped = stop(&mut running, relay, grace).await;
             watchdog.dismiss();
-            release(&redlock, kept).await;
             Err(Failure::new(
                 LOST,
-                format!("lost the lock on `{}`: {reason}; {stopped}", args.resource),
+                format!("lost the lock on `{}`: {reason}; {stopped}", spec.resource),
             ))
         }
     }

@@ -199,7 +199,7 @@ pub fn check(records: &[Record]) -> Report {
             Record::Counter { resource, value } => {
                 finals.insert(resource, *value);
             }
-            Record::View { .. } => {}
+            Record::View { .. } | Record::Lead { .. } => {}
         }
     }
     let end_of_run = ops.iter().map(|o| o.end).max().unwrap_or(0);
@@ -224,6 +224,43 @@ pub fn check(records: &[Record]) -> Report {
     }
 
     availability(&mut report, &ops, &faults, end_of_run);
+    report
+}
+
+/// Checks the terms of an election: one `Op` per term, its `hold` spanning the time the
+/// leader acted (for `quorumlock elect`, the time its command ran) with the term as token.
+/// Two terms that overlap are two leaders at once; a term not greater than every term that
+/// began before it is a regression. No counter is involved.
+pub fn check_terms(records: &[Record]) -> Report {
+    let mut report = Report::default();
+    let mut ops: Vec<&Op> = Vec::new();
+    for r in records {
+        match r {
+            Record::Meta {
+                scenario, nodes, ..
+            } => {
+                report.scenario = scenario.clone();
+                report.nodes = *nodes;
+            }
+            Record::Op(op) => ops.push(op),
+            _ => {}
+        }
+    }
+    count_outcomes(&mut report, &ops);
+    let mut by_election: BTreeMap<&str, Vec<(&Op, &Hold)>> = BTreeMap::new();
+    for op in &ops {
+        if let (Outcome::Ok, Some(hold)) = (op.outcome, &op.hold) {
+            by_election
+                .entry(&op.resource)
+                .or_default()
+                .push((op, hold));
+        }
+    }
+    for (election, terms) in &mut by_election {
+        terms.sort_by_key(|(_, h)| (h.cs_start, h.cs_end));
+        check_exclusion(&mut report, election, terms);
+        check_tokens(&mut report, election, terms);
+    }
     report
 }
 

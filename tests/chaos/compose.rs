@@ -419,3 +419,66 @@ impl Compose {
         (records, stderr)
     }
 }
+
+/// A candidate of the election scenario: `chaos_client --elect` in container
+/// `quorumlock-chaos-<name>` on the project's network (172.28.0.<30 + n>), reaching the nodes
+/// at their addresses there.
+impl Compose {
+    pub async fn start_candidate(&mut self, image: &str, name: &str, n: u8, args: &[String]) {
+        let container = format!("quorumlock-chaos-{name}");
+        let ip = format!("172.28.0.{}", 30 + n);
+        let nodes: Vec<String> = IPS.iter().map(|ip| format!("redis://{ip}:6379")).collect();
+        let nodes = nodes.join(",");
+        let mut create: Vec<&str> = vec!["create", "--name", &container, "--network", NETWORK];
+        create.extend(["--ip", &ip, image, "chaos_client", "--client", name]);
+        create.extend(["--nodes", &nodes]);
+        create.extend(args.iter().map(String::as_str));
+        docker(&create).await.expect("docker create (candidate)");
+        self.clients.push(container.clone());
+        docker(&["start", &container])
+            .await
+            .expect("docker start (candidate)");
+    }
+
+    /// `docker kill` of a candidate; returns when the kill returned (`CLOCK_MONOTONIC`).
+    pub async fn kill_candidate(&self, name: &str) -> u64 {
+        docker(&["kill", &format!("quorumlock-chaos-{name}")])
+            .await
+            .expect("docker kill (candidate)");
+        mono_ns()
+    }
+
+    /// `docker start` of a candidate killed before: the same arguments, a new process.
+    pub async fn restart_candidate(&self, name: &str) {
+        docker(&["start", &format!("quorumlock-chaos-{name}")])
+            .await
+            .expect("docker start (candidate)");
+    }
+
+    /// A candidate's records so far, from every process it ran (`docker logs`).
+    pub async fn candidate_records(&self, name: &str) -> Vec<Record> {
+        let logs = Command::new("docker")
+            .args(["logs", &format!("quorumlock-chaos-{name}")])
+            .output()
+            .await
+            .expect("docker logs");
+        parse_jsonl(logs.stdout.as_slice()).expect("the candidate's records")
+    }
+
+    /// Waits until a candidate has exited, checks that it succeeded, and returns its
+    /// records.
+    pub async fn collect_candidate(&self, name: &str) -> Vec<Record> {
+        let container = format!("quorumlock-chaos-{name}");
+        let code = docker(&["wait", &container]).await.expect("docker wait");
+        let records = self.candidate_records(name).await;
+        if code.trim() != "0" {
+            let logs = Command::new("docker")
+                .args(["logs", &container])
+                .output()
+                .await;
+            let stderr = logs.map(|l| String::from_utf8_lossy(&l.stderr).into_owned());
+            panic!("candidate {name} failed:\n{}", stderr.unwrap_or_default());
+        }
+        records
+    }
+}

@@ -154,6 +154,15 @@ pub enum Record {
         resource: String,
         value: i64,
     },
+    /// A candidate began to lead `election` in `term` at `start` (written at once, so that a
+    /// leader killed before its term ends leaves it behind; the term's `Op` follows when it
+    /// ends).
+    Lead {
+        client: String,
+        election: String,
+        term: u64,
+        start: u64,
+    },
     /// Which nodes a client could reach at `at` (`RedLock::inspect`): evidence that a fault
     /// looked, from that client, the way the driver meant it to.
     View {

@@ -223,6 +223,14 @@ impl Run {
             start: self.t0,
             stop: self.stop,
         });
+        // Two workers of a client on one resource take turns by handovers (design 2.4b): the
+        // checker then judges those too.
+        let handed_over: u64 = self
+            .clients
+            .iter()
+            .map(|(_, r)| r.stats().handed_over)
+            .sum();
+        self.note(&format!("locks handed over within a client: {handed_over}"));
         let records = self.ctx.history.records();
         let report = check(&records);
         let path = out.join(format!("{}.jsonl", self.name));

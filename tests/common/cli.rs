@@ -11,10 +11,11 @@ use tokio::process::Command;
 pub const BIN: &str = env!("CARGO_BIN_EXE_quorumlock");
 
 /// Variables the binary reads or sets besides [`ENV_VARS`].
-const OTHER_VARS: [&str; 3] = [
+const OTHER_VARS: [&str; 4] = [
     "QUORUMLOCK_LOG",
     "QUORUMLOCK_RESOURCE",
     "QUORUMLOCK_FENCING_TOKEN",
+    "QUORUMLOCK_TERM",
 ];
 
 /// The binary with no `QUORUMLOCK_*` variable from the test's environment but

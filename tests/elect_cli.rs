@@ -1,0 +1,214 @@
+//! `quorumlock elect` and `quorumlock leader` against real servers: the command runs only
+//! while its instance leads, with the term in its environment; a second candidate runs its
+//! command once the first has ended; a lost leadership stops the command and campaigns
+//! again (or exits with `--once`); `leader` names the leader, or says there is none.
+
+mod common;
+
+use std::path::Path;
+use std::time::Duration;
+
+use common::cli::{binary, outcome};
+use common::eventually;
+use quorumlock::testkit::LocalQuorum;
+use tokio::process::Command;
+
+/// Shell: waits for a file `stop` to appear, for at most a minute.
+const UNTIL_STOP: &str =
+    "i=0; while [ ! -e stop ] && [ $i -lt 3000 ]; do sleep 0.02; i=$((i+1)); done";
+
+/// The binary with `QUORUMLOCK_NODES`, no quarantine and a generous node timeout.
+fn quorumlock(q: &LocalQuorum) -> Command {
+    let mut c = binary(&q.urls());
+    c.env("QUORUMLOCK_QUARANTINE", "false")
+        .env("QUORUMLOCK_NODE_TIMEOUT", "1s");
+    c
+}
+
+/// `elect FLAGS NAME -- sh -c SCRIPT` in `dir`.
+fn elect_sh(q: &LocalQuorum, dir: &Path, flags: &[&str], name: &str, script: &str) -> Command {
+    let mut c = quorumlock(q);
+    c.arg("elect")
+        .args(flags)
+        .args([name, "--", "sh", "-c", script])
+        .current_dir(dir);
+    c
+}
+
+async fn appears(path: &Path) {
+    eventually(&format!("{} exists", path.display()), || async {
+        path.exists()
+    })
+    .await;
+}
+
+fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_default()
+}
+
+async fn finished(
+    run: tokio::task::JoinHandle<std::io::Result<std::process::Output>>,
+) -> std::process::Output {
+    match tokio::time::timeout(Duration::from_secs(60), run).await {
+        Ok(joined) => joined.expect("joined").expect("quorumlock ran"),
+        Err(_) => panic!("quorumlock did not exit within a minute"),
+    }
+}
+
+#[tokio::test]
+async fn the_command_gets_the_term_and_leader_names_its_instance() {
+    let q = LocalQuorum::start(3).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let script = format!(
+        "echo $QUORUMLOCK_TERM > term; echo $QUORUMLOCK_FENCING_TOKEN > fence; \
+         touch started; {UNTIL_STOP}; exit 7"
+    );
+    let run = tokio::spawn(
+        elect_sh(&q, dir.path(), &["--identity", "node-a"], "sched", &script).output(),
+    );
+    appears(&dir.path().join("started")).await;
+    let term: u64 = read(&dir.path().join("term")).trim().parse().unwrap();
+    assert_eq!(read(&dir.path().join("fence")).trim(), term.to_string());
+
+    let out = outcome(quorumlock(&q).args(["leader", "sched"])).await;
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(
+        out.stdout.trim(),
+        format!("node-a term {term} (3 of 3 nodes)")
+    );
+    let out = outcome(quorumlock(&q).args(["leader", "--json", "sched"])).await;
+    let doc: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(doc["leader"]["identity"], "node-a");
+    assert_eq!(doc["leader"]["term"], term);
+    assert_eq!(doc["verdict"], "leader");
+    assert_eq!(doc["exit_code"], 0);
+
+    std::fs::write(dir.path().join("stop"), "").unwrap();
+    let out = finished(run).await;
+    assert_eq!(out.status.code(), Some(7), "{out:?}");
+    let out = outcome(quorumlock(&q).args(["leader", "sched"])).await;
+    assert_eq!(
+        (out.code, out.stdout.trim()),
+        (Some(1), "no leader"),
+        "{out:?}"
+    );
+    let out = outcome(quorumlock(&q).args(["leader", "--json", "sched"])).await;
+    let doc: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(
+        (doc["verdict"].as_str(), doc["exit_code"].as_u64()),
+        (Some("none"), Some(1))
+    );
+}
+
+#[tokio::test]
+async fn a_second_candidate_runs_its_command_only_after_the_first_ends() {
+    let q = LocalQuorum::start(3).await.unwrap();
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let script = format!("echo $QUORUMLOCK_TERM > term; touch started; {UNTIL_STOP}; touch ended");
+    let first = tokio::spawn(elect_sh(&q, a.path(), &[], "one", &script).output());
+    appears(&a.path().join("started")).await;
+    let second = tokio::spawn(elect_sh(&q, b.path(), &[], "one", &script).output());
+    // While the first leads, the second campaigns: its command does not start.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(!b.path().join("started").exists(), "two commands at once");
+    std::fs::write(a.path().join("stop"), "").unwrap();
+    appears(&b.path().join("started")).await;
+    assert!(
+        a.path().join("ended").exists(),
+        "the second started before the first ended"
+    );
+    let terms: Vec<u64> = [&a, &b]
+        .iter()
+        .map(|d| read(&d.path().join("term")).trim().parse().unwrap())
+        .collect();
+    assert!(terms[1] > terms[0], "{terms:?}");
+    assert_eq!(finished(first).await.status.code(), Some(0));
+    std::fs::write(b.path().join("stop"), "").unwrap();
+    assert_eq!(finished(second).await.status.code(), Some(0));
+}
+
+#[tokio::test]
+async fn a_lost_leadership_stops_the_command_and_campaigns_again() {
+    let mut q = LocalQuorum::start(3).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    // Each term appends its number; SIGTERM ends the command.
+    let script = format!("echo $QUORUMLOCK_TERM >> terms; trap 'exit 0' TERM; {UNTIL_STOP}");
+    let run = tokio::spawn(elect_sh(&q, dir.path(), &["--ttl", "2s"], "again", &script).output());
+    let terms = dir.path().join("terms");
+    eventually("the first term", || async {
+        read(&terms).lines().count() == 1
+    })
+    .await;
+    q.node_mut(0).freeze().unwrap();
+    q.node_mut(1).freeze().unwrap();
+    // The leadership cannot be kept: the command is stopped, and once the nodes answer
+    // again this instance leads once more, in a later term.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    q.node_mut(0).resume().unwrap();
+    q.node_mut(1).resume().unwrap();
+    eventually("the second term", || async {
+        read(&terms).lines().count() == 2
+    })
+    .await;
+    let seen: Vec<u64> = read(&terms).lines().map(|l| l.parse().unwrap()).collect();
+    assert!(seen[1] > seen[0], "{seen:?}");
+    std::fs::write(dir.path().join("stop"), "").unwrap();
+    let out = finished(run).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("campaigning again"), "{stderr}");
+}
+
+#[tokio::test]
+async fn with_once_a_lost_leadership_exits_76() {
+    let mut q = LocalQuorum::start(3).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let script = format!("touch started; trap 'exit 0' TERM; {UNTIL_STOP}");
+    let flags = ["--ttl", "2s", "--once"];
+    let run = tokio::spawn(elect_sh(&q, dir.path(), &flags, "once", &script).output());
+    appears(&dir.path().join("started")).await;
+    q.node_mut(0).freeze().unwrap();
+    q.node_mut(1).freeze().unwrap();
+    let out = finished(run).await;
+    q.node_mut(0).resume().unwrap();
+    q.node_mut(1).resume().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(76), "{stderr}");
+    assert!(stderr.contains("lost the lock on `once`"), "{stderr}");
+}
+
+#[tokio::test]
+async fn leader_exits_69_without_a_quorum_and_64_on_bad_input() {
+    let mut q = LocalQuorum::start(3).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let out = outcome(quorumlock(&q).args(["leader", ""])).await;
+    assert_eq!(out.code, Some(64), "{out:?}");
+    let out = outcome(&mut elect_sh(&q, dir.path(), &[], "", "true")).await;
+    assert_eq!(out.code, Some(64), "{out:?}");
+    let out =
+        outcome(elect_sh(&q, dir.path(), &[], "n", "true").env("QUORUMLOCK_FENCING", "false"))
+            .await;
+    assert_eq!(out.code, Some(64), "{out:?}");
+    assert!(out.stderr.contains("fencing"), "{out:?}");
+    let out = outcome(&mut elect_sh(
+        &q,
+        dir.path(),
+        &["--identity", ""],
+        "n",
+        "true",
+    ))
+    .await;
+    assert_eq!(out.code, Some(64), "{out:?}");
+    for node in q.nodes() {
+        assert_eq!(node.command(&["DBSIZE"]).await.unwrap().as_int(), Some(0));
+    }
+    q.node_mut(0).kill().await.unwrap();
+    q.node_mut(1).kill().await.unwrap();
+    let out = outcome(
+        quorumlock(&q)
+            .args(["leader", "sched"])
+            .env("QUORUMLOCK_CONNECT_TIMEOUT", "200ms"),
+    )
+    .await;
+    assert_eq!(out.code, Some(69), "{out:?}");
+}
