@@ -44,6 +44,7 @@ static RESTORE: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::RESTORE
 static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::RELEASE));
 static PEEK: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::PEEK));
 static HANDOVER: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::HANDOVER));
+static DISCARD: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::DISCARD));
 pub(crate) static BATCH: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::batch()));
 
 /// What a call runs: one of the scripts (the set is sent as the plain command when alone).
@@ -60,6 +61,8 @@ pub(crate) enum Op {
     /// Sent even after its deadline, as a release is: it only ever replaces our own token,
     /// and the release of whichever token it leaves comes after it.
     Handover,
+    /// RELEASE without the announcement, for a failed attempt's cleanup; sent as a release is.
+    Discard,
 }
 
 impl Op {
@@ -73,7 +76,13 @@ impl Op {
             Op::Release => &RELEASE,
             Op::Peek => &PEEK,
             Op::Handover => &HANDOVER,
+            Op::Discard => &DISCARD,
         }
+    }
+
+    /// Whether it is a compare-and-delete (RELEASE or DISCARD).
+    fn deletes(self) -> bool {
+        matches!(self, Op::Release | Op::Discard)
     }
 
     /// Its number in the batch script (`scripts::BATCHED`, 1-based).
@@ -87,6 +96,7 @@ impl Op {
             Op::Release => 6,
             Op::Peek => 7,
             Op::Handover => 8,
+            Op::Discard => 9,
         }
     }
 }
@@ -119,10 +129,10 @@ struct Call {
 }
 
 impl Call {
-    /// Whether it is still worth sending: a release or a handover always is; anything else
+    /// Whether it is still worth sending: a release (or discard) or a handover always is; anything else
     /// only while its caller waits, before its deadline.
     fn wanted(&self, now: Instant) -> bool {
-        matches!(self.op, Op::Release | Op::Handover)
+        matches!(self.op, Op::Release | Op::Discard | Op::Handover)
             || (now < self.deadline && !self.reply.is_closed())
     }
 }
@@ -308,8 +318,8 @@ async fn send_one(client: &Sender, call: Call) {
         Op::SetNx => set_nx(client, keys, args).await,
         _ => {
             let answer = run_script::<Value>(client, op.script(), keys.clone(), args.clone()).await;
-            if op == Op::Release {
-                clean_up_after(client, &answer, [(keys, args)]);
+            if op.deletes() {
+                clean_up_after(client, &answer, [(op, keys, args)]);
             }
             answer
         }
@@ -376,8 +386,8 @@ async fn send_batch(client: &Sender, calls: Vec<Call>) {
                 &reply,
                 calls
                     .iter()
-                    .filter(|call| call.op == Op::Release)
-                    .map(|call| (call.keys.clone(), call.args.clone())),
+                    .filter(|call| call.op.deletes())
+                    .map(|call| (call.op, call.keys.clone(), call.args.clone())),
             );
             for call in calls {
                 let _ = call.reply.send(Err(Failure::Node(error.clone())));
@@ -397,22 +407,23 @@ async fn send_batch(client: &Sender, calls: Vec<Call>) {
     }
 }
 
-/// After a release timed out: its EVALSHA may still run later, on a node that was frozen,
+/// After a release (or discard) timed out: its EVALSHA may still run later, on a node that was frozen,
 /// and it answers NOSCRIPT there if the node never cached the script, when nobody waits to
 /// send the fallback. Queue the script body right behind it on the same connection, so that
 /// the node runs the delete either way (it is idempotent for our token).
 fn clean_up_after(
     client: &Sender,
     reply: &Result<Value, FredError>,
-    releases: impl IntoIterator<Item = (Vec<Key>, Vec<Value>)>,
+    releases: impl IntoIterator<Item = (Op, Vec<Key>, Vec<Value>)>,
 ) {
     if !matches!(reply, Err(e) if *e.kind() == ErrorKind::Timeout) {
         return;
     }
-    for (keys, args) in releases {
+    for (op, keys, args) in releases {
         let client = client.clone();
         tokio::spawn(async move {
-            let _: Result<Value, FredError> = client.eval(RELEASE.body.as_ref(), keys, args).await;
+            let _: Result<Value, FredError> =
+                client.eval(op.script().body.as_ref(), keys, args).await;
         });
     }
 }

@@ -375,11 +375,30 @@ impl Node {
         keys: Vec<Key>,
         tokens: Vec<Value>,
     ) -> impl Future<Output = Vote> + Send + 'static {
+        self.compare_and_delete(Op::Release, keys, tokens)
+    }
+
+    /// [`release`](Self::release) without announcing the deletes (the DISCARD script): the
+    /// cleanup of an attempt that failed, whose token never held the lock.
+    pub(crate) fn discard(
+        &self,
+        keys: Vec<Key>,
+        tokens: Vec<Value>,
+    ) -> impl Future<Output = Vote> + Send + 'static {
+        self.compare_and_delete(Op::Discard, keys, tokens)
+    }
+
+    fn compare_and_delete(
+        &self,
+        op: Op,
+        keys: Vec<Key>,
+        tokens: Vec<Value>,
+    ) -> impl Future<Output = Vote> + Send + 'static {
         let ctx = self.context();
         async move {
             // Never held back, and sent even after its deadline (see `batch.rs`).
             let expected = keys.len() as i64;
-            let reply = ctx.sent(ctx.batch.call(Op::Release, false, keys, tokens).await)?;
+            let reply = ctx.sent(ctx.batch.call(op, false, keys, tokens).await)?;
             ctx.judge(integer("RELEASE", reply).map(|n| n == expected))
         }
     }

@@ -660,8 +660,10 @@ impl RedLock {
         // the way back, and a node that timed out may still run our SET later (its release
         // then runs right after it, on the same connection). Wait only for the nodes that
         // answered; the failed and the undecided ones are released in the background.
+        // Silently (DISCARD): this token never held the lock, so its deletes must not wake
+        // the waiters of the key (design 2.4a).
         guard.disarm();
-        self.release_round(keys.locks(), &value, round.answered)
+        self.discard_round(keys.locks(), &value, round.answered)
             .await;
         Err(failure)
     }
@@ -773,13 +775,14 @@ impl RedLock {
         round
     }
 
-    /// Compare-and-delete on every node; waits for the nodes in `wait_for` (a bit mask of
-    /// node indexes), releases the rest in the background.
-    pub(crate) async fn release_round(&self, keys: &[Key], value: &Value, wait_for: u64) {
+    /// Compare-and-delete on every node without announcing it (the cleanup of a failed
+    /// attempt); waits for the nodes in `wait_for` (a bit mask of node indexes), deletes on
+    /// the rest in the background.
+    pub(crate) async fn discard_round(&self, keys: &[Key], value: &Value, wait_for: u64) {
         let mut waited = FuturesUnordered::new();
         let background = FuturesUnordered::new();
         for node in &self.inner.nodes {
-            let release = self.counted(node, node.release(keys.to_vec(), vec![value.clone()]));
+            let release = self.counted(node, node.discard(keys.to_vec(), vec![value.clone()]));
             if wait_for & (1 << node.index()) != 0 {
                 waited.push(release);
             } else {
@@ -811,6 +814,14 @@ impl RedLock {
             pending,
             Arc::clone(&self.inner.background),
         ));
+    }
+
+    /// Starts a silent delete of an attempt's keys on every node without waiting for it
+    /// (needs a runtime; a no-op without one, the keys then expire after their ttl).
+    pub(crate) fn discard_detached(&self, keys: Vec<Key>, value: Value) {
+        self.detached(u64::MAX, |node| {
+            node.discard(keys.clone(), vec![value.clone()])
+        });
     }
 
     /// Starts a release of `key` on every node without waiting for it (needs a runtime; a
@@ -984,7 +995,7 @@ impl Drop for CleanupOnDrop<'_> {
     fn drop(&mut self) {
         if self.armed {
             self.redlock
-                .release_detached(self.keys.to_vec(), self.value.clone());
+                .discard_detached(self.keys.to_vec(), self.value.clone());
         }
     }
 }

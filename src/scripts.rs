@@ -131,6 +131,24 @@ for i = 1, #KEYS do
 end
 return n";
 
+/// Compare-and-delete without the announcement: RELEASE's twin for the cleanup of an attempt
+/// that failed. Such a token never held the lock, so its deletes free nothing that a waiter
+/// waits for; announcing them would wake every waiter of the key after each failed attempt,
+/// and while a holder keeps the key on a bare majority, the waiters' attempts would then wake
+/// one another without pause (design 2.4a). `ARGV = [token, ...]`; returns how many keys were
+/// deleted.
+pub(crate) const DISCARD: &str = r"local n = 0
+for i = 1, #KEYS do
+  local v = redis.call('get', KEYS[i])
+  for j = 1, #ARGV do
+    if v == ARGV[j] then
+      n = n + redis.call('del', KEYS[i])
+      break
+    end
+  end
+end
+return n";
+
 /// Hands a lock over from one token to the next, atomically, without the key ever being free
 /// (`handover.rs`): unless a lock key holds a token other than the old one, sets every lock key
 /// to the new token with the ttl and returns the largest fencing counter among `KEYS[n+1..]`
@@ -186,13 +204,13 @@ return {s, redis.call('get', KEYS[2])}";
 
 /// Every script, for tests that check the hashes against a real `SCRIPT LOAD`.
 #[cfg(any(test, feature = "testkit"))]
-pub(crate) const ALL: [&str; 9] = [
-    ACQUIRE, PEEK, FENCE, EXTEND, RESTORE, RELEASE, HANDOVER, IDENTIFY, OBSERVE,
+pub(crate) const ALL: [&str; 10] = [
+    ACQUIRE, PEEK, FENCE, EXTEND, RESTORE, RELEASE, HANDOVER, IDENTIFY, OBSERVE, DISCARD,
 ];
 
 /// The scripts [`batch`] can run, in the order of their numbers in it.
-pub(crate) const BATCHED: [&str; 8] = [
-    SET_NX, ACQUIRE, FENCE, EXTEND, RESTORE, RELEASE, PEEK, HANDOVER,
+pub(crate) const BATCHED: [&str; 9] = [
+    SET_NX, ACQUIRE, FENCE, EXTEND, RESTORE, RELEASE, PEEK, HANDOVER, DISCARD,
 ];
 
 /// The script that runs several calls of the scripts above in one: concurrent calls bound

@@ -177,3 +177,52 @@ async fn waiters_of_one_client_take_turns_without_wasting_attempts() {
     assert!(wasted <= 2 * TASKS, "{stats:?}");
     assert_eq!(stats.paused, 0, "{stats:?}");
 }
+
+/// While a holder keeps the key on a bare majority, every failed attempt sets it on the other
+/// nodes and deletes it again. Those deletes free nothing a waiter waits for, so they must not
+/// wake anyone: announced, they woke every waiter, the attempting one included, and the
+/// waiters then attempted without pause until the holder let go.
+#[tokio::test]
+async fn failed_attempts_do_not_wake_other_waiters() {
+    let q = LocalQuorum::start(3).await.unwrap();
+    let holder = common::client(&q).await;
+    let waiter = common::client(&q).await;
+    let other = common::client(&q).await;
+    let held = holder
+        .try_lock("wake-storm")
+        .await
+        .expect("the holder locks");
+    // Held on two nodes of three: each attempt now gets the third.
+    let free = &q.nodes()[2];
+    free.command(&["DEL", "wake-storm"]).await.expect("DEL");
+    assert_eq!(common::holders(&q, "wake-storm").await, 2);
+
+    let waiting = {
+        let waiter = waiter.clone();
+        tokio::spawn(async move {
+            waiter
+                .lock_with("wake-storm", Duration::from_secs(10), patient())
+                .await
+        })
+    };
+    // Its first attempt, then the one right after its subscription; then it waits.
+    common::eventually("the waiter waits", || async {
+        waiter.stats().attempts >= 2
+    })
+    .await;
+    for _ in 0..20 {
+        let error = other.try_lock("wake-storm").await.expect_err("taken");
+        assert!(matches!(error, quorumlock::Error::Taken { .. }), "{error}");
+    }
+    held.release().await.expect("the holder releases");
+    let got = tokio::time::timeout(HANG, waiting)
+        .await
+        .expect("the waiter missed the release")
+        .expect("joined")
+        .expect("the waiter locks");
+    got.release().await.expect("the waiter releases");
+    let stats = waiter.stats();
+    // Two attempts before waiting, one after the release (and one more, at most, if the
+    // first message of the release came before the others had deleted).
+    assert!(stats.attempts <= 4, "{stats:?}");
+}
