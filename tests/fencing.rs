@@ -34,17 +34,18 @@ async fn fencing_tokens_grow_with_every_acquisition_by_any_client() {
         last = token;
         lock.release().await.unwrap();
     }
-    // The counter is recorded on a majority (the third node may still be on its way).
-    common::eventually("the last token is recorded on every node", || async {
-        let mut recorded = 0;
-        for n in 0..3 {
-            if counter(&q, n, "fenced").await == Some(last) {
-                recorded += 1;
-            }
+    // The last token is recorded on a majority before it is handed out (the third node's
+    // write may still be on its way, or may have timed out on a loaded machine), and no node
+    // has a counter above it.
+    let mut recorded = 0;
+    for n in 0..3 {
+        let counter = counter(&q, n, "fenced").await;
+        assert!(counter <= Some(last), "node {n}: {counter:?} above {last}");
+        if counter == Some(last) {
+            recorded += 1;
         }
-        recorded == 3
-    })
-    .await;
+    }
+    assert!(recorded >= 2, "the last token is on {recorded} nodes");
 }
 
 /// A token is recorded on a majority when it is asked for, so the next holder's token is
