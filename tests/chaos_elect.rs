@@ -1,6 +1,7 @@
 //! Leader election under chaos, locally: four `quorumlock elect` candidates, each a separate
 //! process, campaign for one election on five `redis-server` processes while the leader's
-//! process is killed and restarted and nodes are frozen, killed and restarted (ttl 2 s). Each
+//! process is killed and restarted, frozen and resumed, and nodes are frozen, killed and
+//! restarted (ttl 2 s). Each
 //! candidate's command records when it began and ended and in which term
 //! (`$QUORUMLOCK_TERM`); the term checker of tests/chaos/ reads those intervals: at most one
 //! command at a time, terms strictly increasing. The driver also measures how long the
@@ -261,6 +262,20 @@ async fn one_leader_at_a_time_while_leaders_and_nodes_die() {
     q.node_mut(4).restart().await.expect("restart a node");
     current_leader_after(&candidates, killed).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
+
+    // The leader's process freezes (SIGSTOP) past its lock's validity, then resumes. Frozen,
+    // it neither extends the lock nor stops its command; its watchdog does, when the lease
+    // it was given runs out, before the validity ends: the next leader's command must not
+    // overlap the frozen leader's.
+    let i = current_leader(&candidates).await;
+    let pid = nix::unistd::Pid::from_raw(candidates[i].child.id().expect("running") as i32);
+    let frozen = now_ns();
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP).expect("freeze the leader");
+    failovers.push((frozen, "leader process frozen"));
+    let next = current_leader_after(&candidates, frozen).await;
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGCONT).expect("resume the leader");
+    assert_ne!(next, i, "the frozen leader's command still runs");
+    tokio::time::sleep(Duration::from_millis(500)).await;
     stop_all(&mut candidates).await;
 
     let mut problems = Vec::new();
@@ -268,7 +283,8 @@ async fn one_leader_at_a_time_while_leaders_and_nodes_die() {
         scenario: "local_election".into(),
         nodes: 5,
         description: "4 candidates (quorumlock elect, ttl 2s); leader killed and restarted, \
-                      minority frozen, majority killed and restarted, leader killed again"
+                      minority frozen, majority killed and restarted, leader killed again, \
+                      leader process frozen"
             .into(),
         seed: None,
         start: began,

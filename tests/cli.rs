@@ -633,6 +633,55 @@ async fn the_command_dies_when_quorumlock_dies() {
     }
 }
 
+/// A holder that is alive but stalled (SIGSTOP here; a debugger or a starved process alike)
+/// neither extends the lock nor stops its command, and its pipe to the watchdog stays open.
+/// The lease it gave the watchdog runs out before the lock's validity: the watchdog stops
+/// the command, so a rival that takes the lock after it expires finds the work over. Resumed,
+/// quorumlock says what happened and exits as on a loss.
+#[tokio::test]
+async fn the_command_is_stopped_when_quorumlock_stalls() {
+    let q = LocalQuorum::start(3).await.unwrap();
+    let rival = client(&q).await;
+    let dir = scratch();
+    let script = format!("trap 'touch term; exit 0' TERM; touch started; {BUSY}");
+    let mut cli = run_sh(&q, &["--ttl", "2s", "--grace", "200ms"], "stalled", &script);
+    let child = cli
+        .current_dir(dir.path())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    appears(&dir.path().join("started")).await;
+    let pid = nix::unistd::Pid::from_raw(child.id().unwrap() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP).unwrap();
+    let patient = quorumlock::Retry::within(Duration::from_secs(60))
+        .delay(Duration::from_millis(50))
+        .jitter(Duration::from_millis(50));
+    let mut taken = rival
+        .lock_with("stalled", Duration::from_secs(10), patient)
+        .await
+        .expect("the rival gets the lock once it expires");
+    // The order of events, not their timing: the command was stopped before the rival
+    // could take the lock.
+    assert!(
+        dir.path().join("term").exists(),
+        "the rival took the lock while the stalled holder's command ran"
+    );
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGCONT).unwrap();
+    let out = tokio::time::timeout(Duration::from_secs(60), child.wait_with_output())
+        .await
+        .expect("quorumlock exits")
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(76), "{stderr}");
+    assert!(stderr.contains("stalled"), "{stderr}");
+    // Its release after resuming left the rival's lock alone.
+    taken
+        .extend()
+        .await
+        .expect("the rival still holds the lock");
+    taken.release().await.unwrap();
+}
+
 #[tokio::test]
 async fn relays_sigterm_to_the_command_and_releases_the_lock() {
     let q = LocalQuorum::start(3).await.unwrap();

@@ -112,7 +112,8 @@ pub(crate) async fn elect(args: ElectArgs) -> Result<u8, Failure> {
             term: Some(term),
             foreground: args.foreground,
         };
-        let outcome = supervise(&spec, grace, &mut relay, leadership.lost()).await;
+        let handle = leadership.handle();
+        let outcome = supervise(&spec, grace, &mut relay, &handle, leadership.lost()).await;
         resign(&redlock, leadership).await;
         match outcome {
             Err(failure) if failure.code == LOST && !args.once => {

@@ -8,7 +8,9 @@ use std::time::Duration;
 use clap::Args;
 use humantime::format_duration;
 use nix::sys::signal::Signal;
-use quorumlock::{ConfigError, Error, KeepAlive, KeptLock, LostReason, RedLock, ENV_VARS};
+use quorumlock::{
+    ConfigError, Error, KeepAlive, KeptLock, LockHandle, LostReason, RedLock, ENV_VARS,
+};
 
 use super::child::{exit_code, Relay, Running, Spec};
 use super::exit::{code_of, Failure, LOST, TAKEN, UNAVAILABLE};
@@ -211,21 +213,25 @@ pub(crate) async fn run(args: RunArgs) -> Result<u8, Failure> {
         term: None,
         foreground: args.foreground,
     };
-    let outcome = supervise(&spec, grace, &mut relay, kept.lost()).await;
+    let outcome = supervise(&spec, grace, &mut relay, &kept.handle(), kept.lost()).await;
     release(&redlock, kept).await;
     outcome
 }
 
 /// Runs COMMAND while a kept lock is held: stops it (SIGTERM, then SIGKILL after `grace`)
 /// as soon as `lost` resolves, relays the signals quorumlock gets, and has a watchdog stop it
-/// if quorumlock dies. Returns COMMAND's exit code, or [`LOST`] when the lock was lost; the
-/// lock is left to the caller to release. Shared by `run` and `elect`.
+/// if quorumlock dies or stalls past the lease it gives the watchdog (`watchdog.rs`: the
+/// lease ends 1.5 x grace before the validity of `lock`, and moves with each extension).
+/// Returns COMMAND's exit code, or [`LOST`] when the lock was lost; the lock is left to the
+/// caller to release. Shared by `run` and `elect`.
 pub(super) async fn supervise(
     spec: &Spec<'_>,
     grace: Duration,
     relay: &mut Relay,
+    lock: &LockHandle,
     lost: impl Future<Output = LostReason>,
 ) -> Result<u8, Failure> {
+    let lease = || lock.valid_until().checked_sub(grace * 3 / 2);
     // Started before the command, so that the command never runs unwatched.
     let mut watchdog = Watchdog::start(grace)?;
     let mut running = match spec.spawn() {
@@ -237,6 +243,13 @@ pub(super) async fn supervise(
     };
     // No await since the spawn: nothing else ran on this (single-threaded) runtime.
     watchdog.watch(running.watched());
+    if let Some(until) = lease() {
+        watchdog.lease(until);
+    }
+    // The lease moves after each extension: looked at twice per grace period, and the lock
+    // is extended while more than half its ttl (over 4 x grace) is left.
+    let mut renew = tokio::time::interval((grace / 2).max(Duration::from_millis(1)));
+    renew.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
 
     tokio::pin!(lost);
     let outcome = loop {
@@ -246,15 +259,33 @@ pub(super) async fn supervise(
             status = running.child.wait() => break Ok(status),
             reason = &mut lost => break Err(reason),
             sig = relay.recv() => running.signal(sig),
+            _ = renew.tick() => {
+                if let Some(until) = lease() {
+                    watchdog.lease(until);
+                }
+            }
         }
     };
     match outcome {
         Ok(Ok(status)) => {
-            watchdog.dismiss();
+            if watchdog.dismiss() {
+                // This process stalled past its lease (stopped, frozen): the watchdog
+                // stopped the command before the validity ended; the lock may be gone.
+                return Err(Failure::new(
+                    LOST,
+                    format!(
+                        "quorumlock stalled past the lease it gave its watchdog, which stopped \
+                         the command on `{}` before the lock's validity could end (the \
+                         command {status})",
+                        spec.resource
+                    ),
+                ));
+            }
             Ok(exit_code(status))
         }
         Ok(Err(e)) => {
             // We no longer know whether the command runs: stop it as if the lock was lost.
+            watchdog.stopping();
             let stopped = stop(&mut running, relay, grace).await;
             watchdog.dismiss();
             Err(Failure::new(
@@ -263,6 +294,7 @@ pub(super) async fn supervise(
             ))
         }
         Err(reason) => {
+            watchdog.stopping();
             let stopped = stop(&mut running, relay, grace).await;
             watchdog.dismiss();
             Err(Failure::new(

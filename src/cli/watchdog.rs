@@ -16,21 +16,38 @@
 //! so that the keys typed at the terminal (which `run` relays) do not reach it. Linux's
 //! `PR_SET_PDEATHSIG` would reach the command only, not its process group, and needs unsafe
 //! code; a pipe's end is seen whatever way its writer died.
+//!
+//! A `run` that is alive but stalled (stopped with SIGSTOP, frozen by a debugger or a
+//! cgroup freezer that spares its command, starved) would not stop the command either, and
+//! its pipe stays open. So `run` also gives the watchdog a **lease**: a moment on the
+//! machine's monotonic clock (`CLOCK_MONOTONIC`, one clock for every process), which `run`
+//! moves forward after each extension of the lock. If the lease runs out before `done`, the
+//! watchdog stops the command as on a loss. The lease ends 1.5 grace periods before the
+//! lock's validity, half a grace period after `run` itself would have signalled the loss, so
+//! a healthy `run` always acts first, and the watchdog's SIGKILL comes half a grace period
+//! before the validity ends. Once `run` says `stopping` (it sent SIGTERM itself), an
+//! expired lease only brings the SIGKILL, one grace period after the lease's end, if the
+//! command has not ended by then.
 
 use std::io::{self, BufRead, Write};
 use std::os::unix::process::CommandExt;
 use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{self, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
 use humantime::format_duration;
 use nix::errno::Errno;
 use nix::sys::signal::{self, Signal};
+use nix::time::{clock_gettime, ClockId};
 use nix::unistd::Pid;
 
 use super::exit::{Failure, SOFTWARE};
 
 /// The hidden subcommand that runs the watchdog.
 pub(crate) const SUBCOMMAND: &str = "__watchdog";
+
+/// The watchdog's exit status when it stopped the command because its lease ran out.
+const STOPPED_ON_LEASE: u8 = 3;
 
 /// Arguments of the hidden `__watchdog` subcommand (not for use by hand).
 #[derive(Debug, clap::Args)]
@@ -54,6 +71,8 @@ pub(crate) enum Watched {
 pub(crate) struct Watchdog {
     process: Child,
     pipe: Option<ChildStdin>,
+    /// The end of the last lease given.
+    leased: Option<Instant>,
 }
 
 impl Watchdog {
@@ -80,7 +99,11 @@ impl Watchdog {
             .spawn()
             .map_err(failed)?;
         let pipe = process.stdin.take();
-        Ok(Watchdog { process, pipe })
+        Ok(Watchdog {
+            process,
+            pipe,
+            leased: None,
+        })
     }
 
     /// Tells the watchdog what to stop if `run` dies. Call right after the command started,
@@ -94,14 +117,44 @@ impl Watchdog {
         self.say(&line);
     }
 
-    /// Ends the watchdog without it signalling anything: call once the command has been
-    /// reaped, and before anything else can fail.
-    pub(crate) fn dismiss(mut self) {
+    /// Gives the watchdog a lease that ends at `until` (see the module's documentation):
+    /// if `run` has not moved it forward nor said `done` by then, the watchdog stops the
+    /// command. Only a lease that ends later than the last one is sent.
+    pub(crate) fn lease(&mut self, until: Instant) {
+        let now = Instant::now();
+        let Some(now_ns) = monotonic_ns() else {
+            return;
+        };
+        // Both clocks advance alike; a lease already over is one that ends now.
+        let left = until.saturating_duration_since(now);
+        let at = now_ns.saturating_add(u64::try_from(left.as_nanos()).unwrap_or(u64::MAX));
+        // Forward only: a lost lock's `valid_until` moves back to its loss signal, and `run`
+        // then stops the command itself.
+        if self.leased.is_none_or(|leased| until > leased) {
+            self.leased = Some(until);
+            self.say(&format!("until {at}\n"));
+        }
+    }
+
+    /// Tells the watchdog that `run` sent the command SIGTERM itself: an expired lease then
+    /// only brings the SIGKILL.
+    pub(crate) fn stopping(&mut self) {
+        self.say("stopping\n");
+    }
+
+    /// Ends the watchdog without it signalling anything more: call once the command has
+    /// been reaped, and before anything else can fail. Returns whether the watchdog stopped
+    /// the command because its lease ran out (`run` was stalled past it).
+    pub(crate) fn dismiss(mut self) -> bool {
         self.say("done\n");
         drop(self.pipe.take());
         // It exits as soon as it reads `done`.
-        if let Err(e) = self.process.wait() {
-            tracing::debug!(error = %e, "waiting for the watchdog");
+        match self.process.wait() {
+            Ok(status) => status.code() == Some(i32::from(STOPPED_ON_LEASE)),
+            Err(e) => {
+                tracing::debug!(error = %e, "waiting for the watchdog");
+                false
+            }
         }
     }
 
@@ -114,32 +167,96 @@ impl Watchdog {
     }
 }
 
-/// The watchdog process: reads its stdin until `done` (exit quietly) or its end (stop the
-/// command).
+/// The watchdog process: reads its stdin until `done` (exit quietly), its end (stop the
+/// command), or the end of its lease (stop the command, then wait for `done`).
 pub(crate) fn watchdog(args: WatchdogArgs) -> Result<u8, Failure> {
+    // A thread reads the pipe, so that the lease can run out while no line comes.
+    let (lines, orders) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in io::stdin().lock().lines() {
+            let Ok(line) = line else { break };
+            if lines.send(line).is_err() {
+                break;
+            }
+        }
+    });
     let mut watched = None;
-    for line in io::stdin().lock().lines() {
-        let Ok(line) = line else { break };
-        match parse(&line) {
-            Some(Order::Done) => return Ok(0),
-            Some(Order::Watch(target)) => watched = Some(target),
-            None => tracing::warn!(%line, "the watchdog ignores an unknown order"),
+    let mut lease: Option<u64> = None;
+    let mut stopping = false;
+    loop {
+        let line = match lease {
+            None => orders.recv().map_err(|_| RecvTimeoutError::Disconnected),
+            Some(until) => {
+                let now = monotonic_ns().unwrap_or(u64::MAX);
+                if now >= until {
+                    break;
+                }
+                orders.recv_timeout(Duration::from_nanos(until - now))
+            }
+        };
+        match line {
+            Ok(line) => match parse(&line) {
+                Some(Order::Done) => return Ok(0),
+                Some(Order::Watch(target)) => watched = Some(target),
+                Some(Order::Until(until)) => lease = Some(until),
+                Some(Order::Stopping) => stopping = true,
+                None => tracing::warn!(%line, "the watchdog ignores an unknown order"),
+            },
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => {
+                if let Some(target) = watched {
+                    eprintln!(
+                        "quorumlock: the lock's holder died while the command ran: sending it \
+                         SIGTERM, then SIGKILL after {}",
+                        format_duration(args.grace)
+                    );
+                    stop(target, args.grace);
+                }
+                return Ok(0);
+            }
         }
     }
+    // The lease ran out: `run` is alive (its pipe is open) but did not renew it in time.
     if let Some(target) = watched {
-        eprintln!(
-            "quorumlock: the lock's holder died while the command ran: sending it SIGTERM, \
-             then SIGKILL after {}",
-            format_duration(args.grace)
-        );
-        stop(target, args.grace);
+        if stopping {
+            eprintln!(
+                "quorumlock: the lock's holder stalled while stopping the command: sending it \
+                 SIGKILL after {}",
+                format_duration(args.grace)
+            );
+            kill_after(target, args.grace);
+        } else {
+            eprintln!(
+                "quorumlock: the lock's holder stalled (stopped or frozen?) and did not renew \
+                 its lease in time: sending the command SIGTERM, then SIGKILL after {}",
+                format_duration(args.grace)
+            );
+            stop(target, args.grace);
+        }
     }
-    Ok(0)
+    // Wait for `run`'s `done` (or its end), so that it learns what happened from the status.
+    while let Ok(line) = orders.recv() {
+        if parse(&line) == Some(Order::Done) {
+            break;
+        }
+    }
+    Ok(STOPPED_ON_LEASE)
+}
+
+/// Now on `CLOCK_MONOTONIC`, in nanoseconds.
+fn monotonic_ns() -> Option<u64> {
+    let now = clock_gettime(ClockId::CLOCK_MONOTONIC).ok()?;
+    let secs = u64::try_from(now.tv_sec()).ok()?;
+    let nanos = u64::try_from(now.tv_nsec()).ok()?;
+    secs.checked_mul(1_000_000_000)?.checked_add(nanos)
 }
 
 #[derive(Debug, PartialEq, Eq)]
 enum Order {
     Watch(Watched),
+    /// The lease ends at this moment of `CLOCK_MONOTONIC`, in nanoseconds.
+    Until(u64),
+    Stopping,
     Done,
 }
 
@@ -148,7 +265,9 @@ fn parse(line: &str) -> Option<Order> {
     match line.trim().split_once(' ') {
         Some(("group", n)) => pid(n).map(|p| Order::Watch(Watched::Group(p))),
         Some(("process", n)) => pid(n).map(|p| Order::Watch(Watched::Process(p))),
+        Some(("until", n)) => n.parse().ok().map(Order::Until),
         None if line.trim() == "done" => Some(Order::Done),
+        None if line.trim() == "stopping" => Some(Order::Stopping),
         _ => None,
     }
 }
@@ -156,6 +275,12 @@ fn parse(line: &str) -> Option<Order> {
 /// SIGTERM, then SIGKILL after `grace` unless every process of the target has ended.
 fn stop(target: Watched, grace: Duration) {
     send(target, Signal::SIGTERM);
+    kill_after(target, grace);
+}
+
+/// SIGKILL after `grace` unless every process of the target has ended by then (it was sent
+/// SIGTERM already).
+fn kill_after(target: Watched, grace: Duration) {
     let deadline = Instant::now() + grace;
     while Instant::now() < deadline {
         if ended(target) {
@@ -207,8 +332,19 @@ mod tests {
         let process = Order::Watch(Watched::Process(Pid::from_raw(7)));
         assert_eq!(parse("process 7\n"), Some(process));
         assert_eq!(parse("done"), Some(Order::Done));
+        assert_eq!(parse("stopping"), Some(Order::Stopping));
+        assert_eq!(parse("until 123456789"), Some(Order::Until(123_456_789)));
         // Never every process (-1), nor init, nor garbage.
-        for bad in ["group -1", "group 1", "group 0", "process x", "", "kill 9"] {
+        for bad in [
+            "group -1",
+            "group 1",
+            "group 0",
+            "process x",
+            "",
+            "kill 9",
+            "until -1",
+            "until soon",
+        ] {
             assert_eq!(parse(bad), None, "{bad}");
         }
     }
