@@ -264,6 +264,50 @@ pub(crate) async fn permissions(
     found
 }
 
+/// What leader elections need besides a lock's permissions: `GET` and `SET` of the identity
+/// key beside the election's lock (`quorumlock:leader:` + the lock's key, `election.rs`),
+/// checked as [`permissions`] checks, on a probe key that cannot exist. Not part of a node's
+/// admission: a client that only locks never touches these keys. Answers like
+/// `SET on quorumlock:leader:app:*`.
+pub(crate) async fn election_permissions(
+    client: &Client,
+    timeout: Duration,
+    keys: &KeySpace,
+) -> Permissions {
+    let prefix = crate::election::IDENTITY_PREFIX;
+    let identity = format!(
+        "{prefix}{}quorumlock:probe:{:032x}",
+        keys.prefix,
+        rand::random::<u128>()
+    );
+    let pattern = format!("{prefix}{}*", keys.prefix);
+    let checks: [(&str, Vec<Value>); 2] = [
+        ("GET", vec![Value::from(identity.as_str())]),
+        // XX: sets nothing, the key does not exist.
+        (
+            "SET",
+            vec![Value::from(identity.as_str()), "x".into(), "XX".into()],
+        ),
+    ];
+    let answers = futures::future::join_all(
+        checks
+            .iter()
+            .map(|(name, args)| command(client, name, args.clone(), timeout)),
+    )
+    .await;
+    let mut found = Permissions::default();
+    for ((name, _), answer) in checks.iter().zip(answers) {
+        let Err(e) = answer else { continue };
+        match refusal(&e) {
+            Some(Refusal::Command) => found.refused.push(name.to_string()),
+            Some(Refusal::Key) => found.refused.push(format!("{name} on {pattern}")),
+            None if unanswered(&e) => found.unanswered.push(name.to_string()),
+            None => {}
+        }
+    }
+    found
+}
+
 /// The node's clock rate relative to the client's monotonic clock over `window`.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct ClockRate {

@@ -102,6 +102,10 @@ pub struct NodeReport {
     pub same_server_as: Option<usize>,
     /// Commands the client needs that the node refuses.
     pub refused_commands: Vec<String>,
+    /// Commands that leader elections need besides (on the identity keys,
+    /// `quorumlock:leader:*`) that the node refuses: a note, since a client that only locks
+    /// never sends them.
+    pub refused_for_elections: Vec<String>,
     /// What was found.
     pub findings: Vec<Finding>,
 }
@@ -127,6 +131,7 @@ pub(crate) struct Observed {
     pub(crate) facts: Option<Facts>,
     pub(crate) clock_rate: Option<ClockRate>,
     pub(crate) refused: Vec<String>,
+    pub(crate) refused_for_elections: Vec<String>,
     pub(crate) unchecked: Vec<String>,
     pub(crate) excluded: Option<Excluded>,
     pub(crate) quarantined_for: Option<Duration>,
@@ -269,6 +274,16 @@ pub(crate) fn report(index: usize, node: &str, seen: Observed, rules: Rules) -> 
                 ),
             );
         }
+        if !seen.refused_for_elections.is_empty() {
+            add(
+                Severity::Note,
+                format!(
+                    "refuses what leader elections need (ACL): {}; locks are not affected, \
+                     campaigns and `quorumlock elect` cannot name their leader here",
+                    seen.refused_for_elections.join(", ")
+                ),
+            );
+        }
         if !seen.unchecked.is_empty() {
             add(
                 Severity::Unknown,
@@ -314,6 +329,7 @@ pub(crate) fn report(index: usize, node: &str, seen: Observed, rules: Rules) -> 
         quarantined_for: seen.quarantined_for,
         same_server_as: seen.same_server_as,
         refused_commands: seen.refused,
+        refused_for_elections: seen.refused_for_elections,
         findings,
     }
 }

@@ -453,15 +453,27 @@ async fn commands_and_keys_the_client_needs_are_checked_under_its_prefix() {
     let q = LocalQuorum::start_with(3, NodeOptions::persistent())
         .await
         .unwrap();
-    let users: [(usize, &[&str]); 2] = [
+    let users: [(usize, &[&str]); 3] = [
         (1, &["app", "on", ">pw", "~app:*", "+@all"]),
         (2, &["nodel", "on", ">pw", "~*", "+@all", "-del"]),
+        (
+            0,
+            &[
+                "leads",
+                "on",
+                ">pw",
+                "~app:*",
+                "~quorumlock:leader:app:*",
+                "+@all",
+            ],
+        ),
     ];
     for (i, user) in users {
         let args: Vec<&str> = ["ACL", "SETUSER"].iter().chain(user).copied().collect();
         q.node(i).command(&args).await.unwrap();
     }
     let mut urls = q.urls();
+    urls[0] = format!("redis://leads:pw@127.0.0.1:{}", q.node(0).port());
     urls[1] = format!("redis://app:pw@127.0.0.1:{}", q.node(1).port());
     urls[2] = format!("redis://nodel:pw@127.0.0.1:{}", q.node(2).port());
     let under_app = [
@@ -486,7 +498,29 @@ async fn commands_and_keys_the_client_needs_are_checked_under_its_prefix() {
         serde_json::json!([]),
         "{doc:#}"
     );
-    assert_eq!(nodes[1]["verdict"], "ok", "{doc:#}");
+    // Elections need the identity keys too: a note, since locks do not.
+    assert_eq!(nodes[1]["verdict"], "note", "{doc:#}");
+    assert_eq!(
+        nodes[1]["refused_for_elections"],
+        serde_json::json!([
+            "GET on quorumlock:leader:app:*",
+            "SET on quorumlock:leader:app:*"
+        ]),
+        "{doc:#}"
+    );
+    assert!(
+        findings(&doc, 1)
+            .iter()
+            .any(|f| f.starts_with("note: ") && f.contains("leader elections")),
+        "{doc:#}"
+    );
+    // A user that may also touch them is fine for both.
+    assert_eq!(nodes[0]["verdict"], "ok", "{doc:#}");
+    assert_eq!(
+        nodes[0]["refused_for_elections"],
+        serde_json::json!([]),
+        "{doc:#}"
+    );
     assert_eq!(
         nodes[2]["refused_commands"],
         serde_json::json!(["DEL"]),
@@ -511,7 +545,10 @@ async fn commands_and_keys_the_client_needs_are_checked_under_its_prefix() {
     ] {
         assert!(refused.iter().any(|r| r == needed), "{needed}: {other:#}");
     }
-    assert_eq!(other["nodes"][0]["refused_commands"], serde_json::json!([]));
+    assert_eq!(
+        other["nodes"][2]["refused_commands"],
+        serde_json::json!(["DEL"])
+    );
 
     assert_eq!(human_code, Some(1), "{stdout}");
     assert!(row(&stdout, 2).ends_with(" UNSAFE"), "{stdout}");
@@ -695,9 +732,10 @@ async fn doctor_writes_nothing() {
         };
         // Only the probes, on a lock key and a fencing counter that do not exist: `SET ... XX`
         // (sets nothing), `DEL` and `PEXPIRE` (of nothing), a script that does not compile, a
-        // SHA cached nowhere.
-        assert_eq!(delta("set").0, 2 * probes, "node {i}");
-        assert_eq!(delta("get").0, 2 * probes, "node {i}");
+        // SHA cached nowhere; and, for the report only, a `GET` and a `SET ... XX` of a leader
+        // identity key that does not exist.
+        assert_eq!(delta("set").0, 2 * probes + runs, "node {i}");
+        assert_eq!(delta("get").0, 2 * probes + runs, "node {i}");
         for no_op in ["exists", "del", "pexpire"] {
             assert_eq!(delta(no_op), (probes, 0), "node {i}: {no_op}");
         }

@@ -407,6 +407,7 @@ struct JsonNode<'a> {
     quarantined_for_s: Option<f64>,
     same_server_as: Option<usize>,
     refused_commands: &'a [String],
+    refused_for_elections: &'a [String],
     /// `ok`, `note`, `unknown` or `unsafe`.
     verdict: String,
     findings: Vec<JsonFinding<'a>>,
@@ -462,6 +463,7 @@ fn to_json<'a>(reports: &'a [NodeReport], overall: &Overall) -> Document<'a> {
             quarantined_for_s: r.quarantined_for.map(|d| d.as_millis() as f64 / 1000.0),
             same_server_as: r.same_server_as,
             refused_commands: &r.refused_commands,
+            refused_for_elections: &r.refused_for_elections,
             verdict: r.verdict().map_or("ok".to_string(), |v| v.to_string()),
             findings: r
                 .findings

@@ -9,7 +9,10 @@ use quorumlock::{Candidacy, ConfigError, Leadership, RedLock};
 
 use super::child::Spec;
 use super::exit::{Failure, LOST};
-use super::options::{positive_duration, var_duration, NodesArg, Vars, NODES, TTL};
+use super::options::{
+    duration, positive_duration, var_duration, NodesArg, Vars, NODES, RETRY_DELAY, RETRY_JITTER,
+    TTL,
+};
 use super::run::{grace_for, supervise};
 
 /// `quorumlock elect`.
@@ -59,7 +62,9 @@ term of NAME) and QUORUMLOCK_FENCING_TOKEN (the same number) added to its enviro
 
 If the leadership is lost (no quorum keeps it), COMMAND is stopped before the lock's
 validity ends (SIGTERM, then SIGKILL after the grace period) and quorumlock campaigns
-again, or exits with --once. If COMMAND exits by itself, quorumlock resigns (the next
+again, or exits with --once. Between attempts a candidate pauses QUORUMLOCK_RETRY_DELAY
+plus up to QUORUMLOCK_RETRY_JITTER (100ms each by default), unless a release wakes it; the
+attempt limits (QUORUMLOCK_RETRY_ATTEMPTS, _WITHIN) do not apply. If COMMAND exits by itself, quorumlock resigns (the next
 candidate takes over at once) and exits with COMMAND's status. Signals are relayed to
 COMMAND as by `quorumlock run`; received while campaigning, they end quorumlock.
 
@@ -89,6 +94,9 @@ pub(crate) async fn elect(args: ElectArgs) -> Result<u8, Failure> {
     }
     let (grace, keep) = grace_for(config.ttl(), args.grace)?;
     let mut candidacy = Candidacy::new().keep(keep);
+    if let Some((delay, jitter)) = retry_pause(&vars)? {
+        candidacy = candidacy.retry_delay(delay, jitter);
+    }
     if let Some(identity) = &args.identity {
         candidacy = candidacy.identity(identity.clone());
     }
@@ -124,6 +132,32 @@ pub(crate) async fn elect(args: ElectArgs) -> Result<u8, Failure> {
     }
 }
 
+/// The pause between a candidate's attempts from `QUORUMLOCK_RETRY_DELAY` and
+/// `QUORUMLOCK_RETRY_JITTER`, when either is set (the other then keeps its default, 100 ms).
+/// The attempt limits (`QUORUMLOCK_RETRY_ATTEMPTS`, `_WITHIN`) do not apply: a campaign lasts
+/// until it wins.
+fn retry_pause(vars: &Vars) -> Result<Option<(Duration, Duration)>, Failure> {
+    let var = |name: &'static str| -> Result<Option<Duration>, Failure> {
+        vars.get(name)
+            .map(|value| {
+                duration(value).map_err(|reason| {
+                    Failure::from(ConfigError::Env {
+                        var: name,
+                        value: value.to_string(),
+                        reason,
+                    })
+                })
+            })
+            .transpose()
+    };
+    let (delay, jitter) = (var(RETRY_DELAY)?, var(RETRY_JITTER)?);
+    if delay.is_none() && jitter.is_none() {
+        return Ok(None);
+    }
+    let default = Duration::from_millis(100);
+    Ok(Some((delay.unwrap_or(default), jitter.unwrap_or(default))))
+}
+
 /// Resigns and waits for every node, as `run` releases: a failure leaves keys that expire
 /// by themselves.
 async fn resign(redlock: &RedLock, leadership: Leadership) {
@@ -139,5 +173,32 @@ async fn resign(redlock: &RedLock, leadership: Leadership) {
     }
     if !redlock.settle(redlock.config().node_timeout() * 2).await {
         tracing::debug!(election = %name, "some nodes did not confirm the resignation in time");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vars(set: &[(&'static str, &str)]) -> Vars {
+        let mut vars = Vars::from_lookup(|_| None);
+        for (name, value) in set {
+            vars.set(name, *value);
+        }
+        vars
+    }
+
+    #[test]
+    fn the_retry_variables_set_the_pause_between_attempts() {
+        let ms = Duration::from_millis;
+        assert_eq!(retry_pause(&vars(&[])).unwrap(), None);
+        let delay = vars(&[(RETRY_DELAY, "250ms")]);
+        assert_eq!(retry_pause(&delay).unwrap(), Some((ms(250), ms(100))));
+        let both = vars(&[(RETRY_DELAY, "1s"), (RETRY_JITTER, "0s")]);
+        assert_eq!(retry_pause(&both).unwrap(), Some((ms(1000), ms(0))));
+        // The limits are not the pause.
+        let limits = vars(&[("QUORUMLOCK_RETRY_ATTEMPTS", "7")]);
+        assert_eq!(retry_pause(&limits).unwrap(), None);
+        assert!(retry_pause(&vars(&[(RETRY_JITTER, "soon")])).is_err());
     }
 }

@@ -15,6 +15,8 @@ pub(crate) const NODES: &str = "QUORUMLOCK_NODES";
 pub(crate) const TTL: &str = "QUORUMLOCK_TTL";
 pub(crate) const RETRY_ATTEMPTS: &str = "QUORUMLOCK_RETRY_ATTEMPTS";
 pub(crate) const RETRY_WITHIN: &str = "QUORUMLOCK_RETRY_WITHIN";
+pub(crate) const RETRY_DELAY: &str = "QUORUMLOCK_RETRY_DELAY";
+pub(crate) const RETRY_JITTER: &str = "QUORUMLOCK_RETRY_JITTER";
 
 /// `--nodes`, for every subcommand that talks to the nodes.
 #[derive(Debug, Args)]
