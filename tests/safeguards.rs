@@ -288,8 +288,9 @@ async fn inspecting_writes_nothing() {
     let info = q.node(0).command(&["DBSIZE"]).await.unwrap();
     assert_eq!(info, quorumlock::testkit::Reply::Integer(0));
     // The permission probe ran (SET ... XX on an absent lock key and fencing counter) and
-    // changed nothing; twice: when the connection was checked, and for the report.
-    assert_eq!(common::calls(q.node(0), "set").await, before + 4);
+    // changed nothing; twice: when the connection was checked, and for the report. The
+    // report's also checks a leader identity key (one more SET ... XX).
+    assert_eq!(common::calls(q.node(0), "set").await, before + 5);
     let cached = q.node(0).command(&["INFO", "memory"]).await.unwrap();
     let text = match cached {
         quorumlock::testkit::Reply::Bulk(Some(b)) => String::from_utf8(b).unwrap(),
