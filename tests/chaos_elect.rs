@@ -1,9 +1,8 @@
 //! Leader election under chaos, locally: four `quorumlock elect` candidates, each a separate
 //! process, campaign for one election on five `redis-server` processes while the leader's
 //! process is killed and restarted, frozen and resumed, and nodes are frozen, killed and
-//! restarted (ttl 2 s). Each
-//! candidate's command records when it began and ended and in which term
-//! (`$QUORUMLOCK_TERM`); the term checker of tests/chaos/ reads those intervals: at most one
+//! restarted (ttl 2 s). Each candidate's command records when it began and ended and in which
+//! term (`$QUORUMLOCK_TERM`); the term checker of tests/chaos/ reads those intervals: at most one
 //! command at a time, terms strictly increasing. The driver also measures how long the
 //! election went without a leader after each kill, and checks that no new term began while
 //! a healthy leader held.
