@@ -155,45 +155,33 @@ impl TryFrom<ConfigFile> for RedLockBuilder {
     type Error = ConfigError;
 
     fn try_from(file: ConfigFile) -> Result<RedLockBuilder, ConfigError> {
-        let mut b = RedLockBuilder {
+        let default = RedLockBuilder::default();
+        Ok(RedLockBuilder {
             nodes: (file.nodes.into_iter())
                 .map(|url| Given::Url(GivenUrl(url)))
                 .collect(),
             max_ttl: file.max_ttl,
-            ..RedLockBuilder::default()
-        };
-        if let Some(ttl) = file.ttl {
-            b.ttl = ttl;
-        }
-        if let Some(factor) = file.drift_factor {
-            b.drift_factor = factor;
-        }
-        if let Some(timeout) = file.node_timeout {
-            b.node_timeout = timeout;
-        }
-        if let Some(timeout) = file.connect_timeout {
-            b.connect_timeout = timeout;
-        }
-        if let Some(retry) = file.retry {
-            b.retry = retry.into_retry()?;
-        }
-        if let Some(prefix) = file.key_prefix {
-            b.key_prefix = prefix;
-        }
-        if let Some(on) = file.fencing {
-            b.fencing = on;
-        }
-        if let Some(on) = file.quarantine {
-            b.quarantine = on;
-        }
-        if let Some(tls) = file.tls {
-            b.tls = TlsFiles {
-                ca: tls.ca_file,
-                cert: tls.cert_file,
-                key: tls.key_file,
-            };
-        }
-        Ok(b)
+            ttl: file.ttl.unwrap_or(default.ttl),
+            drift_factor: file.drift_factor.unwrap_or(default.drift_factor),
+            node_timeout: file.node_timeout.unwrap_or(default.node_timeout),
+            connect_timeout: file.connect_timeout.unwrap_or(default.connect_timeout),
+            retry: match file.retry {
+                Some(retry) => retry.into_retry()?,
+                None => default.retry,
+            },
+            key_prefix: file.key_prefix.unwrap_or(default.key_prefix),
+            fencing: file.fencing.unwrap_or(default.fencing),
+            quarantine: file.quarantine.unwrap_or(default.quarantine),
+            tls: match file.tls {
+                Some(tls) => TlsFiles {
+                    ca: tls.ca_file,
+                    cert: tls.cert_file,
+                    key: tls.key_file,
+                },
+                None => default.tls,
+            },
+            ..default
+        })
     }
 }
 

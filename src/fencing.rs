@@ -10,7 +10,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::error::{ConfigError, Error};
-use crate::lock::Ident;
+use crate::lock::{Ident, Keys};
 use crate::node::Acquired;
 use crate::quorum::{Decision, Stake};
 use crate::redlock::Round;
@@ -53,6 +53,17 @@ impl Fencing {
             Err(first) => first,
         }
     }
+}
+
+/// The fencing state of a lock granted by `round` on `keys`: none without fencing; with the
+/// counters the round read, if it did ([`largest`]).
+pub(crate) fn granted(
+    keys: &Keys,
+    reads_counters: bool,
+    round: &Round<Acquired>,
+) -> Option<Fencing> {
+    keys.fencing()
+        .then(|| Fencing::new(reads_counters.then(|| largest(round))))
 }
 
 /// The largest counter among the answers of a round that read them (the nodes that said

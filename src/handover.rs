@@ -31,7 +31,7 @@ use std::time::Instant;
 use fred::types::{Key, Value};
 
 use crate::config::Ttl;
-use crate::fencing::{largest, Fencing};
+use crate::fencing;
 use crate::lock::{Acquisition, Ident, Keys, Lock, Released};
 use crate::quorum::{validity, Decision};
 use crate::redlock::RedLock;
@@ -126,11 +126,7 @@ impl RedLock {
             locks: ident.locks(),
         };
         let reads_counters = self.reads_counters(&keys);
-        let sent = if reads_counters {
-            keys.all.clone()
-        } else {
-            keys.locks().to_vec()
-        };
+        let sent = keys.sent(reads_counters).to_vec();
         let (old, new) = (ident.value(), Value::from(token.as_str()));
         let start = Instant::now();
         let round = self
@@ -161,9 +157,7 @@ impl RedLock {
                 node.release(locks.clone(), vec![old.clone()])
             });
         }
-        let fencing = keys
-            .fencing()
-            .then(|| Fencing::new(reads_counters.then(|| largest(&round))));
+        let fencing = fencing::granted(&keys, reads_counters, &round);
         let released = Released {
             released: round.tally.yes,
             nodes: round.tally.nodes,

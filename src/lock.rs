@@ -36,6 +36,16 @@ impl Keys {
     pub(crate) fn fencing(&self) -> bool {
         self.all.len() > self.locks
     }
+
+    /// What an acquisition round sends: every key when it reads the fencing counters, the
+    /// lock keys alone otherwise.
+    pub(crate) fn sent(&self, reads_counters: bool) -> &[Key] {
+        if reads_counters {
+            &self.all
+        } else {
+            self.locks()
+        }
+    }
 }
 
 /// What a successful acquisition hands to [`Lock::new`].

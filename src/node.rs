@@ -309,18 +309,8 @@ impl Node {
         token: Value,
         ttl_ms: i64,
     ) -> impl Future<Output = NodeResult<Acquired>> + Send + 'static {
-        let ctx = self.context();
-        async move {
-            ctx.admitted().await?;
-            let args = vec![token, Value::Integer(ttl_ms), Value::Integer(locks as i64)];
-            let reply = ctx.sent(ctx.batch.call(Op::Acquire, true, keys, args).await)?;
-            ctx.vote(reply.and_then(|value| match value {
-                Value::Null => Ok(Acquired(None)),
-                Value::Integer(fence) if fence >= 0 => Ok(Acquired(Some(fence as u64))),
-                other => Err(unexpected("ACQUIRE", &other)),
-            }))
-            .await
-        }
+        let args = vec![token, Value::Integer(ttl_ms), Value::Integer(locks as i64)];
+        self.counted_vote(Op::Acquire, "ACQUIRE", keys, args)
     }
 
     /// Reads the fencing counters where our token still holds every lock key (the PEEK
@@ -331,18 +321,8 @@ impl Node {
         locks: usize,
         token: Value,
     ) -> impl Future<Output = NodeResult<Acquired>> + Send + 'static {
-        let ctx = self.context();
-        async move {
-            ctx.admitted().await?;
-            let args = vec![token, Value::Integer(locks as i64)];
-            let reply = ctx.sent(ctx.batch.call(Op::Peek, true, keys, args).await)?;
-            ctx.vote(reply.and_then(|value| match value {
-                Value::Null => Ok(Acquired(None)),
-                Value::Integer(fence) if fence >= 0 => Ok(Acquired(Some(fence as u64))),
-                other => Err(unexpected("PEEK", &other)),
-            }))
-            .await
-        }
+        let args = vec![token, Value::Integer(locks as i64)];
+        self.counted_vote(Op::Peek, "PEEK", keys, args)
     }
 
     /// Records fencing token `fence` where our token still holds every lock key (the FENCE
@@ -414,20 +394,32 @@ impl Node {
         new: Value,
         ttl_ms: i64,
     ) -> impl Future<Output = NodeResult<Acquired>> + Send + 'static {
+        let args = vec![
+            old,
+            new,
+            Value::Integer(ttl_ms),
+            Value::Integer(locks as i64),
+        ];
+        self.counted_vote(Op::Handover, "HANDOVER", keys, args)
+    }
+
+    /// A vote by a script that answers nil for no, or the largest fencing counter it read for
+    /// yes (ACQUIRE, PEEK, HANDOVER), sent once the node's votes count.
+    fn counted_vote(
+        &self,
+        op: Op,
+        script: &'static str,
+        keys: Vec<Key>,
+        args: Vec<Value>,
+    ) -> impl Future<Output = NodeResult<Acquired>> + Send + 'static {
         let ctx = self.context();
         async move {
             ctx.admitted().await?;
-            let args = vec![
-                old,
-                new,
-                Value::Integer(ttl_ms),
-                Value::Integer(locks as i64),
-            ];
-            let reply = ctx.sent(ctx.batch.call(Op::Handover, true, keys, args).await)?;
+            let reply = ctx.sent(ctx.batch.call(op, true, keys, args).await)?;
             ctx.vote(reply.and_then(|value| match value {
                 Value::Null => Ok(Acquired(None)),
                 Value::Integer(fence) if fence >= 0 => Ok(Acquired(Some(fence as u64))),
-                other => Err(unexpected("HANDOVER", &other)),
+                other => Err(unexpected(script, &other)),
             }))
             .await
         }

@@ -20,7 +20,7 @@ use tracing::Instrument;
 use crate::admission::Fleet;
 use crate::config::{Config, RedLockBuilder, Retry, Ttl};
 use crate::error::{ConfigError, Error, NodeError};
-use crate::fencing::{largest, Fencing};
+use crate::fencing;
 use crate::keep::{KeepAlive, LockHandle};
 use crate::keeper::Keeper;
 use crate::lock::{Acquisition, Keys, Lock};
@@ -606,11 +606,7 @@ impl RedLock {
             self.round(|node| node.set_nx(key.clone(), value.clone(), ttl.px))
                 .await
         } else {
-            let sent = if reads_counters {
-                &keys.all[..]
-            } else {
-                keys.locks()
-            };
+            let sent = keys.sent(reads_counters);
             self.round(|node| node.acquire(sent.to_vec(), keys.locks, value.clone(), ttl.px))
                 .await
         };
@@ -625,9 +621,7 @@ impl RedLock {
                         }
                         // With the counters, if read: the largest on the majority that
                         // said yes.
-                        let fencing = keys
-                            .fencing()
-                            .then(|| Fencing::new(reads_counters.then(|| largest(&round))));
+                        let fencing = fencing::granted(keys, reads_counters, &round);
                         // Every node that set the keys did so after `start`, so on a
                         // majority they live until at least start + ttl (less the drift
                         // allowance).

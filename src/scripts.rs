@@ -10,6 +10,47 @@
 //! They are called with EVALSHA; a node that answers NOSCRIPT (restarted, or SCRIPT FLUSH)
 //! gets the script body once with EVAL, which also caches it there again.
 
+/// Lua that sets `fence` to the largest fencing counter among `KEYS[n+1..]` (0 when there are
+/// none or they do not exist yet), read with one `MGET`; returns an error reply if one is not a
+/// number. A macro, so that the scripts stay string literals.
+macro_rules! largest_counter {
+    () => {
+        r"local fence = 0
+if #KEYS > n then
+  for i, v in ipairs(redis.call('mget', unpack(KEYS, n + 1))) do
+    if v then
+      local c = tonumber(v)
+      if not c then return redis.error_reply('quorumlock: fencing counter ' .. KEYS[n + i] .. ' is not a number') end
+      if c > fence then fence = c end
+    end
+  end
+end
+"
+    };
+}
+
+/// Compare-and-delete of every key that holds any of `ARGV`, running `$deleted` (Lua) after
+/// each delete; returns how many keys were deleted. RELEASE and DISCARD.
+macro_rules! compare_and_delete {
+    ($deleted:literal) => {
+        concat!(
+            r"local n = 0
+for i = 1, #KEYS do
+  local v = redis.call('get', KEYS[i])
+  for j = 1, #ARGV do
+    if v == ARGV[j] then
+      n = n + redis.call('del', KEYS[i])
+",
+            $deleted,
+            r"      break
+    end
+  end
+end
+return n"
+        )
+    };
+}
+
 /// All-or-nothing acquisition of `n` keys, reading their fencing counters.
 ///
 /// `ARGV = [token, ttl_ms, n]`. If any lock key exists, sets nothing and returns nil.
@@ -17,18 +58,10 @@
 /// counter among `KEYS[n+1..]` (0 when there are none or they do not exist yet). The
 /// counters are read with one `MGET`; one key is set with one `SET NX PX`, several after one
 /// `EXISTS` of them all, so that the server does little more than for a bare `SET NX`.
-pub(crate) const ACQUIRE: &str = r"local n = tonumber(ARGV[3])
-local fence = 0
-if #KEYS > n then
-  for i, v in ipairs(redis.call('mget', unpack(KEYS, n + 1))) do
-    if v then
-      local c = tonumber(v)
-      if not c then return redis.error_reply('quorumlock: fencing counter ' .. KEYS[n + i] .. ' is not a number') end
-      if c > fence then fence = c end
-    end
-  end
-end
-if n == 1 then
+pub(crate) const ACQUIRE: &str = concat!(
+    "local n = tonumber(ARGV[3])\n",
+    largest_counter!(),
+    r"if n == 1 then
   if not redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return false end
   return fence
 end
@@ -36,28 +69,23 @@ if redis.call('exists', unpack(KEYS, 1, n)) > 0 then return false end
 for i = 1, n do
   redis.call('set', KEYS[i], ARGV[1], 'PX', ARGV[2])
 end
-return fence";
+return fence"
+);
 
 /// Reads the fencing counters of a lock we hold: while every lock key holds our token,
 /// returns the largest counter among `KEYS[n+1..]` (0 when none exists yet); nil if the
 /// lock is not ours here. Changes nothing.
 ///
 /// `ARGV = [token, n]`.
-pub(crate) const PEEK: &str = r"local n = tonumber(ARGV[2])
+pub(crate) const PEEK: &str = concat!(
+    r"local n = tonumber(ARGV[2])
 for i = 1, n do
   if redis.call('get', KEYS[i]) ~= ARGV[1] then return false end
 end
-local fence = 0
-if #KEYS > n then
-  for i, v in ipairs(redis.call('mget', unpack(KEYS, n + 1))) do
-    if v then
-      local c = tonumber(v)
-      if not c then return redis.error_reply('quorumlock: fencing counter ' .. KEYS[n + i] .. ' is not a number') end
-      if c > fence then fence = c end
-    end
-  end
-end
-return fence";
+",
+    largest_counter!(),
+    "return fence"
+);
 
 /// Records a fencing token: while every lock key still holds our token, raises each
 /// fencing counter to at least `ARGV[2]` (never lowers it).
@@ -118,18 +146,9 @@ return 1";
 /// holds any of them (a handover that failed releases the old token and the new one at once,
 /// `handover.rs`). Returns how many keys were deleted. The announcement is a `pcall`: a user
 /// whose ACL forbids `PUBLISH` still releases.
-pub(crate) const RELEASE: &str = r"local n = 0
-for i = 1, #KEYS do
-  local v = redis.call('get', KEYS[i])
-  for j = 1, #ARGV do
-    if v == ARGV[j] then
-      n = n + redis.call('del', KEYS[i])
-      redis.pcall('publish', 'quorumlock:released:' .. KEYS[i], redis.sha1hex(v))
-      break
-    end
-  end
-end
-return n";
+pub(crate) const RELEASE: &str = compare_and_delete!(
+    "      redis.pcall('publish', 'quorumlock:released:' .. KEYS[i], redis.sha1hex(v))\n"
+);
 
 /// Compare-and-delete without the announcement: RELEASE's twin for the cleanup of an attempt
 /// that failed. Such a token never held the lock, so its deletes free nothing that a waiter
@@ -137,17 +156,7 @@ return n";
 /// and while a holder keeps the key on a bare majority, the waiters' attempts would then wake
 /// one another without pause (design 2.4a). `ARGV = [token, ...]`; returns how many keys were
 /// deleted.
-pub(crate) const DISCARD: &str = r"local n = 0
-for i = 1, #KEYS do
-  local v = redis.call('get', KEYS[i])
-  for j = 1, #ARGV do
-    if v == ARGV[j] then
-      n = n + redis.call('del', KEYS[i])
-      break
-    end
-  end
-end
-return n";
+pub(crate) const DISCARD: &str = compare_and_delete!("");
 
 /// Hands a lock over from one token to the next, atomically, without the key ever being free
 /// (`handover.rs`): unless a lock key holds a token other than the old one, sets every lock key
@@ -158,25 +167,19 @@ return n";
 /// old token followed by ACQUIRE of the new one with nothing in between.
 ///
 /// `ARGV = [old token, new token, ttl_ms, n]`.
-pub(crate) const HANDOVER: &str = r"local n = tonumber(ARGV[4])
+pub(crate) const HANDOVER: &str = concat!(
+    r"local n = tonumber(ARGV[4])
 for i = 1, n do
   local v = redis.call('get', KEYS[i])
   if v and v ~= ARGV[1] then return false end
 end
-local fence = 0
-if #KEYS > n then
-  for i, v in ipairs(redis.call('mget', unpack(KEYS, n + 1))) do
-    if v then
-      local c = tonumber(v)
-      if not c then return redis.error_reply('quorumlock: fencing counter ' .. KEYS[n + i] .. ' is not a number') end
-      if c > fence then fence = c end
-    end
-  end
-end
-for i = 1, n do
+",
+    largest_counter!(),
+    r"for i = 1, n do
   redis.call('set', KEYS[i], ARGV[2], 'PX', ARGV[3])
 end
-return fence";
+return fence"
+);
 
 /// `SET key token NX PX ttl` as a script, for [`batch`] only (alone it is sent as the plain
 /// command). `ARGV = [token, ttl_ms]`; returns 0 if set (fencing counter 0), nil if not.

@@ -212,20 +212,15 @@ async fn d_partition_gives_two_clients_different_majorities() {
     // up and check their connections.
     let start_at = run.t0() + ns(Duration::from_secs(3));
     let stop = run.t0() + ns(Duration::from_secs_f64(end));
-    let args: Vec<String> = [
-        ("--resources", run.resources.join(",")),
-        ("--workers", "2".to_owned()),
-        ("--start-at", start_at.to_string()),
-        ("--stop-at", stop.to_string()),
-        ("--ttl-ms", settings.ttl.as_millis().to_string()),
-        (
-            "--node-timeout-ms",
-            settings.node_timeout.as_millis().to_string(),
-        ),
-    ]
-    .into_iter()
-    .flat_map(|(flag, value)| [flag.to_owned(), value])
-    .collect();
+    let args = client_args(
+        [
+            ("--resources", run.resources.join(",")),
+            ("--workers", "2".to_owned()),
+            ("--start-at", start_at.to_string()),
+            ("--stop-at", stop.to_string()),
+        ],
+        &settings,
+    );
     for side in [a, b] {
         compose.start_client(&image, side, &args).await;
     }
@@ -631,18 +626,13 @@ async fn h_election() {
     .expect("start the run");
     let names = ["e1", "e2", "e3"];
     let stop = run.t0() + ns(Duration::from_secs(22));
-    let args: Vec<String> = [
-        ("--elect", "h_election".to_owned()),
-        ("--stop-at", stop.to_string()),
-        ("--ttl-ms", settings.ttl.as_millis().to_string()),
-        (
-            "--node-timeout-ms",
-            settings.node_timeout.as_millis().to_string(),
-        ),
-    ]
-    .into_iter()
-    .flat_map(|(flag, value)| [flag.to_owned(), value])
-    .collect();
+    let args = client_args(
+        [
+            ("--elect", "h_election".to_owned()),
+            ("--stop-at", stop.to_string()),
+        ],
+        &settings,
+    );
     for (n, name) in names.iter().enumerate() {
         compose.start_candidate(&image, name, n as u8, &args).await;
     }
@@ -751,4 +741,20 @@ async fn h_election() {
         next.iter().all(|(_, ms)| ms.is_some()),
         "no leader after a kill: {summary}"
     );
+}
+
+/// The chaos client's flags: `flags`, then the run's ttl and node timeout.
+fn client_args<const N: usize>(flags: [(&str, String); N], settings: &Settings) -> Vec<String> {
+    let common = [
+        ("--ttl-ms", settings.ttl.as_millis().to_string()),
+        (
+            "--node-timeout-ms",
+            settings.node_timeout.as_millis().to_string(),
+        ),
+    ];
+    flags
+        .into_iter()
+        .chain(common)
+        .flat_map(|(flag, value)| [flag.to_owned(), value])
+        .collect()
 }

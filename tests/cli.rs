@@ -4,37 +4,20 @@
 
 mod common;
 
-use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use common::cli::{assert_bad_input, binary, nowhere, outcome, BadInput};
+use common::cli::{
+    appears, assert_bad_input, finished, nowhere, outcome, quorumlock, BadInput, UNTIL_STOP,
+};
 use common::{calls, client, eventually, get};
 use quorumlock::testkit::{LocalQuorum, Reply};
 use quorumlock::{Error, RedLock, Retry};
 use tokio::io::AsyncWriteExt;
 use tokio::process::Command;
 
-/// Shell: waits for a file `stop` to appear, for at most a minute (so that nothing outlives a
-/// failing test for long).
-const UNTIL_STOP: &str =
-    "i=0; while [ ! -e stop ] && [ $i -lt 3000 ]; do sleep 0.02; i=$((i+1)); done";
-
 /// Shell: sleeps in short steps, for at most a minute in all.
 const BUSY: &str = "i=0; while [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done";
-
-/// The binary with no `QUORUMLOCK_*` variable but `QUORUMLOCK_NODES=urls` (unless empty), no
-/// quarantine and a generous node timeout (a test may set its own).
-fn quorumlock(urls: &[String]) -> Command {
-    let mut c = binary(urls);
-    // Some test servers keep nothing across a restart: the library would quarantine them
-    // (tests/safeguards.rs covers that). And the default servers write every command to
-    // disk before answering: on a machine busy with other writes, the library's 100 ms
-    // would turn a healthy node into a failed one now and then.
-    c.env("QUORUMLOCK_QUARANTINE", "false")
-        .env("QUORUMLOCK_NODE_TIMEOUT", "1s");
-    c
-}
 
 /// `run RESOURCE -- sh -c SCRIPT`, with extra flags before RESOURCE.
 fn run_sh(q: &LocalQuorum, flags: &[&str], resource: &str, script: &str) -> Command {
@@ -43,15 +26,6 @@ fn run_sh(q: &LocalQuorum, flags: &[&str], resource: &str, script: &str) -> Comm
         .args(flags)
         .args([resource, "--", "sh", "-c", script]);
     c
-}
-
-/// Waits (polling, at most 10 s) until `path` exists, and returns when it was seen.
-async fn appears(path: &Path) -> Instant {
-    eventually(&format!("{} exists", path.display()), || async {
-        path.exists()
-    })
-    .await;
-    Instant::now()
 }
 
 /// Whether another client could take `resource` right now (and gives it back at once).
@@ -87,17 +61,6 @@ impl Drop for Job {
                 let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
             }
         }
-    }
-}
-
-/// Waits for a `quorumlock` started with `tokio::spawn(command.output())`, for at most a
-/// minute.
-async fn finished(
-    run: tokio::task::JoinHandle<std::io::Result<std::process::Output>>,
-) -> std::process::Output {
-    match tokio::time::timeout(Duration::from_secs(60), run).await {
-        Ok(joined) => joined.expect("joined").expect("quorumlock ran"),
-        Err(_) => panic!("quorumlock did not exit within a minute"),
     }
 }
 

@@ -8,26 +8,14 @@ mod common;
 use std::path::Path;
 use std::time::Duration;
 
-use common::cli::{binary, outcome};
+use common::cli::{appears, finished, outcome, quorumlock, UNTIL_STOP};
 use common::eventually;
 use quorumlock::testkit::LocalQuorum;
 use tokio::process::Command;
 
-/// Shell: waits for a file `stop` to appear, for at most a minute.
-const UNTIL_STOP: &str =
-    "i=0; while [ ! -e stop ] && [ $i -lt 3000 ]; do sleep 0.02; i=$((i+1)); done";
-
-/// The binary with `QUORUMLOCK_NODES`, no quarantine and a generous node timeout.
-fn quorumlock(q: &LocalQuorum) -> Command {
-    let mut c = binary(&q.urls());
-    c.env("QUORUMLOCK_QUARANTINE", "false")
-        .env("QUORUMLOCK_NODE_TIMEOUT", "1s");
-    c
-}
-
 /// `elect FLAGS NAME -- sh -c SCRIPT` in `dir`.
 fn elect_sh(q: &LocalQuorum, dir: &Path, flags: &[&str], name: &str, script: &str) -> Command {
-    let mut c = quorumlock(q);
+    let mut c = quorumlock(&q.urls());
     c.arg("elect")
         .args(flags)
         .args([name, "--", "sh", "-c", script])
@@ -35,24 +23,8 @@ fn elect_sh(q: &LocalQuorum, dir: &Path, flags: &[&str], name: &str, script: &st
     c
 }
 
-async fn appears(path: &Path) {
-    eventually(&format!("{} exists", path.display()), || async {
-        path.exists()
-    })
-    .await;
-}
-
 fn read(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_default()
-}
-
-async fn finished(
-    run: tokio::task::JoinHandle<std::io::Result<std::process::Output>>,
-) -> std::process::Output {
-    match tokio::time::timeout(Duration::from_secs(60), run).await {
-        Ok(joined) => joined.expect("joined").expect("quorumlock ran"),
-        Err(_) => panic!("quorumlock did not exit within a minute"),
-    }
 }
 
 #[tokio::test]
@@ -70,13 +42,13 @@ async fn the_command_gets_the_term_and_leader_names_its_instance() {
     let term: u64 = read(&dir.path().join("term")).trim().parse().unwrap();
     assert_eq!(read(&dir.path().join("fence")).trim(), term.to_string());
 
-    let out = outcome(quorumlock(&q).args(["leader", "sched"])).await;
+    let out = outcome(quorumlock(&q.urls()).args(["leader", "sched"])).await;
     assert_eq!(out.code, Some(0), "{out:?}");
     assert_eq!(
         out.stdout.trim(),
         format!("node-a term {term} (3 of 3 nodes)")
     );
-    let out = outcome(quorumlock(&q).args(["leader", "--json", "sched"])).await;
+    let out = outcome(quorumlock(&q.urls()).args(["leader", "--json", "sched"])).await;
     let doc: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
     assert_eq!(doc["leader"]["identity"], "node-a");
     assert_eq!(doc["leader"]["term"], term);
@@ -86,13 +58,13 @@ async fn the_command_gets_the_term_and_leader_names_its_instance() {
     std::fs::write(dir.path().join("stop"), "").unwrap();
     let out = finished(run).await;
     assert_eq!(out.status.code(), Some(7), "{out:?}");
-    let out = outcome(quorumlock(&q).args(["leader", "sched"])).await;
+    let out = outcome(quorumlock(&q.urls()).args(["leader", "sched"])).await;
     assert_eq!(
         (out.code, out.stdout.trim()),
         (Some(1), "no leader"),
         "{out:?}"
     );
-    let out = outcome(quorumlock(&q).args(["leader", "--json", "sched"])).await;
+    let out = outcome(quorumlock(&q.urls()).args(["leader", "--json", "sched"])).await;
     let doc: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
     assert_eq!(
         (doc["verdict"].as_str(), doc["exit_code"].as_u64()),
@@ -181,7 +153,7 @@ async fn with_once_a_lost_leadership_exits_76() {
 async fn leader_exits_69_without_a_quorum_and_64_on_bad_input() {
     let mut q = LocalQuorum::start(3).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let out = outcome(quorumlock(&q).args(["leader", ""])).await;
+    let out = outcome(quorumlock(&q.urls()).args(["leader", ""])).await;
     assert_eq!(out.code, Some(64), "{out:?}");
     let out = outcome(&mut elect_sh(&q, dir.path(), &[], "", "true")).await;
     assert_eq!(out.code, Some(64), "{out:?}");
@@ -205,7 +177,7 @@ async fn leader_exits_69_without_a_quorum_and_64_on_bad_input() {
     q.node_mut(0).kill().await.unwrap();
     q.node_mut(1).kill().await.unwrap();
     let out = outcome(
-        quorumlock(&q)
+        quorumlock(&q.urls())
             .args(["leader", "sched"])
             .env("QUORUMLOCK_CONNECT_TIMEOUT", "200ms"),
     )

@@ -121,19 +121,19 @@ impl Watchdog {
     /// if `run` has not moved it forward nor said `done` by then, the watchdog stops the
     /// command. Only a lease that ends later than the last one is sent.
     pub(crate) fn lease(&mut self, until: Instant) {
-        let now = Instant::now();
+        // Forward only: a lost lock's `valid_until` moves back to its loss signal, and `run`
+        // then stops the command itself.
+        if self.leased.is_some_and(|leased| until <= leased) {
+            return;
+        }
         let Some(now_ns) = monotonic_ns() else {
             return;
         };
         // Both clocks advance alike; a lease already over is one that ends now.
-        let left = until.saturating_duration_since(now);
+        let left = until.saturating_duration_since(Instant::now());
         let at = now_ns.saturating_add(u64::try_from(left.as_nanos()).unwrap_or(u64::MAX));
-        // Forward only: a lost lock's `valid_until` moves back to its loss signal, and `run`
-        // then stops the command itself.
-        if self.leased.is_none_or(|leased| until > leased) {
-            self.leased = Some(until);
-            self.say(&format!("until {at}\n"));
-        }
+        self.leased = Some(until);
+        self.say(&format!("until {at}\n"));
     }
 
     /// Tells the watchdog that `run` sent the command SIGTERM itself: an expired lease then

@@ -207,17 +207,7 @@ pub fn check(records: &[Record]) -> Report {
     count_outcomes(&mut report, &ops);
     check_stuck(&mut report, &ops);
 
-    let mut by_resource: BTreeMap<&str, Vec<(&Op, &Hold)>> = BTreeMap::new();
-    for op in &ops {
-        if let (Outcome::Ok, Some(hold)) = (op.outcome, &op.hold) {
-            by_resource
-                .entry(&op.resource)
-                .or_default()
-                .push((op, hold));
-        }
-    }
-    for (resource, holds) in &mut by_resource {
-        holds.sort_by_key(|(_, h)| (h.cs_start, h.cs_end));
+    for (resource, holds) in &holds_by_resource(&ops) {
         check_exclusion(&mut report, resource, holds);
         check_counter(&mut report, resource, holds, finals.get(resource).copied());
         check_tokens(&mut report, resource, holds);
@@ -247,21 +237,29 @@ pub fn check_terms(records: &[Record]) -> Report {
         }
     }
     count_outcomes(&mut report, &ops);
-    let mut by_election: BTreeMap<&str, Vec<(&Op, &Hold)>> = BTreeMap::new();
-    for op in &ops {
+    for (election, terms) in &holds_by_resource(&ops) {
+        check_exclusion(&mut report, election, terms);
+        check_tokens(&mut report, election, terms);
+    }
+    report
+}
+
+/// The holds of the successful operations, by resource, each resource's in the order they
+/// began.
+fn holds_by_resource<'a>(ops: &[&'a Op]) -> BTreeMap<&'a str, Vec<(&'a Op, &'a Hold)>> {
+    let mut by_resource: BTreeMap<&str, Vec<(&Op, &Hold)>> = BTreeMap::new();
+    for op in ops {
         if let (Outcome::Ok, Some(hold)) = (op.outcome, &op.hold) {
-            by_election
+            by_resource
                 .entry(&op.resource)
                 .or_default()
                 .push((op, hold));
         }
     }
-    for (election, terms) in &mut by_election {
-        terms.sort_by_key(|(_, h)| (h.cs_start, h.cs_end));
-        check_exclusion(&mut report, election, terms);
-        check_tokens(&mut report, election, terms);
+    for holds in by_resource.values_mut() {
+        holds.sort_by_key(|(_, h)| (h.cs_start, h.cs_end));
     }
-    report
+    by_resource
 }
 
 fn count_outcomes(report: &mut Report, ops: &[&Op]) {

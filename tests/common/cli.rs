@@ -1,8 +1,9 @@
 //! Running the `quorumlock` binary, for the tests of its subcommands (tests/cli.rs,
 //! tests/doctor.rs).
 
+use std::path::Path;
 use std::process::Stdio;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use quorumlock::ENV_VARS;
 use tokio::process::Command;
@@ -31,6 +32,43 @@ pub fn binary(urls: &[String]) -> Command {
     }
     c.stdin(Stdio::null()).kill_on_drop(true);
     c
+}
+
+/// Shell: waits for a file `stop` to appear, for at most a minute (so that nothing outlives a
+/// failing test for long).
+pub const UNTIL_STOP: &str =
+    "i=0; while [ ! -e stop ] && [ $i -lt 3000 ]; do sleep 0.02; i=$((i+1)); done";
+
+/// [`binary`] with no quarantine and a generous node timeout (a test may set its own). Some
+/// test servers keep nothing across a restart: the library would quarantine them
+/// (tests/safeguards.rs covers that). And the default servers write every command to disk
+/// before answering: on a machine busy with other writes, the library's 100 ms would turn a
+/// healthy node into a failed one now and then.
+pub fn quorumlock(urls: &[String]) -> Command {
+    let mut c = binary(urls);
+    c.env("QUORUMLOCK_QUARANTINE", "false")
+        .env("QUORUMLOCK_NODE_TIMEOUT", "1s");
+    c
+}
+
+/// Waits (polling, at most 10 s) until `path` exists, and returns when it was seen.
+pub async fn appears(path: &Path) -> Instant {
+    super::eventually(&format!("{} exists", path.display()), || async {
+        path.exists()
+    })
+    .await;
+    Instant::now()
+}
+
+/// Waits for a `quorumlock` started with `tokio::spawn(command.output())`, for at most a
+/// minute.
+pub async fn finished(
+    run: tokio::task::JoinHandle<std::io::Result<std::process::Output>>,
+) -> std::process::Output {
+    match tokio::time::timeout(Duration::from_secs(60), run).await {
+        Ok(joined) => joined.expect("joined").expect("quorumlock ran"),
+        Err(_) => panic!("quorumlock did not exit within a minute"),
+    }
 }
 
 /// How a run of the binary ended, with its output as text.
