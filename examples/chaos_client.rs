@@ -116,7 +116,7 @@ async fn elect(args: &HashMap<String, String>, election: &str) -> Result<(), Str
             .and_then(|()| out.flush());
     };
     chaos::election::candidate(&redlock, &client, election, stop_at, emit).await;
-    redlock.settle(Duration::from_secs(1)).await;
+    redlock.shutdown().await;
     Ok(())
 }
 
@@ -188,7 +188,7 @@ async fn run() -> Result<(), String> {
         task.await.map_err(|e| format!("a worker failed: {e}"))?;
     }
     for (_, redlock) in &clients {
-        redlock.settle(Duration::from_secs(1)).await;
+        redlock.shutdown().await;
     }
     let records = ctx.history.records();
     let mut out = std::io::stdout().lock();

@@ -132,7 +132,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     let start = Instant::now();
     let mut workers = Vec::new();
-    for (c, redlock) in clients.into_iter().enumerate() {
+    for (c, redlock) in clients.iter().enumerate() {
         for w in 0..WORKERS_PER_CLIENT {
             let id = c * WORKERS_PER_CLIENT + w + 1;
             workers.push(tokio::spawn(worker(
@@ -200,6 +200,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     for w in workers {
         w.await?;
+    }
+    // The end of the process: whatever a client still holds is released on every node now,
+    // rather than left to expire.
+    for redlock in &clients {
+        redlock.shutdown().await;
     }
     if tty {
         println!();

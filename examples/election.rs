@@ -46,6 +46,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             let term = leadership.term();
             println!("{name}: leading in term {term}");
             // The work: a few rounds of scheduling, each tagged with the term.
+            let mut lost = false;
             for round in 0..3 {
                 tokio::select! {
                     () = tokio::time::sleep(Duration::from_millis(300)) => {
@@ -53,12 +54,19 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                     }
                     reason = leadership.lost() => {
                         println!("{name}: lost the leadership: {reason}");
-                        return Ok(name);
+                        lost = true;
+                        break;
                     }
                 }
             }
-            leadership.resign().await?;
-            println!("{name}: resigned");
+            if lost {
+                drop(leadership);
+            } else {
+                leadership.resign().await?;
+                println!("{name}: resigned");
+            }
+            // This candidate is done: whatever its client still holds is released now.
+            redlock.shutdown().await;
             Ok::<_, quorumlock::Error>(name)
         }));
     }

@@ -106,7 +106,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         Ok(()) => return Err("the store accepted a stale write".into()),
     }
+    // The end of the process: nothing either client holds outlives it. (A's lock has
+    // expired: its release, a compare-and-delete, leaves anyone else's key alone.)
     drop(lock_a);
+    a.shutdown().await;
+    b.shutdown().await;
     let (token, text) = store.read().ok_or("nothing written")?;
     println!("document: {text:?} (token {token})");
     assert_eq!(text, "written by B");

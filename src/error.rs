@@ -47,7 +47,8 @@ pub enum Error {
         needed: usize,
         /// How many nodes did agree.
         agreed: usize,
-        /// Why each failing node failed.
+        /// Every node that did not agree, and why, as far as known when the outcome was
+        /// decided: as [`Lock::failures`](crate::Lock::failures) lists them.
         failures: Vec<NodeError>,
     },
 
@@ -101,8 +102,34 @@ pub enum Error {
         /// The locked resource.
         resource: String,
         /// Why it was lost.
-        reason: crate::LostReason,
+        reason: LostReason,
     },
+
+    /// No fencing token can be handed out now: too few nodes whose fencing counters are
+    /// known to be complete could be reached. `failures` names each node that could not be
+    /// counted and why; those of kind [`NodeErrorKind::LostData`] restarted or lost data and
+    /// are re-seeded in the background once their quarantine ends (design 2.6a). The lock
+    /// itself is unaffected; a later call may succeed.
+    #[error(
+        "no fencing token for `{resource}`: {counted} of {needed} needed nodes have fencing \
+         counters known to be complete; {}",
+        NodeErrors(failures)
+    )]
+    FencingUnavailable {
+        /// The locked resource.
+        resource: String,
+        /// The majority that was needed.
+        needed: usize,
+        /// How many nodes were counted.
+        counted: usize,
+        /// Why each node that was not counted was not.
+        failures: Vec<NodeError>,
+    },
+    /// The client was shut down ([`RedLock::shutdown`](crate::RedLock::shutdown), by this
+    /// handle or a clone): it takes no more locks, and the locks it held were released by
+    /// the shutdown. Nothing was sent.
+    #[error("the client was shut down: it takes no more locks, and it released those it held")]
+    ShutDown,
 
     /// Invalid configuration or arguments. Nothing was sent to any node.
     #[error("invalid configuration: {0}")]
@@ -119,7 +146,10 @@ impl Error {
     pub fn is_retryable(&self) -> bool {
         matches!(
             self,
-            Error::Taken { .. } | Error::NoQuorum { .. } | Error::ValidityExpired { .. }
+            Error::Taken { .. }
+                | Error::NoQuorum { .. }
+                | Error::ValidityExpired { .. }
+                | Error::FencingUnavailable { .. }
         )
     }
 }
@@ -157,7 +187,8 @@ pub enum NodeErrorKind {
     /// connected without a connection error known yet).
     Timeout,
     /// The connection failed or was closed (refused, reset), or the node is not connected
-    /// and its last connection attempt failed so.
+    /// and its last connection attempt failed so (or, for a node the round did not wait for,
+    /// no connection attempt has failed yet: see [`Lock::failures`](crate::Lock::failures)).
     Io,
     /// Authentication was refused, or the user may not run a command we need.
     Auth,
@@ -169,8 +200,9 @@ pub enum NodeErrorKind {
     Protocol,
     /// Redis answered with an error (out of memory, read-only replica, script error, ...).
     Server,
-    /// The node restarted (or is young) and does not persist every write: its votes do not
-    /// count until it has been up for longer than the longest ttl (the delayed-restart rule).
+    /// The node may have lost data (it restarted, is young, was flushed or replaced: told by
+    /// its marker, whatever its persistence): its votes do not count until the longest ttl
+    /// has passed since (the delayed-restart rule).
     Quarantined,
     /// The node is a replica, not an independent master: its votes never count.
     Replica,
@@ -178,6 +210,22 @@ pub enum NodeErrorKind {
     SameServer,
     /// The node's connection is new and has not been checked yet.
     Unchecked,
+    /// The node may have lost data since its fencing counters were last trusted (it
+    /// restarted, was flushed or replaced: its `quorumlock:node` marker is not its own), and
+    /// it has not been re-seeded yet: its fencing counters are neither read nor raised
+    /// (design 2.6a). Its lock votes may count.
+    LostData,
+    /// The node answered no: for an acquisition, a key holds another owner's token there;
+    /// for an operation on a lock we hold (extension, release, fencing token), our token is
+    /// not, or no longer, on every key there. A [`Lock`](crate::Lock) and
+    /// [`Error::NoQuorum`] list these nodes with the failed ones; [`Error::Taken`] counts
+    /// them in `held_elsewhere` instead.
+    Refused,
+    /// The round was decided before the node answered, and its previous command had got no
+    /// answer either (the node may be frozen or cut off); its command runs to its end in the
+    /// background. A node that is connected, counted and answering is not listed when its
+    /// answer was not awaited (see [`Lock::failures`](crate::Lock::failures)).
+    NotAwaited,
 }
 
 impl fmt::Display for NodeErrorKind {
@@ -193,6 +241,9 @@ impl fmt::Display for NodeErrorKind {
             NodeErrorKind::Replica => "not a master",
             NodeErrorKind::SameServer => "same server twice",
             NodeErrorKind::Unchecked => "not checked yet",
+            NodeErrorKind::LostData => "may have lost its fencing counters",
+            NodeErrorKind::Refused => "answered no",
+            NodeErrorKind::NotAwaited => "not awaited",
         })
     }
 }
@@ -250,6 +301,13 @@ pub enum ConfigError {
         url: String,
         /// What is wrong with it.
         reason: String,
+    },
+    /// A node given without a scheme (`127.0.0.1:7701`, `app:pw@host:6379`): it needs
+    /// `redis://` (or `rediss://` for TLS) in front.
+    #[error("node URL `{url}` has no scheme: write `redis://{url}` (or `rediss://{url}` for TLS)")]
+    MissingScheme {
+        /// The text given, with anything before an `@` hidden (it holds the credentials).
+        url: String,
     },
     /// A URL scheme other than `redis://` or `rediss://`.
     #[error(
@@ -325,7 +383,7 @@ pub enum ConfigError {
         reason: String,
     },
     /// More nodes than the crate supports.
-    #[error("{0} nodes configured; at most {max} are supported", max = crate::config::MAX_NODES)]
+    #[error("{0} nodes configured; at most {max} are supported", max = MAX_NODES)]
     TooManyNodes(usize),
     /// The ttl is zero.
     #[error("the ttl must be greater than zero")]
@@ -391,6 +449,26 @@ pub enum ConfigError {
         /// The largest allowed.
         max: Duration,
     },
+    /// A node timeout at least as long as the validity of the longest lock the client may
+    /// take (`max_ttl` less its drift allowance): a round that waits that long for one slow
+    /// node could never leave any validity, so the timeout could never let a slow node count.
+    /// See [`RedLockBuilder::node_timeout`](crate::RedLockBuilder::node_timeout).
+    #[error(
+        "the node timeout ({}) is not shorter than the validity of the longest lock ({}: the \
+         max ttl {} less the drift allowance): a round that waits it out for one slow node \
+         would always end with no validity left; lower the node timeout \
+         (QUORUMLOCK_NODE_TIMEOUT) or raise the ttl or max ttl (QUORUMLOCK_TTL, \
+         QUORUMLOCK_MAX_TTL)",
+        format_duration(*node_timeout), format_duration(*validity), format_duration(*max_ttl)
+    )]
+    NodeTimeoutOutlastsLocks {
+        /// The node timeout.
+        node_timeout: Duration,
+        /// The longest ttl the client may use (`max_ttl`, which defaults to the ttl).
+        max_ttl: Duration,
+        /// That ttl less its drift allowance.
+        validity: Duration,
+    },
     /// A retry policy that could never make an attempt.
     #[error("the retry policy can never make an attempt: {0}")]
     InvalidRetry(&'static str),
@@ -433,6 +511,74 @@ pub enum ConfigError {
     /// `build()` was called outside a Tokio runtime.
     #[error("RedLockBuilder::build() must be called from within a Tokio runtime")]
     NoRuntime,
+}
+
+/// The most nodes one [`RedLock`](crate::RedLock) accepts. Redlock wants a handful of
+/// independent masters; a longer list is almost certainly a cluster's node list pasted by
+/// mistake. (Here, beside the error that names it, so that this file imports nothing.)
+pub const MAX_NODES: usize = 64;
+
+/// Why a kept lock was lost.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LostReason {
+    /// A majority of nodes no longer had our token: the keys expired, were deleted, or were
+    /// taken over.
+    NotHeld {
+        /// How many nodes still had our token.
+        held: usize,
+        /// How many nodes are configured.
+        nodes: usize,
+    },
+    /// The lock could not be extended (too few nodes answered, or too late) before the margin
+    /// before its validity's end.
+    NotExtended {
+        /// The last extension's error, if one returned before the deadline.
+        last_error: Option<String>,
+    },
+    /// The hold limit ([`KeepAlive::max_hold`](crate::KeepAlive::max_hold)) was reached.
+    HoldLimit {
+        /// The limit.
+        limit: Duration,
+    },
+    /// The keeper did not run in time: the lock's validity ended before it could extend the
+    /// lock or signal its loss, because no thread of the runtime it runs on was free (blocking
+    /// work on the runtime's threads, such as a `std::thread::sleep` or a long computation
+    /// outside `spawn_blocking`; or a runtime that stopped). Another client may have taken
+    /// the lock meanwhile. Noticed by the first call on the lock (any handle) or by the
+    /// keeper, whichever comes first once the runtime runs again; see [`KeptLock`](crate::KeptLock).
+    KeeperLate {
+        /// How long the validity had been over when the loss was noticed.
+        late: Duration,
+    },
+}
+
+impl fmt::Display for LostReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LostReason::NotHeld { held, nodes } => write!(
+                f,
+                "a majority no longer holds it ({held} of {nodes} nodes still had our token)"
+            ),
+            LostReason::NotExtended { last_error: None } => {
+                f.write_str("it could not be extended in time: no quorum answered")
+            }
+            LostReason::NotExtended {
+                last_error: Some(e),
+            } => write!(f, "it could not be extended in time: {e}"),
+            LostReason::HoldLimit { limit } => write!(
+                f,
+                "the hold limit of {} was reached",
+                humantime::format_duration(*limit)
+            ),
+            LostReason::KeeperLate { late } => write!(
+                f,
+                "its keeper did not run in time: the validity had ended {} earlier (was the \
+                 runtime's thread blocked?)",
+                humantime::format_duration(Duration::from_millis(late.as_millis() as u64))
+            ),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@
 //! | `quorumlock_lock_wait_seconds` | histogram | `outcome`: `acquired`, `gave_up` (from the call to its end) |
 //! | `quorumlock_node_errors_total` | counter | `node` (index), `kind` (`NodeErrorKind`, lower case) |
 //! | `quorumlock_extension_failures_total` | counter | (a kept lock's extension that failed and is retried) |
-//! | `quorumlock_locks_lost_total` | counter | `reason`: `not_held`, `not_extended`, `hold_limit` |
+//! | `quorumlock_locks_lost_total` | counter | `reason`: `not_held`, `not_extended`, `hold_limit`, `keeper_late` |
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -151,6 +151,7 @@ pub(crate) fn lock_lost(_reason: &crate::LostReason) {
             crate::LostReason::NotHeld { .. } => "not_held",
             crate::LostReason::NotExtended { .. } => "not_extended",
             crate::LostReason::HoldLimit { .. } => "hold_limit",
+            crate::LostReason::KeeperLate { .. } => "keeper_late",
         };
         metrics::counter!("quorumlock_locks_lost_total", "reason" => reason).increment(1);
     }

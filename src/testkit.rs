@@ -2,8 +2,9 @@
 //!
 //! [`LocalQuorum`] starts N independent Redis masters, each on a free
 //! `127.0.0.1` port with its own data directory inside a temporary directory.
-//! By default they persist every write (`appendfsync always`), as production nodes should,
-//! so a client with the default configuration uses them as soon as they start;
+//! By default they persist every write (`appendfsync always`), and each is marked as new
+//! when it first starts (design 2.6a), so a client with the default configuration uses them
+//! at once;
 //! [`NodeOptions::volatile`] gives nodes that come back empty from a restart.
 //! Tests can then [kill](LocalNode::kill), [freeze](LocalNode::freeze),
 //! [resume](LocalNode::resume) and [restart](LocalNode::restart) single nodes
@@ -142,14 +143,14 @@ impl TestkitError {
 /// How a node persists data across [`LocalNode::restart`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Persistence {
-    /// No persistence at all (`--save "" --appendonly no`): a restart loses every key. A
-    /// client with quarantine on (the default) does not count such a node until it has been
-    /// up for the longest ttl.
+    /// No persistence at all (`--save "" --appendonly no`): a restart loses every key, the
+    /// node's marker included.
     None,
     /// AOF with `--appendfsync everysec`.
     AofEverysec,
     /// AOF with `--appendfsync always`: every acknowledged write survives a SIGKILL. The
-    /// default: a client counts these nodes as soon as they start.
+    /// default. A client quarantines a restarted node whatever its persistence (design
+    /// 2.6a); the testkit marks the nodes it starts empty as new, so they count at once.
     #[default]
     AofAlways,
 }
@@ -167,9 +168,8 @@ pub struct NodeOptions {
 }
 
 impl NodeOptions {
-    /// Nodes that persist every write (`appendfsync always`), as production nodes should: a
-    /// client does not quarantine them after a restart, so locks work as soon as they start.
-    /// The same as [`NodeOptions::default()`].
+    /// Nodes that persist every write (`appendfsync always`). The same as
+    /// [`NodeOptions::default()`].
     pub fn persistent() -> Self {
         NodeOptions {
             persistence: Persistence::AofAlways,
@@ -179,8 +179,8 @@ impl NodeOptions {
 
     /// Nodes that keep nothing across a restart ([`Persistence::None`]), for tests of what a
     /// node that comes back empty does. A client with quarantine on (the default) does not
-    /// count them until they have been up for its longest ttl: such tests either wait that
-    /// long or build their client with `quarantine(false)`.
+    /// count a restarted node (of any persistence) until the longest ttl has passed: such
+    /// tests either wait that long or build their client with `quarantine(false)`.
     pub fn volatile() -> Self {
         NodeOptions {
             persistence: Persistence::None,
@@ -251,8 +251,8 @@ pub struct LocalQuorum {
 }
 
 impl LocalQuorum {
-    /// Starts `n` servers with [`NodeOptions::default()`]: persisting every write, so that a
-    /// default client counts them at once.
+    /// Starts `n` servers with [`NodeOptions::default()`] (persisting every write), marked
+    /// as new so that a default client counts them at once.
     ///
     /// # Errors
     /// See [`LocalQuorum::start_with`].
@@ -506,6 +506,17 @@ impl LocalNode {
         }
     }
 
+    /// [`restart`](Self::restart) with other options from now on (say, persistence switched
+    /// on): what a server restarted with another configuration does. A server that starts
+    /// with AOF on loads only its AOF, so a node that had none comes back empty.
+    ///
+    /// # Errors
+    /// Those of [`restart`](Self::restart).
+    pub async fn restart_with(&mut self, opts: NodeOptions) -> Result<(), TestkitError> {
+        self.opts = opts;
+        self.restart().await
+    }
+
     /// Sends one command over a fresh TCP connection and returns the reply. If `requirepass`
     /// is set, `AUTH` is sent first. Error replies are returned as `Ok(Reply::Error(_))`.
     /// There is no internal timeout: against a frozen node this waits until it is resumed.
@@ -515,26 +526,7 @@ impl LocalNode {
     /// [`TestkitError::is_connection_refused`]), [`TestkitError::Auth`] if the password is
     /// rejected, [`TestkitError::Protocol`] for an empty `args` or a malformed reply.
     pub async fn command(&self, args: &[&str]) -> Result<Reply, TestkitError> {
-        if args.is_empty() {
-            return Err(protocol("empty command"));
-        }
-        let mut stream = TcpStream::connect(self.addr()).await?;
-        let mut out = Vec::new();
-        if let Some(pass) = &self.opts.requirepass {
-            encode_command(&mut out, &["AUTH", pass]);
-        }
-        encode_command(&mut out, args);
-        stream.write_all(&out).await?;
-        let mut buf = Vec::new();
-        if self.opts.requirepass.is_some() {
-            if let Reply::Error(message) = read_reply(&mut stream, &mut buf).await? {
-                return Err(TestkitError::Auth {
-                    port: self.port,
-                    message,
-                });
-            }
-        }
-        read_reply(&mut stream, &mut buf).await
+        command_at(self.addr(), self.opts.requirepass.as_deref(), args).await
     }
 
     /// Starts a node on a fresh free port, retrying with new ports if one is taken.
@@ -561,11 +553,22 @@ impl LocalNode {
                 .port();
             attempt += 1;
             match node.spawn().await {
-                Ok(()) => return Ok(node),
+                Ok(()) => {
+                    node.provision().await?;
+                    return Ok(node);
+                }
                 Err(SpawnError::AddrInUse(_)) if attempt < FRESH_PORT_ATTEMPTS => {}
                 Err(SpawnError::AddrInUse(e) | SpawnError::Fatal(e)) => return Err(e),
             }
         }
+    }
+
+    /// Marks a server just started empty as new (design 2.6a): a marker of its own run_id,
+    /// floor 0, `new`, so that a client neither quarantines it nor waits to re-seed it. Only
+    /// the first start does this; a restart leaves whatever the server loaded, as in
+    /// production, where a node that restarts is quarantined and re-seeded.
+    async fn provision(&self) -> Result<(), TestkitError> {
+        mark_new_at(self.addr(), self.opts.requirepass.as_deref()).await
     }
 
     /// One attempt to start the server on `self.port`, waiting for its readiness line.
@@ -756,6 +759,71 @@ fn percent_encode(s: &str) -> String {
         .collect()
 }
 
+/// Marks the server at `addr`, just started empty by the caller, as new (design 2.6a): a
+/// `quorumlock:node` marker of its own run_id, floor 0, `new`. A client then neither
+/// quarantines it nor waits to re-seed it. [`LocalQuorum`] does this for the servers it
+/// starts; this is for servers a test starts otherwise (containers, say). Only for servers
+/// that really hold nothing: a node marked new after it granted locks or recorded fencing
+/// tokens would let a lock be granted twice and a token repeat.
+///
+/// # Errors
+/// [`TestkitError::Io`] if the server cannot be reached, [`TestkitError::Protocol`] if it
+/// does not tell its run_id or refuses the `SET`.
+pub async fn mark_new(addr: SocketAddr) -> Result<(), TestkitError> {
+    mark_new_at(addr, None).await
+}
+
+async fn mark_new_at(addr: SocketAddr, requirepass: Option<&str>) -> Result<(), TestkitError> {
+    let info = command_at(addr, requirepass, &["INFO", "server"]).await?;
+    let run_id = info
+        .as_str()
+        .and_then(|text| {
+            text.lines()
+                .find_map(|l| l.trim_end_matches('\r').strip_prefix("run_id:"))
+        })
+        .map(str::to_string)
+        .ok_or_else(|| protocol("INFO server told no run_id"))?;
+    let marker = format!("{run_id}:0:new");
+    match command_at(
+        addr,
+        requirepass,
+        &["SET", crate::algo::keys::NODE_KEY, &marker],
+    )
+    .await?
+    {
+        Reply::Status(ok) if ok == "OK" => Ok(()),
+        other => Err(protocol(format!("SET of the marker answered {other:?}"))),
+    }
+}
+
+/// Sends one command over a fresh TCP connection, after `AUTH` if `requirepass` is set.
+async fn command_at(
+    addr: SocketAddr,
+    requirepass: Option<&str>,
+    args: &[&str],
+) -> Result<Reply, TestkitError> {
+    if args.is_empty() {
+        return Err(protocol("empty command"));
+    }
+    let mut stream = TcpStream::connect(addr).await?;
+    let mut out = Vec::new();
+    if let Some(pass) = requirepass {
+        encode_command(&mut out, &["AUTH", pass]);
+    }
+    encode_command(&mut out, args);
+    stream.write_all(&out).await?;
+    let mut buf = Vec::new();
+    if requirepass.is_some() {
+        if let Reply::Error(message) = read_reply(&mut stream, &mut buf).await? {
+            return Err(TestkitError::Auth {
+                port: addr.port(),
+                message,
+            });
+        }
+    }
+    read_reply(&mut stream, &mut buf).await
+}
+
 fn protocol(msg: impl Into<String>) -> TestkitError {
     TestkitError::Protocol(msg.into())
 }
@@ -854,9 +922,9 @@ fn parse_reply(buf: &[u8]) -> Result<Option<(Reply, usize)>, TestkitError> {
 /// The Lua scripts the client sends, with the SHA1 it calls them by, so that tests can check
 /// the hashes against a real `SCRIPT LOAD`.
 pub fn scripts() -> Vec<(&'static str, String)> {
-    crate::scripts::ALL
+    crate::node::scripts::ALL
         .into_iter()
-        .map(|body| (body, crate::scripts::Script::new(body).sha))
+        .map(|body| (body, crate::node::scripts::Script::new(body).sha))
         .collect()
 }
 

@@ -4,8 +4,10 @@
 //! majorities), each run checked by the history checker of tests/chaos/. docs/chaos.md
 //! describes every scenario and its results.
 //!
-//! It runs only with `QUORUMLOCK_CHAOS=compose` (scripts/chaos sets it, builds the images
-//! and writes a summary); otherwise every test returns at once and says so on stderr. It
+//! Every scenario is `#[ignore]`d ("needs a Docker engine; run by scripts/chaos"), so that a
+//! plain `cargo test` lists them as ignored rather than passed; scripts/chaos runs them with
+//! `--include-ignored` and `QUORUMLOCK_CHAOS=compose` (builds the images and writes a
+//! summary). Run without `QUORUMLOCK_CHAOS=compose`, a scenario fails. It
 //! needs the images `QUORUMLOCK_REDIS_IMAGE` (scripts/build-redis-image) and, for the
 //! partition, `QUORUMLOCK_CHAOS_CLIENT_IMAGE` (scripts/build-client-image). It brings the
 //! project up for each scenario and down again (`down -v`) afterwards, also when the
@@ -18,7 +20,6 @@ mod compose;
 
 use std::io::Write;
 use std::path::PathBuf;
-use std::sync::OnceLock;
 use std::time::Duration;
 
 use chaos::checker::Report;
@@ -32,22 +33,20 @@ use rand::{Rng, SeedableRng};
 /// The scenarios share the compose project and its host ports: one at a time.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-/// Whether the suite is enabled; says loudly that it is skipped otherwise.
-fn enabled() -> bool {
-    if std::env::var("QUORUMLOCK_CHAOS").as_deref() == Ok("compose") {
-        return true;
-    }
-    static NOTICE: OnceLock<()> = OnceLock::new();
-    NOTICE.get_or_init(|| {
-        // Straight to stderr, past the test harness's capture, so that a plain `cargo test`
-        // shows it.
-        let _ = writeln!(
-            std::io::stderr(),
-            "\n*** SKIPPED: the Docker Compose chaos suite (tests/chaos.rs) did not run. \
-             Set QUORUMLOCK_CHAOS=compose, or run scripts/chaos (see docs/chaos.md). ***\n"
-        );
-    });
-    false
+/// The reason every scenario is `#[ignore]`d: a plain `cargo test` must not count a scenario
+/// that could not run as passed. scripts/chaos runs them with `--include-ignored`.
+const NEEDS_DOCKER: &str = "needs a Docker engine; run by scripts/chaos";
+
+/// Fails the scenario unless the suite was asked for (`QUORUMLOCK_CHAOS=compose`, which
+/// scripts/chaos sets after checking that a Docker engine answers): a scenario run by hand
+/// with `--ignored` must not pass without running.
+fn require_enabled() {
+    assert_eq!(
+        std::env::var("QUORUMLOCK_CHAOS").as_deref(),
+        Ok("compose"),
+        "the Docker Compose chaos suite runs only with QUORUMLOCK_CHAOS=compose: \
+         run scripts/chaos (docs/chaos.md); {NEEDS_DOCKER}"
+    );
 }
 
 /// Histories and results: `QUORUMLOCK_CHAOS_OUT`, else target/chaos in the repository.
@@ -93,10 +92,9 @@ fn assert_clean(report: &Report) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a Docker engine; run by scripts/chaos"]
 async fn a_kill_minority_and_restart() {
-    if !enabled() {
-        return;
-    }
+    require_enabled();
     let _serial = SERIAL.lock().await;
     let (compose, mut run) = start(
         "a_kill_minority",
@@ -120,10 +118,9 @@ async fn a_kill_minority_and_restart() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a Docker engine; run by scripts/chaos"]
 async fn b_freeze_minority() {
-    if !enabled() {
-        return;
-    }
+    require_enabled();
     let _serial = SERIAL.lock().await;
     let (compose, mut run) = start(
         "b_freeze_minority",
@@ -146,10 +143,9 @@ async fn b_freeze_minority() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a Docker engine; run by scripts/chaos"]
 async fn c_cut_minority_off_the_network() {
-    if !enabled() {
-        return;
-    }
+    require_enabled();
     let _serial = SERIAL.lock().await;
     let (compose, mut run) = start(
         "c_network_minority",
@@ -178,10 +174,9 @@ async fn c_cut_minority_off_the_network() {
 /// redis5}, two majorities that overlap in redis3 only. A third client on the host sees
 /// all five. Packets across the cut are dropped silently, as in a real partition.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a Docker engine; run by scripts/chaos"]
 async fn d_partition_gives_two_clients_different_majorities() {
-    if !enabled() {
-        return;
-    }
+    require_enabled();
     let _serial = SERIAL.lock().await;
     let image = compose::client_image().await;
     let compose = Compose::up(false).await;
@@ -325,10 +320,9 @@ async fn restart_majority(compose: &Compose, run: &mut Run) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a Docker engine; run by scripts/chaos"]
 async fn e1_restart_with_persistence() {
-    if !enabled() {
-        return;
-    }
+    require_enabled();
     let _serial = SERIAL.lock().await;
     let (compose, mut run) = start(
         "e1_restart_persistent",
@@ -348,14 +342,13 @@ async fn e1_restart_with_persistence() {
 
 /// The same schedule on nodes that keep nothing, with the clients' quarantine: the
 /// restarted majority does not count for the max ttl (8 s), so the held lock stays
-/// exclusive; locks work again after it. Fencing tokens are another matter: the majority
-/// lost its fencing counters, and design 2.6 promises growing tokens only with
-/// `appendfsync always`, so regressions after the quarantine are reported, not failed.
+/// exclusive; locks work again after it. The majority lost its fencing counters: they are
+/// re-seeded after the quarantine (from the nodes' clocks, no intact majority being left,
+/// design 2.6a), and tokens keep growing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a Docker engine; run by scripts/chaos"]
 async fn e2_restart_without_persistence_with_quarantine() {
-    if !enabled() {
-        return;
-    }
+    require_enabled();
     let _serial = SERIAL.lock().await;
     let (compose, mut run) = start(
         "e2_restart_volatile_quarantine",
@@ -369,25 +362,55 @@ async fn e2_restart_without_persistence_with_quarantine() {
     .await;
     let holding = run::hold_long(&mut run, LONG_CS).await;
     restart_majority(&compose, &mut run).await;
+    let restarted = chaos::history::mono_ns();
     run::contend_while_held(&mut run, holding, Duration::from_secs(10)).await;
     let report = run.finish(&out_dir()).await;
-    assert!(!report.exclusion_violated(), "{report}");
-    assert_eq!(
-        (report.stuck, report.overruns, report.counter_errors),
-        (0, 0, 0),
-        "{report}"
-    );
+    assert_clean(&report);
     assert!(
         report.recoveries_ms.iter().all(Option::is_some),
         "no lock after the quarantine: {report}"
     );
+    assert!(
+        report.token_starts.iter().any(|t| *t > restarted),
+        "no token after the restart: {report}"
+    );
+}
+
+/// A rolling restart of nodes that keep nothing, one at a time, each back before the next
+/// goes: every node loses its fencing counters; tokens grow all the same (design 2.6a).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a Docker engine; run by scripts/chaos"]
+async fn i_rolling_restart_without_persistence() {
+    require_enabled();
+    let _serial = SERIAL.lock().await;
+    let (compose, mut run) = start(
+        "i_rolling_restart_volatile",
+        "no persistence, quarantine on (1 s); redis1-5 killed and started empty one at a \
+         time, every 0.5 s from 1 s; 8 s in all",
+        false,
+        settings(),
+        Duration::from_secs(8),
+    )
+    .await;
+    let mut last = 0;
+    for (i, at) in [1.0, 1.5, 2.0, 2.5, 3.0].into_iter().enumerate() {
+        run.at(at).await;
+        compose.kill(&mut run, &[i]).await;
+        compose.start(&mut run, &[i]).await;
+        last = chaos::history::mono_ns();
+    }
+    let report = run.finish(&out_dir()).await;
+    assert_clean(&report);
+    assert!(
+        report.token_starts.iter().any(|t| *t > last),
+        "no token after the last restart: {report}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a Docker engine; run by scripts/chaos"]
 async fn f_kill_majority_fails_fast_and_recovers() {
-    if !enabled() {
-        return;
-    }
+    require_enabled();
     let _serial = SERIAL.lock().await;
     let (compose, mut run) = start(
         "f_kill_majority",
@@ -467,10 +490,9 @@ fn mixed_schedule(seed: u64, duration: f64, max_ttl: f64) -> Vec<(f64, f64, Kind
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a Docker engine; run by scripts/chaos"]
 async fn g_mixed_random_schedule() {
-    if !enabled() {
-        return;
-    }
+    require_enabled();
     let _serial = SERIAL.lock().await;
     let seed = match std::env::var("QUORUMLOCK_CHAOS_SEED") {
         Ok(s) => s.parse().expect("QUORUMLOCK_CHAOS_SEED: a number"),
@@ -525,10 +547,9 @@ async fn g_mixed_random_schedule() {
 /// The negative control: the schedule of e2 with clients that do not quarantine. The
 /// restarted majority grants the held resource to the workers: the checker must report it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a Docker engine; run by scripts/chaos"]
 async fn negative_control_undelayed_majority_restart_without_quarantine() {
-    if !enabled() {
-        return;
-    }
+    require_enabled();
     let _serial = SERIAL.lock().await;
     let (compose, mut run) = start(
         "negative_control",
@@ -597,13 +618,12 @@ async fn leading(compose: &Compose, names: &[&str], after: u64) -> (String, u64)
 /// election while the leader's container is killed and started again, a minority of nodes
 /// is paused, a majority is killed and started again (they persist every write: the terms
 /// go on growing), and a minority node restarts under a new leader. The terms are checked
-/// for overlaps and regressions, no term may begin while a healthy leader holds, and the
-/// time to the next leader after each kill is reported.
+/// for overlaps and regressions; a term that began while a healthy leader held (flapping)
+/// and the time to the next leader after each kill are reported, not asserted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a Docker engine; run by scripts/chaos"]
 async fn h_election() {
-    if !enabled() {
-        return;
-    }
+    require_enabled();
     let _serial = SERIAL.lock().await;
     let image = compose::client_image().await;
     let mut compose = Compose::up(true).await;
@@ -699,7 +719,8 @@ async fn h_election() {
     });
     let report = chaos::checker::check_terms(&history);
     let starts = chaos::election::starts(&history);
-    problems.extend(chaos::election::flaps(&starts, &quiet));
+    // Flapping is reported, not asserted: a timing figure of the machine (issue 20).
+    let flapped = chaos::election::flaps(&starts, &quiet);
     let next = chaos::election::next_leader(&starts, &failovers);
     let gaps: Vec<String> = next
         .iter()
@@ -709,7 +730,7 @@ async fn h_election() {
         })
         .collect();
     let summary = format!(
-        "{report}\n  terms: {}; time to the next leader: {}",
+        "{report}\n  terms: {}; time to the next leader: {}; flapping: {flapped:?}",
         starts.len(),
         gaps.join(", ")
     );

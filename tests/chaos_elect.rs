@@ -4,8 +4,8 @@
 //! restarted (ttl 2 s). Each candidate's command records when it began and ended and in which
 //! term (`$QUORUMLOCK_TERM`); the term checker of tests/chaos/ reads those intervals: at most one
 //! command at a time, terms strictly increasing. The driver also measures how long the
-//! election went without a leader after each kill, and checks that no new term began while
-//! a healthy leader held.
+//! election went without a leader after each kill, and reports (without asserting: a timing
+//! figure of the machine) any new term that began while a healthy leader held.
 //!
 //! A negative control runs two candidates that do not share their nodes: the checker must
 //! see two leaders at once.
@@ -296,10 +296,14 @@ async fn one_leader_at_a_time_while_leaders_and_nodes_die() {
     let report = check_terms(&records);
     assert_clean(&report, &problems);
 
-    // No flapping: no term began while a healthy leader held.
+    // Flapping (a term that began while a healthy leader held) is reported, not asserted: a
+    // healthy leader misses its extension window only when the machine stalls it, which says
+    // how loaded the machine was, not whether the election is safe (issue 20).
     let starts = starts(&records);
     let flapped = flaps(&starts, &quiet);
-    assert!(flapped.is_empty(), "{flapped:?}\n{report}");
+    if !flapped.is_empty() {
+        eprintln!("flapping (reported, not asserted): {flapped:?}");
+    }
     // A new leader after each kill, and how long it took.
     let mut gaps = Vec::new();
     for (what, ms) in next_leader(&starts, &failovers) {

@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use chaos::checker::Report;
-use chaos::history::mono_ns;
+use chaos::history::{mono_ns, Op, Record};
 use chaos::run::{self, Run, Target};
 use chaos::workload::Settings;
 use quorumlock::testkit::{LocalQuorum, NodeOptions, Persistence};
@@ -129,7 +129,9 @@ async fn exclusive_while_a_minority_is_killed_and_restarted() {
     local.restart(&mut run, &[0, 1]).await;
     let report = run.finish(&out_dir()).await;
     assert_clean(&report);
-    assert!(report.availability() > Some(0.9), "{report}");
+    // Reported, not asserted: how often a lock was had is a performance figure of the
+    // machine (issue 20); the safety assertions are in assert_clean.
+    eprintln!("availability: {:?}", report.availability());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -149,12 +151,13 @@ async fn exclusive_while_a_minority_is_frozen() {
     local.resume(&mut run, &[1, 3]);
     let report = run.finish(&out_dir()).await;
     assert_clean(&report);
-    assert!(report.availability() > Some(0.9), "{report}");
+    // Reported, not asserted: how often a lock was had is a performance figure of the
+    // machine (issue 20); the safety assertions are in assert_clean.
+    eprintln!("availability: {:?}", report.availability());
 }
 
-/// The nodes persist every write: a majority that comes back empty would lose the fencing
-/// counters, and tokens could then go backwards (design 2.6 requires `appendfsync always`
-/// for tokens; the lock keys themselves are covered by the quarantine either way).
+/// The nodes persist every write; they are quarantined after the restart all the same
+/// (design 2.6a: a restart is told by the marker, not by the persistence settings).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fails_fast_while_a_majority_is_down_and_recovers() {
     let _serial = SERIAL.lock().await;
@@ -181,10 +184,51 @@ async fn fails_fast_while_a_majority_is_down_and_recovers() {
     );
 }
 
+/// A rolling restart of volatile nodes, one at a time, each back before the next goes, under
+/// contention with tokens asked in half the critical sections: every node loses its fencing
+/// counters, a majority of them before the first is re-seeded, and the checker asserts that
+/// tokens grow strictly per resource in critical-section order (design 2.6a). Tokens must
+/// have been handed out after the last restart, or the run proved nothing about them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokens_grow_across_a_rolling_restart_of_volatile_nodes() {
+    let _serial = SERIAL.lock().await;
+    let (mut local, mut run) = Local::start(
+        "local_rolling_restart",
+        "nodes 0 to 4 (no persistence) restarted empty one at a time, every 0.5 s from 0.8 s",
+        Persistence::None,
+        settings(),
+        Duration::from_secs(6),
+    )
+    .await;
+    let mut last = 0;
+    for (i, at) in [0.8, 1.3, 1.8, 2.3, 2.8].into_iter().enumerate() {
+        run.at(at).await;
+        local.kill(&mut run, &[i]).await;
+        local.restart(&mut run, &[i]).await;
+        last = mono_ns();
+    }
+    let report = run.finish(&out_dir()).await;
+    assert_clean(&report);
+    let after = report.token_starts.iter().filter(|t| **t > last).count();
+    assert!(after > 0, "no token after the last restart: {report}");
+}
+
+/// What a run of [`restart_a_majority_under_a_held_lock`] leaves to check.
+struct AfterRestart {
+    report: Report,
+    /// When nodes 0, 1 and 2 were up again.
+    restarted_at: u64,
+    /// Every lock call of the run.
+    ops: Vec<Op>,
+    /// Each worker client's name, and how many nodes it had a checked connection to at the
+    /// end of the run.
+    connected: Vec<(String, usize)>,
+}
+
 /// The negative control's schedule (`run::hold_long`): workers contend for 0.4 s, then a
 /// separate client holds r0 for 1.2 s (ttl 2 s) while nodes 0, 1 and 2 restart empty at
 /// once, and the workers contend for r0 again.
-async fn restart_a_majority_under_a_held_lock(name: &str, quarantine: bool) -> Report {
+async fn restart_a_majority_under_a_held_lock(name: &str, quarantine: bool) -> AfterRestart {
     let settings = Settings {
         ttl: Duration::from_secs(2),
         quarantine,
@@ -202,8 +246,30 @@ async fn restart_a_majority_under_a_held_lock(name: &str, quarantine: bool) -> R
     let holding = run::hold_long(&mut run, Duration::from_millis(1_200)).await;
     local.kill(&mut run, &[0, 1, 2]).await;
     local.restart(&mut run, &[0, 1, 2]).await;
+    let restarted_at = mono_ns();
     run::contend_while_held(&mut run, holding, Duration::ZERO).await;
-    run.finish(&out_dir()).await
+    let history = run.ctx.history.clone();
+    let clients = run.clients.clone();
+    let report = run.finish(&out_dir()).await;
+    let mut connected = Vec::new();
+    for (name, redlock) in clients {
+        let n = redlock.wait_for_nodes(Duration::from_secs(5)).await;
+        connected.push((name, n));
+    }
+    let ops = history
+        .records()
+        .into_iter()
+        .filter_map(|r| match r {
+            Record::Op(op) => Some(op),
+            _ => None,
+        })
+        .collect();
+    AfterRestart {
+        report,
+        restarted_at,
+        ops,
+        connected,
+    }
 }
 
 /// The negative control: clients without quarantine, nodes without persistence, and a
@@ -212,7 +278,9 @@ async fn restart_a_majority_under_a_held_lock(name: &str, quarantine: bool) -> R
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn negative_control_an_undelayed_majority_restart_without_quarantine_is_caught() {
     let _serial = SERIAL.lock().await;
-    let report = restart_a_majority_under_a_held_lock("local_negative_control", false).await;
+    let report = restart_a_majority_under_a_held_lock("local_negative_control", false)
+        .await
+        .report;
     assert!(
         report.exclusion_violated(),
         "the checker missed a double grant: {report}"
@@ -221,12 +289,37 @@ async fn negative_control_an_undelayed_majority_restart_without_quarantine_is_ca
 
 /// The same restart with the client's quarantine on: the restarted majority does not count
 /// until it has been up for the max ttl, so the held lock stays exclusive. (The run ends
-/// before the quarantine does: after it, the fencing counters the majority lost could let
-/// tokens go backwards, which design 2.6 rules out only with `appendfsync always`.)
+/// before the quarantine does; `tokens_grow_across_a_rolling_restart_of_volatile_nodes`
+/// follows tokens across such losses.)
+///
+/// Clean only counts if the clients did reach the restarted nodes: clients that never
+/// reconnected would be as harmless. So each client must be connected to every node at the
+/// end, and the first lock call each made after the restart must name nodes 0, 1 and 2 as
+/// quarantined (which a client can tell only from a checked new connection to each).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_undelayed_majority_restart_is_harmless_with_quarantine() {
     let _serial = SERIAL.lock().await;
-    let report =
+    let after =
         restart_a_majority_under_a_held_lock("local_majority_restart_quarantined", true).await;
-    assert_clean(&report);
+    let report = &after.report;
+    assert_clean(report);
+    assert!(!after.connected.is_empty(), "no worker client: {report}");
+    for (client, connected) in &after.connected {
+        assert_eq!(
+            *connected, NODES,
+            "client {client} is not connected to every node again: {report}"
+        );
+        let prefix = format!("{client}.");
+        let first = after
+            .ops
+            .iter()
+            .filter(|op| op.client.starts_with(&prefix) && op.start > after.restarted_at)
+            .min_by_key(|op| op.start)
+            .unwrap_or_else(|| panic!("client {client} made no call after the restart"));
+        assert_eq!(
+            first.quarantined_nodes,
+            vec![0, 1, 2],
+            "client {client}'s first call after the restart: {first:?}"
+        );
+    }
 }

@@ -8,7 +8,8 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use common::cli::{
-    appears, assert_bad_input, finished, nowhere, outcome, quorumlock, BadInput, UNTIL_STOP,
+    appears, assert_bad_input, commands_that_cannot_run, finished, nowhere, outcome, quorumlock,
+    without_our_variables, BadInput, BIN, UNTIL_STOP,
 };
 use common::{calls, client, eventually, get};
 use quorumlock::testkit::{LocalQuorum, Reply};
@@ -173,6 +174,51 @@ async fn with_wait_it_takes_the_lock_once_the_holder_lets_it_expire() {
     drop(held);
 }
 
+/// The validity check: a majority says yes only after the validity is gone. Nodes 1 and 2
+/// are frozen before quorumlock starts; its one attempt sets the key on node 0 at once and
+/// waits for them; they are resumed once that key has expired on node 0 (so more than the
+/// ttl has passed since the attempt started), and say yes, late but within the node timeout.
+#[tokio::test]
+async fn exits_69_when_the_majority_answers_after_the_validity() {
+    let mut q = LocalQuorum::start(3).await.unwrap();
+    q.node_mut(1).freeze().unwrap();
+    q.node_mut(2).freeze().unwrap();
+    let dir = scratch();
+    let mut cli = run_sh(&q, &[], "late-cli", "touch ran");
+    cli.env("QUORUMLOCK_TTL", "2s")
+        .env("QUORUMLOCK_MAX_TTL", "1m")
+        .env("QUORUMLOCK_NODE_TIMEOUT", "20s")
+        .env("QUORUMLOCK_RETRY_ATTEMPTS", "1")
+        .current_dir(dir.path());
+    let run = tokio::spawn(cli.output());
+
+    // The attempt set the key on node 0, and it then expired there by its ttl.
+    let node = q.node(0);
+    eventually("the attempt set the key on node 0", || async {
+        get(node, "late-cli").await.is_some()
+    })
+    .await;
+    eventually("the key expired on node 0", || async {
+        get(node, "late-cli").await.is_none()
+    })
+    .await;
+    q.node_mut(1).resume().unwrap();
+    q.node_mut(2).resume().unwrap();
+
+    let out = finished(run).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(69), "{stderr}");
+    assert!(
+        stderr
+            .lines()
+            .last()
+            .is_some_and(|l| l.starts_with("quorumlock: validity of `late-cli` used up")),
+        "{stderr}"
+    );
+    assert!(!dir.path().join("ran").exists(), "the command ran");
+    common::no_holders(&q, "late-cli").await;
+}
+
 #[tokio::test]
 async fn exits_69_when_a_majority_of_nodes_is_down() {
     let mut q = LocalQuorum::start(3).await.unwrap();
@@ -245,7 +291,7 @@ async fn exits_64_with_one_line_on_bad_input() {
         (&["run", "--conflict-exit-code", "256", "r", "--", "true"], &[], "--conflict-exit-code"),
         (&["run", "-E", "x", "r", "--", "true"], &[], "--conflict-exit-code"),
         (&["run", "--grace", "0s", "r", "--", "true"], &[], "greater than zero"),
-        (&["run", "--ttl", "1s", "--grace", "250ms", "r", "--", "true"], &[], "--grace"),
+        (&["run", "--ttl", "2s", "--grace", "500ms", "r", "--", "true"], &[], "--grace"),
         (&["run", "", "--", "true"], &[], "resource name is empty"),
         (&["run", "quorumlock:fence:r", "--", "true"], &[], "reserved"),
         (&["run", "r"], &[], "<COMMAND>"),
@@ -416,25 +462,35 @@ async fn exits_127_or_126_when_the_command_cannot_run_and_releases_the_lock() {
     let q = LocalQuorum::start(3).await.unwrap();
     let redlock = client(&q).await;
     let dir = scratch();
-    let not_executable = dir.path().join("script.sh");
-    std::fs::write(&not_executable, "#!/bin/sh\ntrue\n").unwrap();
-    let not_executable = not_executable.to_str().unwrap();
-    for (command, code, message) in [
-        (
-            "/nonexistent/command",
-            127,
-            "/nonexistent/command: command not found",
-        ),
-        ("no-such-command-for-quorumlock", 127, "command not found"),
-        (not_executable, 126, "cannot execute"),
-    ] {
+    for (command, code, message) in commands_that_cannot_run(dir.path()) {
         let mut cli = quorumlock(&q.urls());
-        let out = outcome(cli.args(["run", "cannot-run", "--", command])).await;
+        let out = outcome(cli.args(["run", "cannot-run", "--", &command])).await;
         assert_eq!(out.code, Some(code), "{command}: {out:?}");
         assert!(out.stderr.starts_with("quorumlock: "), "{out:?}");
         assert!(out.stderr.contains(message), "{out:?}");
         assert!(is_free(&redlock, "cannot-run").await, "{command}");
     }
+}
+
+/// Exit 70 when the OS refuses what quorumlock needs: here the async runtime, whose event
+/// queue and its waker need two file descriptors, and only one is allowed above stdin,
+/// stdout and stderr (the dynamic loader needs that one to open the shared libraries).
+#[tokio::test]
+async fn exits_70_when_the_os_refuses_the_async_runtime() {
+    let mut sh = Command::new("sh");
+    without_our_variables(&mut sh)
+        .args(["-c", r#"ulimit -n 4 && exec "$0" "$@""#, BIN])
+        .args(["run", "--nodes", &nowhere()[0], "r", "--", "true"])
+        .stdin(Stdio::null())
+        .kill_on_drop(true);
+    let out = outcome(&mut sh).await;
+    assert_eq!(out.code, Some(70), "{out:?}");
+    assert!(
+        out.stderr
+            .starts_with("quorumlock: cannot start the async runtime: "),
+        "{out:?}"
+    );
+    assert_eq!(out.stderr.lines().count(), 1, "{out:?}");
 }
 
 #[tokio::test]
@@ -444,6 +500,8 @@ async fn keeps_the_lock_while_the_command_outlives_its_ttl() {
     let dir = scratch();
     let script = format!("touch started; {UNTIL_STOP}");
     let mut cli = run_sh(&q, &["--ttl", "1s"], "outlives", &script);
+    // Under the validity of a 1 s lock (988 ms), or the configuration is refused.
+    cli.env("QUORUMLOCK_NODE_TIMEOUT", "400ms");
     let run = tokio::spawn(cli.current_dir(dir.path()).output());
     let started = appears(&dir.path().join("started")).await;
     // Three ttls: without extensions the keys would have expired twice over.
@@ -847,4 +905,35 @@ async fn status_json_is_one_document_with_the_exit_code() {
     assert_eq!(doc["nodes"][2]["state"], "unreachable", "{doc:#}");
     assert_eq!(doc["nodes"][2]["error"], "connection refused", "{doc:#}");
     drop(held);
+}
+
+/// A fencing token that cannot be told above every earlier one is refused, naming the nodes,
+/// and the command does not start (design 2.6a): node 0 restarted (it may have lost its
+/// counters, and cannot be re-seeded while node 1 is silent), node 1 frozen. The lock itself
+/// is granted by nodes 0 and 2 (quarantine is off here).
+#[tokio::test]
+async fn exits_69_naming_the_nodes_when_no_fencing_token_can_be_told() {
+    let mut q = LocalQuorum::start(3).await.unwrap();
+    q.node_mut(0).restart().await.unwrap();
+    q.node_mut(1).freeze().unwrap();
+    let dir = scratch();
+    let mut cli = run_sh(&q, &[], "fenced-run", "touch ran");
+    cli.current_dir(dir.path());
+    let out = outcome(&mut cli).await;
+    q.node_mut(1).resume().unwrap();
+    assert_eq!(out.code, Some(69), "{out:?}");
+    assert!(
+        out.stderr.starts_with(
+            "quorumlock: could not record a fencing token: no fencing token for `fenced-run`"
+        ),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stderr.contains("node 0 (redis://127.0.0.1:")
+            && out.stderr.contains("may have lost its fencing counters"),
+        "{}",
+        out.stderr
+    );
+    assert!(!dir.path().join("ran").exists(), "the command ran");
 }

@@ -75,15 +75,50 @@ fn unknown_schemes_are_refused() {
         }
     }
     // A name that is no known scheme may be a user name or a password: not shown.
-    match err(RedLock::builder().node("default:S3CRET@127.0.0.1:7401")) {
+    match err(RedLock::builder().node("default:S3CRET@example.com/2")) {
         e @ ConfigError::UnsupportedScheme { scheme: None, .. } => {
             assert_eq!(
                 e.to_string(),
-                "unsupported scheme in `***@127.0.0.1:7401`: use redis:// or rediss://"
+                "unsupported scheme in `***@example.com/2`: use redis:// or rediss://"
             )
         }
         other => panic!("{other:?}"),
     }
+}
+
+/// `127.0.0.1:7701` is an address without its `redis://`, not a relative URL; with
+/// credentials in front (`default:pw@host:port`), they stay hidden.
+#[test]
+fn a_node_without_a_scheme_is_told_to_add_one() {
+    let e = err(RedLock::builder().nodes(["127.0.0.1:7701", "redis://127.0.0.1:7702"]));
+    assert_eq!(
+        e,
+        ConfigError::MissingScheme {
+            url: "127.0.0.1:7701".into()
+        }
+    );
+    assert_eq!(
+        e.to_string(),
+        "node URL `127.0.0.1:7701` has no scheme: write `redis://127.0.0.1:7701` (or \
+         `rediss://127.0.0.1:7701` for TLS)"
+    );
+    let from_env = RedLockBuilder::from_vars(vars(&[("QUORUMLOCK_NODES", "localhost:6379/2")]))
+        .unwrap()
+        .validate();
+    assert_eq!(
+        from_env.unwrap_err(),
+        ConfigError::MissingScheme {
+            url: "localhost:6379/2".into()
+        }
+    );
+    let e = err(RedLock::builder().node("default:S3CRET@127.0.0.1:7401"));
+    assert_eq!(
+        e,
+        ConfigError::MissingScheme {
+            url: "***@127.0.0.1:7401".into()
+        }
+    );
+    assert!(!format!("{e} {e:?}").contains("S3CRET"), "{e}");
 }
 
 #[test]
@@ -220,11 +255,60 @@ fn a_zero_ttl_or_one_not_above_the_drift_is_refused() {
             .ttl(Duration::from_secs(400 * 24 * 3600))),
         ConfigError::TtlTooLarge { .. }
     ));
+    // 5 ms is above its drift (2.05 ms). (With a node timeout below the 2.95 ms of
+    // validity left: the default 100 ms would be refused, see the next test.)
     assert!(RedLock::builder()
         .nodes(THREE)
         .ttl(Duration::from_millis(5))
+        .node_timeout(Duration::from_millis(2))
         .validate()
         .is_ok());
+}
+
+/// A node timeout at least as long as the validity of the longest lock is refused, the same
+/// whether the settings come from the builder, the environment or a configuration file;
+/// a longer max ttl makes room for it.
+#[test]
+fn a_node_timeout_that_no_lock_can_outlast_is_refused_however_given() {
+    // ttl 50 ms, drift 2.5 ms: 47.5 ms of validity, against the default 100 ms.
+    let refused = ConfigError::NodeTimeoutOutlastsLocks {
+        node_timeout: Duration::from_millis(100),
+        max_ttl: Duration::from_millis(50),
+        validity: Duration::from_micros(47_500),
+    };
+    let short = RedLock::builder()
+        .nodes(THREE)
+        .ttl(Duration::from_millis(50));
+    assert_eq!(err(short.clone()), refused);
+    assert_eq!(
+        refused.to_string(),
+        "the node timeout (100ms) is not shorter than the validity of the longest lock (47ms \
+         500us: the max ttl 50ms less the drift allowance): a round that waits it out for one \
+         slow node would always end with no validity left; lower the node timeout \
+         (QUORUMLOCK_NODE_TIMEOUT) or raise the ttl or max ttl (QUORUMLOCK_TTL, \
+         QUORUMLOCK_MAX_TTL)"
+    );
+    let env = RedLockBuilder::from_vars(vars(&[
+        ("QUORUMLOCK_NODES", &THREE.join(",")),
+        ("QUORUMLOCK_TTL", "50ms"),
+    ]))
+    .unwrap();
+    assert_eq!(err(env), refused);
+    #[cfg(feature = "serde")]
+    {
+        let file: RedLockBuilder =
+            serde_json::from_str(&format!(r#"{{"nodes": {THREE:?}, "ttl": "50ms"}}"#)).unwrap();
+        assert_eq!(err(file), refused);
+    }
+    // The node timeout of 10 s against the default ttl: 9.898 s of validity.
+    assert!(matches!(
+        err(RedLock::builder()
+            .nodes(THREE)
+            .node_timeout(Duration::from_secs(10))),
+        ConfigError::NodeTimeoutOutlastsLocks { .. }
+    ));
+    // Longer locks may be taken (lock_with, extend_for): the timeout serves them.
+    assert!(short.max_ttl(Duration::from_secs(1)).validate().is_ok());
 }
 
 #[test]
@@ -557,4 +641,81 @@ proptest! {
             let _ = RedLockBuilder::from_vars(vars(&[(var, v.as_str())])).map(|b| b.validate());
         }
     }
+}
+
+/// The warnings `build()` logs: each event's level and message.
+#[derive(Clone, Default)]
+struct Warnings(std::sync::Arc<std::sync::Mutex<Vec<(tracing::Level, String)>>>);
+
+struct Message<'a>(&'a mut String);
+
+impl tracing::field::Visit for Message<'_> {
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        if field.name() == "message" {
+            *self.0 = format!("{value:?}");
+        }
+    }
+}
+
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Warnings {
+    fn on_event(&self, event: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
+        let mut message = String::new();
+        event.record(&mut Message(&mut message));
+        let level = *event.metadata().level();
+        self.0.lock().unwrap().push((level, message));
+    }
+}
+
+/// Fragile settings are accepted, with a warning each when the client is built: two nodes
+/// (no node may fail), four (no more tolerance than three), and a node timeout that leaves a
+/// lock of the ttl under half its validity after one slow node.
+#[tokio::test]
+async fn build_warns_about_each_fragile_setting() {
+    use tracing_subscriber::layer::SubscriberExt;
+
+    let warned = |builder: RedLockBuilder| {
+        let warnings = Warnings::default();
+        let subscriber = tracing_subscriber::registry().with(warnings.clone());
+        let redlock = tracing::subscriber::with_default(subscriber, || builder.build());
+        drop(redlock.expect("accepted"));
+        let found = warnings.0.lock().unwrap().clone();
+        found
+            .into_iter()
+            .filter(|(level, _)| *level == tracing::Level::WARN)
+            .map(|(_, message)| message)
+            .collect::<Vec<_>>()
+    };
+    let four = [THREE.as_slice(), &["redis://127.0.0.1:7004"]].concat();
+    assert_eq!(
+        warned(RedLock::builder().nodes(THREE)),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        warned(RedLock::builder().nodes(THREE[..2].iter().copied())),
+        [
+            "2 nodes: no node may fail (a quorum of 2 is 2), so locks fail whenever one node is \
+          down, frozen or cut off; use 3 or 5 independent masters"
+        ]
+    );
+    assert_eq!(
+        warned(RedLock::builder().nodes(four)),
+        [
+            "4 nodes: a quorum is 3, so they can lose 1 node, no more than 3 nodes can; an odd \
+          number is as tolerant with one node fewer"
+        ]
+    );
+    let slow = warned(
+        RedLock::builder()
+            .nodes(THREE)
+            .ttl(Duration::from_secs(1))
+            .node_timeout(Duration::from_millis(600)),
+    );
+    assert_eq!(slow.len(), 1, "{slow:?}");
+    assert!(
+        slow[0].starts_with(
+            "a round that waits the node timeout (600ms) for one slow node leaves a lock of the \
+             ttl (1s) 388ms of validity, under half of the 988ms a prompt round leaves"
+        ),
+        "{slow:?}"
+    );
 }

@@ -6,9 +6,8 @@
 mod common;
 
 use std::path::Path;
-use std::time::Duration;
 
-use common::cli::{appears, finished, outcome, quorumlock, UNTIL_STOP};
+use common::cli::{appears, commands_that_cannot_run, finished, outcome, quorumlock, UNTIL_STOP};
 use common::eventually;
 use quorumlock::testkit::LocalQuorum;
 use tokio::process::Command;
@@ -79,9 +78,21 @@ async fn a_second_candidate_runs_its_command_only_after_the_first_ends() {
     let script = format!("echo $QUORUMLOCK_TERM > term; touch started; {UNTIL_STOP}; touch ended");
     let first = tokio::spawn(elect_sh(&q, a.path(), &[], "one", &script).output());
     appears(&a.path().join("started")).await;
-    let second = tokio::spawn(elect_sh(&q, b.path(), &[], "one", &script).output());
-    // While the first leads, the second campaigns: its command does not start.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The second logs its attempts (debug) to a file, so that its refusal can be awaited.
+    let log = b.path().join("log");
+    let second = elect_sh(&q, b.path(), &[], "one", &script)
+        .env("QUORUMLOCK_LOG", "debug")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let second = tokio::spawn(second.wait_with_output());
+    // While the first leads, the second campaigns: once it has been refused, its command
+    // has not started.
+    eventually("the second candidate was refused", || async {
+        read(&log).contains("lock attempt failed")
+    })
+    .await;
     assert!(!b.path().join("started").exists(), "two commands at once");
     std::fs::write(a.path().join("stop"), "").unwrap();
     appears(&b.path().join("started")).await;
@@ -104,7 +115,8 @@ async fn a_lost_leadership_stops_the_command_and_campaigns_again() {
     let mut q = LocalQuorum::start(3).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     // Each term appends its number; SIGTERM ends the command.
-    let script = format!("echo $QUORUMLOCK_TERM >> terms; trap 'exit 0' TERM; {UNTIL_STOP}");
+    let script =
+        format!("echo $QUORUMLOCK_TERM >> terms; trap 'touch stopped; exit 0' TERM; {UNTIL_STOP}");
     let run = tokio::spawn(elect_sh(&q, dir.path(), &["--ttl", "2s"], "again", &script).output());
     let terms = dir.path().join("terms");
     eventually("the first term", || async {
@@ -115,7 +127,7 @@ async fn a_lost_leadership_stops_the_command_and_campaigns_again() {
     q.node_mut(1).freeze().unwrap();
     // The leadership cannot be kept: the command is stopped, and once the nodes answer
     // again this instance leads once more, in a later term.
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    appears(&dir.path().join("stopped")).await;
     q.node_mut(0).resume().unwrap();
     q.node_mut(1).resume().unwrap();
     eventually("the second term", || async {
@@ -172,7 +184,11 @@ async fn leader_exits_69_without_a_quorum_and_64_on_bad_input() {
     .await;
     assert_eq!(out.code, Some(64), "{out:?}");
     for node in q.nodes() {
-        assert_eq!(node.command(&["DBSIZE"]).await.unwrap().as_int(), Some(0));
+        assert_eq!(
+            common::keys(node).await,
+            ["quorumlock:node"],
+            "only the testkit's marker"
+        );
     }
     q.node_mut(0).kill().await.unwrap();
     q.node_mut(1).kill().await.unwrap();
@@ -183,4 +199,23 @@ async fn leader_exits_69_without_a_quorum_and_64_on_bad_input() {
     )
     .await;
     assert_eq!(out.code, Some(69), "{out:?}");
+}
+
+#[tokio::test]
+async fn exits_127_or_126_when_the_command_cannot_run_and_resigns() {
+    let q = LocalQuorum::start(3).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    for (command, code, message) in commands_that_cannot_run(dir.path()) {
+        let mut cli = quorumlock(&q.urls());
+        let out = outcome(cli.args(["elect", "cannot-run", "--", &command])).await;
+        assert_eq!(out.code, Some(code), "{command}: {out:?}");
+        assert!(out.stderr.starts_with("quorumlock: "), "{out:?}");
+        assert!(out.stderr.contains(message), "{out:?}");
+        let out = outcome(quorumlock(&q.urls()).args(["leader", "cannot-run"])).await;
+        assert_eq!(
+            (out.code, out.stdout.trim()),
+            (Some(1), "no leader"),
+            "{command}: {out:?}"
+        );
+    }
 }

@@ -5,7 +5,7 @@
 
 mod common;
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -33,7 +33,13 @@ struct Checker {
     /// not greater than the one before them.
     last_token: AtomicU64,
     regressions: AtomicU64,
+    /// The fault phase now (set by the test), and the critical sections completed in each.
+    phase: AtomicUsize,
+    holds_in: [AtomicU64; PHASES],
 }
+
+/// At most as many fault phases as this.
+const PHASES: usize = 8;
 
 impl Checker {
     async fn critical_section(&self, id: usize, token: Option<u64>) {
@@ -55,6 +61,7 @@ impl Checker {
         tokio::time::sleep(Duration::from_millis(1)).await;
         self.counter.store(seen + 1, Ordering::SeqCst);
         self.holds.fetch_add(1, Ordering::SeqCst);
+        self.holds_in[self.phase.load(Ordering::SeqCst)].fetch_add(1, Ordering::SeqCst);
         let _ = self
             .holder
             .compare_exchange(id, 0, Ordering::SeqCst, Ordering::SeqCst);
@@ -65,6 +72,30 @@ impl Checker {
         self.overlaps.load(Ordering::SeqCst) > 0
             || self.regressions.load(Ordering::SeqCst) > 0
             || self.counter.load(Ordering::SeqCst) != self.holds.load(Ordering::SeqCst)
+    }
+
+    /// Waits until the current fault phase has seen `holds` critical sections (at most 10 s:
+    /// contention that stalls fails the test).
+    async fn holds_in_this_phase(&self, holds: u64) {
+        let phase = self.phase.load(Ordering::SeqCst);
+        common::eventually(&format!("{holds} holds in fault phase {phase}"), || async {
+            self.holds_in[phase].load(Ordering::SeqCst) >= holds
+        })
+        .await;
+    }
+
+    /// Counts the critical sections completed from now on in the next fault phase.
+    fn next_phase(&self) {
+        self.phase.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// The critical sections completed in each phase so far.
+    fn holds_per_phase(&self) -> Vec<u64> {
+        let last = self.phase.load(Ordering::SeqCst);
+        self.holds_in[..=last]
+            .iter()
+            .map(|h| h.load(Ordering::SeqCst))
+            .collect()
     }
 
     fn assert_exclusive(&self) {
@@ -93,16 +124,45 @@ async fn contend(
     rounds: usize,
     checker: Arc<Checker>,
 ) {
+    contend_while(clients, tasks_per_client, checker, move |round| {
+        round < rounds
+    })
+    .await;
+}
+
+/// Contends until `done` is set (by the fault schedule, after its last fault).
+async fn contend_until(
+    clients: Vec<RedLock>,
+    tasks_per_client: usize,
+    checker: Arc<Checker>,
+    done: Arc<AtomicBool>,
+) {
+    contend_while(clients, tasks_per_client, checker, move |_| {
+        !done.load(Ordering::SeqCst)
+    })
+    .await;
+}
+
+/// Each task locks, runs the critical section and releases, round after round, while
+/// `more(round)`.
+async fn contend_while(
+    clients: Vec<RedLock>,
+    tasks_per_client: usize,
+    checker: Arc<Checker>,
+    more: impl Fn(usize) -> bool + Clone + Send + 'static,
+) {
     let mut tasks = Vec::new();
     for (c, redlock) in clients.into_iter().enumerate() {
         for t in 0..tasks_per_client {
             let id = c * tasks_per_client + t + 1;
-            let (redlock, checker) = (redlock.clone(), Arc::clone(&checker));
+            let (redlock, checker, more) = (redlock.clone(), Arc::clone(&checker), more.clone());
             tasks.push(tokio::spawn(async move {
                 let retry = Retry::attempts(50)
                     .delay(Duration::from_millis(1))
                     .jitter(Duration::from_millis(4));
-                for _ in 0..rounds {
+                let mut round = 0;
+                while more(round) {
+                    round += 1;
                     if let Ok(lock) = redlock
                         .lock_with("shared", Duration::from_secs(2), retry)
                         .await
@@ -182,19 +242,50 @@ async fn many_tasks_never_overlap_while_a_minority_fails() {
         clients.push(common::client(&q).await);
     }
     let checker = Arc::new(Checker::default());
-    let work = tokio::spawn(contend(clients.clone(), 4, 25, Arc::clone(&checker)));
+    let done = Arc::new(AtomicBool::new(false));
+    let work = tokio::spawn(contend_until(
+        clients.clone(),
+        4,
+        Arc::clone(&checker),
+        Arc::clone(&done),
+    ));
     // A minority fails in turn while the tasks contend: frozen, then killed and brought back
     // (after more than the ttl, as the delayed-restart rule requires of a node without
-    // persistence).
+    // persistence). Each phase lasts its time and until the tasks completed `HOLDS` critical
+    // sections in it; the tasks contend until the last phase has had its share.
+    const HOLDS: u64 = 10;
+    let phase = Duration::from_millis(300);
+    tokio::time::sleep(phase).await;
+    checker.holds_in_this_phase(HOLDS).await;
     q.node_mut(1).freeze().unwrap();
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    checker.next_phase(); // 1: node 1 frozen
+    tokio::time::sleep(phase).await;
+    checker.holds_in_this_phase(HOLDS).await;
     q.node_mut(4).kill().await.unwrap();
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    checker.next_phase(); // 2: node 1 frozen, node 4 killed
+    tokio::time::sleep(phase).await;
+    checker.holds_in_this_phase(HOLDS).await;
     q.node_mut(1).resume().unwrap();
+    checker.next_phase(); // 3: node 4 killed
     tokio::time::sleep(Duration::from_millis(2_100)).await;
+    checker.holds_in_this_phase(HOLDS).await;
     q.node_mut(4).restart().await.unwrap();
-    work.await.unwrap();
+    checker.next_phase(); // 4: node 4 back, after the last fault
+    checker.holds_in_this_phase(HOLDS).await;
+    done.store(true, Ordering::SeqCst);
+    common::within("the contending tasks stop", work)
+        .await
+        .unwrap();
     checker.assert_exclusive();
+    let per_phase = checker.holds_per_phase();
+    eprintln!("holds per fault phase: {per_phase:?}");
+    // Each fault met the work: before the first fault, node 1 frozen, nodes 1 and 4 out,
+    // node 4 out, node 4 back.
+    assert_eq!(per_phase.len(), 5, "{per_phase:?}");
+    assert!(
+        per_phase.iter().all(|&n| n >= HOLDS),
+        "a fault phase without contention: {per_phase:?}"
+    );
 }
 
 /// With one node frozen, contending attempts must not wait for it while they hold partial

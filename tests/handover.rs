@@ -11,16 +11,10 @@ mod common;
 
 use std::time::Duration;
 
+use common::{values, HANG, NEVER};
 use quorumlock::testkit::LocalQuorum;
 use quorumlock::{Error, Lock, RedLock, Retry};
 use tokio::task::JoinHandle;
-
-/// A pause no test waits out: only a release or a handover ends a wait before the test's
-/// hang detector.
-const NEVER: Duration = Duration::from_secs(600);
-
-/// The hang detector.
-const HANG: Duration = Duration::from_secs(60);
 
 /// A caller of `redlock` that waits for `resource` (with a pause no test waits out), once it
 /// is in its wait.
@@ -52,15 +46,6 @@ async fn joined(task: JoinHandle<Result<Lock, Error>>) -> Lock {
         .expect("the waiter gets the lock")
         .expect("joined")
         .expect("the waiter locks")
-}
-
-/// Every node's value of `key`.
-async fn values(q: &LocalQuorum, key: &str) -> Vec<Option<String>> {
-    let mut values = Vec::new();
-    for node in q.nodes() {
-        values.push(common::get(node, key).await);
-    }
-    values
 }
 
 #[tokio::test]

@@ -11,6 +11,7 @@ mod common;
 use std::fmt;
 use std::time::Duration;
 
+use common::HANG;
 use quorumlock::testkit::LocalQuorum;
 use quorumlock::{Error, NodeErrorKind, RedLock, RedLockBuilder, Retry};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -142,11 +143,13 @@ async fn keys_left(q: &LocalQuorum, healthy: usize) -> usize {
     for node in &q.nodes()[..healthy] {
         let reply = node.command(&["DBSIZE"]).await.expect("DBSIZE");
         let keys = reply.as_int().expect("an integer");
-        // Fencing counters have no expiry and are meant to stay; lock keys are not.
+        // Fencing counters and the node's marker and largest counter (design 2.6a) have no
+        // expiry and are meant to stay; lock keys are not.
         let fences = node
             .command(&[
                 "EVAL",
-                "return #redis.call('keys', 'quorumlock:fence:*')",
+                "return #redis.call('keys', 'quorumlock:fence:*') \
+                 + redis.call('exists', 'quorumlock:node', 'quorumlock:hwm')",
                 "0",
             ])
             .await
@@ -157,10 +160,6 @@ async fn keys_left(q: &LocalQuorum, healthy: usize) -> usize {
     }
     n
 }
-
-/// A hang detector, not a timing assertion: every call here ends within a few node timeouts
-/// or retry pauses when nothing hangs.
-const HANG: Duration = Duration::from_secs(60);
 
 async fn granted_with(kind: Kind, hostile: usize) {
     let (q, urls) = quorum_with(kind, hostile).await;
@@ -264,4 +263,31 @@ async fn nodes_that_answer_ok_to_everything_never_vote_for_a_bare_set_nx() {
     }
     assert!(redlock.settle(HANG).await, "releases unsettled");
     common::eventually("no key left", || async { keys_left(&q, 2).await == 0 }).await;
+}
+
+/// An out-of-memory server refuses every write with an error reply: a failure of kind
+/// `Server`, carrying the server's own words.
+#[tokio::test]
+async fn an_out_of_memory_node_fails_with_a_server_error() {
+    let (_q, urls) = quorum_with(Kind::OutOfMemory, 3).await;
+    let redlock = builder(urls, Retry::none()).fencing(false).build().unwrap();
+    assert_eq!(redlock.wait_for_nodes(HANG).await, 5);
+    let e = tokio::time::timeout(HANG, redlock.lock("oom"))
+        .await
+        .expect("lock() hung")
+        .expect_err("no quorum with three nodes out of memory");
+    let Error::NoQuorum { failures, .. } = &e else {
+        panic!("{e:?}")
+    };
+    let mut kinds: Vec<_> = failures.iter().map(|f| (f.index, f.kind)).collect();
+    kinds.sort_by_key(|(index, _)| *index);
+    assert_eq!(
+        kinds,
+        [2, 3, 4].map(|i| (i, NodeErrorKind::Server)),
+        "{failures:?}"
+    );
+    assert!(
+        failures.iter().all(|f| f.message.contains("OOM")),
+        "{failures:?}"
+    );
 }

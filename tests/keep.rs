@@ -7,18 +7,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{client, holders};
+use common::{client, holders, within};
+use futures::FutureExt;
 use quorumlock::testkit::LocalQuorum;
 use quorumlock::{ConfigError, Error, KeepAlive, LostReason, Retry};
 
 const SECOND: Duration = Duration::from_secs(1);
-
-/// Bounds a wait that must end (a liveness bound, not a timing assertion).
-async fn within<T>(what: &str, f: impl std::future::Future<Output = T>) -> T {
-    tokio::time::timeout(Duration::from_secs(30), f)
-        .await
-        .unwrap_or_else(|_| panic!("{what} did not happen"))
-}
 
 #[tokio::test]
 async fn a_kept_lock_outlives_its_ttl_and_excludes_others() {
@@ -244,4 +238,106 @@ async fn keep_alive_settings_that_cannot_work_are_refused() {
         common::no_holders(&q, "settings").await;
     }
     assert_eq!(holders(&q, "settings").await, 0);
+}
+
+/// A current-thread runtime, as `#[tokio::main(flavor = "current_thread")]` makes.
+fn current_thread() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime")
+}
+
+/// The keeper of a current-thread runtime cannot run while the runtime's one thread blocks.
+/// Here it blocks for twice the ttl, and until another client (on a thread of its own) has
+/// taken the lock: the two holders overlap. The very next call on the kept lock, before the
+/// keeper has had a chance to run, must report the loss, and nothing may report the lock as
+/// held from then on.
+#[test]
+fn a_kept_lock_whose_runtime_thread_blocked_reports_the_loss_at_the_next_call() {
+    current_thread().block_on(async {
+        let q = LocalQuorum::start(3).await.unwrap();
+        let a = client(&q).await;
+        let ttl = SECOND;
+        let kept = a
+            .lock_with("blocked", ttl, Retry::none())
+            .await
+            .unwrap()
+            .keep_alive(KeepAlive::new())
+            .unwrap();
+        let handle = kept.handle();
+        let (taken, taken_rx) = std::sync::mpsc::channel();
+        let (done, done_rx) = std::sync::mpsc::channel::<()>();
+        let b = common::builder(&q);
+        let other = std::thread::spawn(move || {
+            current_thread().block_on(async move {
+                let b = common::connected(b).await;
+                let retry = Retry::within(Duration::from_secs(30));
+                let lock = b.lock_with("blocked", Duration::from_secs(30), retry).await;
+                taken.send(lock.is_ok()).unwrap();
+                done_rx.recv().unwrap();
+                lock.unwrap().release().await.unwrap();
+            })
+        });
+        // The blocking work: the keeper cannot run, and the keys expire on the nodes.
+        std::thread::sleep(2 * ttl);
+        // Still blocking, until the other client holds the lock.
+        assert!(taken_rx.recv().unwrap(), "the other client took the lock");
+
+        // Nothing has run on this thread since it resumed: the keeper is still overdue.
+        let reason = kept.lost().now_or_never();
+        let Some(reason @ LostReason::KeeperLate { .. }) = reason else {
+            panic!("lost() right after the thread resumed: {reason:?}");
+        };
+        assert_eq!(handle.extensions(), 0, "the keeper never ran");
+        assert_eq!(handle.lost_reason().as_ref(), Some(&reason));
+        assert!(!kept.is_held());
+        assert!(!handle.is_held());
+        assert_eq!(kept.validity(), Duration::ZERO);
+        assert!(handle.valid_until() <= Instant::now());
+        match kept.fencing_token().await {
+            Err(Error::Lost { reason: r, .. }) => assert_eq!(r, reason),
+            other => panic!("the fencing token of a lost lock: {other:?}"),
+        }
+        // The release waits for the keeper, which runs at last: it does not extend the lock.
+        match kept.release().await {
+            Err(Error::Lost { reason: r, .. }) => assert_eq!(r, reason),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(handle.extensions(), 0);
+        assert_eq!(handle.lost_reason().as_ref(), Some(&reason));
+        assert!(!handle.is_held());
+        done.send(()).unwrap();
+        other.join().unwrap();
+    });
+}
+
+/// `KeptLock::run` whose work blocks the runtime's one thread past the lock's validity: the
+/// work ends after the lock was lost (and could have been taken by another client), so the
+/// call reports the loss rather than the work's output.
+#[test]
+fn run_reports_the_loss_when_its_work_blocked_past_the_validity() {
+    current_thread().block_on(async {
+        let q = LocalQuorum::start(3).await.unwrap();
+        let redlock = client(&q).await;
+        let ttl = SECOND;
+        let outcome = redlock
+            .lock_with("blocking-work", ttl, Retry::none())
+            .await
+            .unwrap()
+            .keep_alive(KeepAlive::new())
+            .unwrap()
+            .run(|_held| async move {
+                std::thread::sleep(2 * ttl);
+                "done"
+            })
+            .await;
+        match outcome {
+            Err(Error::Lost {
+                resource,
+                reason: LostReason::KeeperLate { .. },
+            }) => assert_eq!(resource, "blocking-work"),
+            other => panic!("{other:?}"),
+        }
+    });
 }

@@ -137,10 +137,13 @@ async fn extend_keeps_the_lock_and_fails_after_expiry() {
     let before = lock.valid_until();
 
     let left = lock.extend_for(Duration::from_secs(5)).await.unwrap();
+    // At most the new ttl less the drift; how much less depends on how long the extension
+    // took, a timing figure that is printed, not asserted (issue 20).
     assert!(
-        left > Duration::from_secs(4) && left < Duration::from_secs(5),
+        left > Duration::ZERO && left < Duration::from_secs(5),
         "{left:?}"
     );
+    eprintln!("validity after extending to 5 s: {left:?}");
     assert!(lock.valid_until() > before);
     // extend returns at the quorum: a majority has the new ttl (the rest may follow).
     let mut extended = 0;
@@ -215,22 +218,44 @@ async fn bad_input_is_refused_and_sends_nothing() {
     };
     let before = sent().await;
 
-    let cases: Vec<(&str, Duration, Retry)> = vec![
-        ("", Duration::from_secs(1), Retry::none()),
-        ("r", Duration::ZERO, Retry::none()),
-        ("r", Duration::from_millis(2), Retry::none()),
-        ("r", Duration::from_secs(1), Retry::attempts(0)),
-        ("r", Duration::from_secs(1), Retry::within(Duration::ZERO)),
+    type Expected = fn(&ConfigError) -> bool;
+    let cases: Vec<(&str, Duration, Retry, Expected)> = vec![
+        ("", Duration::from_secs(1), Retry::none(), |e| {
+            *e == ConfigError::EmptyResource
+        }),
+        ("r", Duration::ZERO, Retry::none(), |e| {
+            *e == ConfigError::ZeroTtl
+        }),
+        (
+            "r",
+            Duration::from_millis(2),
+            Retry::none(),
+            |e| matches!(e, ConfigError::TtlNotAboveDrift { ttl, .. } if *ttl == Duration::from_millis(2)),
+        ),
+        ("r", Duration::from_secs(1), Retry::attempts(0), |e| {
+            *e == ConfigError::InvalidRetry("zero attempts")
+        }),
+        (
+            "r",
+            Duration::from_secs(1),
+            Retry::within(Duration::ZERO),
+            |e| matches!(e, ConfigError::InvalidRetry(why) if why.starts_with("a zero deadline")),
+        ),
     ];
-    for (resource, ttl, retry) in cases {
+    for (resource, ttl, retry, expected) in cases {
         match redlock.lock_with(resource, ttl, retry).await {
-            Err(Error::Config(e)) => assert_ne!(e, ConfigError::NoRuntime),
+            Err(Error::Config(e)) if expected(&e) => {}
             other => panic!("({resource:?}, {ttl:?}, {retry:?}) gave {other:?}"),
         }
     }
-    for resources in [&[][..], &["a", "a"][..], &["a", ""][..]] {
+    let cases: [(&[&str], ConfigError); 3] = [
+        (&[], ConfigError::NoResources),
+        (&["a", "a"], ConfigError::DuplicateResource("a".into())),
+        (&["a", ""], ConfigError::EmptyResource),
+    ];
+    for (resources, expected) in cases {
         match redlock.lock_all(resources).await {
-            Err(Error::Config(e)) => assert_ne!(e, ConfigError::NoRuntime),
+            Err(Error::Config(e)) => assert_eq!(e, expected, "{resources:?}"),
             other => panic!("{resources:?} gave {other:?}"),
         }
     }
@@ -320,6 +345,21 @@ async fn script_hashes_match_the_server_and_noscript_falls_back() {
     let leading = redlock.campaign("scripts-election").await.unwrap();
     assert!(redlock.leader("scripts-election").await.unwrap().is_some());
     leading.resign().await.unwrap();
+    // A node that lost its marker (node 1: flushed, say) is found by the next acquisition
+    // that reads the counters, and re-seeded (SEED).
+    assert_eq!(
+        q.node(1)
+            .command(&["DEL", "quorumlock:node"])
+            .await
+            .unwrap(),
+        Reply::Integer(1)
+    );
+    let lock = redlock.try_lock("scripts").await.unwrap();
+    lock.release().await.unwrap();
+    common::eventually("node 1 re-seeded", || async {
+        common::get(q.node(1), "quorumlock:node").await.is_some()
+    })
+    .await;
     redlock.settle(Duration::from_secs(5)).await;
     // The fallback cached the scripts again, under the hashes the client uses: each on some
     // node at least. (Not on every node: calls that met in a node's queue ran there inside
@@ -384,4 +424,100 @@ async fn settle_waits_for_the_background_releases() {
         assert_eq!(metrics.num_alive_tasks(), idle, "round {round}");
         assert_eq!(holders(&q, "settled").await, 0, "round {round}");
     }
+}
+
+/// `Error::is_retryable`, on errors as the API produces them against real servers: yes for
+/// contention, unreachable nodes and a fencing counter that cannot be read now; no for bad
+/// input, a lost or expired lock and a client that was shut down.
+#[tokio::test]
+async fn is_retryable_tells_the_errors_worth_another_attempt() {
+    let mut q = LocalQuorum::start(3).await.unwrap();
+    let (a, b) = (client(&q).await, client(&q).await);
+    let mut seen: Vec<(&str, bool)> = Vec::new();
+
+    let held = a.try_lock("held").await.unwrap();
+    match b.try_lock("held").await {
+        Err(e @ Error::Taken { .. }) => seen.push(("Taken", e.is_retryable())),
+        other => panic!("{other:?}"),
+    }
+    held.release().await.unwrap();
+
+    match a.try_lock("").await {
+        Err(e @ Error::Config(ConfigError::EmptyResource)) => {
+            seen.push(("Config", e.is_retryable()))
+        }
+        other => panic!("{other:?}"),
+    }
+
+    let mut gone = a.try_lock("gone").await.unwrap();
+    for node in q.nodes() {
+        node.command(&["DEL", "gone"]).await.unwrap();
+    }
+    match gone.extend().await {
+        Err(e @ Error::NotHeld { .. }) => seen.push(("NotHeld", e.is_retryable())),
+        other => panic!("{other:?}"),
+    }
+
+    let mut short = a
+        .lock_with("short", Duration::from_millis(200), Retry::none())
+        .await
+        .unwrap();
+    tokio::time::sleep_until(short.valid_until().into()).await;
+    match short.extend().await {
+        Err(e @ Error::Expired { .. }) => seen.push(("Expired", e.is_retryable())),
+        other => panic!("{other:?}"),
+    }
+
+    let kept = a
+        .lock_with("stolen", Duration::from_secs(1), Retry::none())
+        .await
+        .unwrap()
+        .keep_alive(quorumlock::KeepAlive::new())
+        .unwrap();
+    for node in q.nodes() {
+        node.command(&["SET", "stolen", "someone-else"])
+            .await
+            .unwrap();
+    }
+    tokio::time::timeout(Duration::from_secs(30), kept.lost())
+        .await
+        .expect("the loss is signalled");
+    match kept.release().await {
+        Err(e @ Error::Lost { .. }) => seen.push(("Lost", e.is_retryable())),
+        other => panic!("{other:?}"),
+    }
+
+    let fenced = a.try_lock("fenced").await.unwrap();
+    q.node_mut(1).kill().await.unwrap();
+    q.node_mut(2).kill().await.unwrap();
+    match fenced.fencing_token().await {
+        Err(e @ Error::FencingUnavailable { .. }) => {
+            seen.push(("FencingUnavailable", e.is_retryable()))
+        }
+        other => panic!("{other:?}"),
+    }
+    match a.try_lock("down").await {
+        Err(e @ Error::NoQuorum { .. }) => seen.push(("NoQuorum", e.is_retryable())),
+        other => panic!("{other:?}"),
+    }
+
+    a.shutdown().await;
+    match a.try_lock("after").await {
+        Err(e @ Error::ShutDown) => seen.push(("ShutDown", e.is_retryable())),
+        other => panic!("{other:?}"),
+    }
+
+    assert_eq!(
+        seen,
+        [
+            ("Taken", true),
+            ("Config", false),
+            ("NotHeld", false),
+            ("Expired", false),
+            ("Lost", false),
+            ("FencingUnavailable", true),
+            ("NoQuorum", true),
+            ("ShutDown", false),
+        ]
+    );
 }

@@ -43,6 +43,11 @@ fn kinds(e: &Error) -> Vec<(usize, NodeErrorKind)> {
     }
 }
 
+fn sorted(mut kinds: Vec<(usize, NodeErrorKind)>) -> Vec<(usize, NodeErrorKind)> {
+    kinds.sort_by_key(|(index, _)| *index);
+    kinds
+}
+
 /// Young nodes are quarantined until they have been up for longer than the longest ttl,
 /// then readmitted; a node restarted later is quarantined again, then readmitted again.
 #[tokio::test]
@@ -50,15 +55,22 @@ async fn a_restarted_node_is_quarantined_and_then_readmitted() {
     let mut q = LocalQuorum::start_with(3, NodeOptions::volatile())
         .await
         .unwrap();
+    // Servers started by someone else than the testkit carry no marker saying that they
+    // started empty (design 2.6a).
+    for node in q.nodes() {
+        let deleted = node.command(&["DEL", "quorumlock:node"]).await.unwrap();
+        assert_eq!(deleted, quorumlock::testkit::Reply::Integer(1));
+    }
     let redlock = base(&q).connect().await.unwrap();
-    // The servers are seconds old and keep nothing: no lock until they are older than 3 s.
+    // The servers are seconds old, and nothing says what they had: no lock until they are
+    // older than 3 s.
     match redlock.try_lock("young").await {
-        Err(e) => assert!(
-            kinds(&e)
-                .iter()
-                .all(|(_, k)| *k == NodeErrorKind::Quarantined),
+        Err(e @ Error::NoQuorum { .. }) => assert_eq!(
+            sorted(kinds(&e)),
+            [0, 1, 2].map(|i| (i, NodeErrorKind::Quarantined)),
             "{e:?}"
         ),
+        Err(e) => panic!("{e:?}"),
         Ok(_) => panic!("locked on nodes younger than the ttl"),
     }
     all_admitted(&redlock).await;
@@ -167,10 +179,9 @@ async fn two_urls_of_one_server_are_refused() {
     )
     .await;
     let lock = redlock.try_lock("twice").await.unwrap();
-    assert!(
-        lock.failures()
-            .iter()
-            .all(|f| f.index == 2 && f.kind == NodeErrorKind::SameServer),
+    assert_eq!(
+        sorted(lock.failures().iter().map(|f| (f.index, f.kind)).collect()),
+        [(2, NodeErrorKind::SameServer)],
         "{:?}",
         lock.failures()
     );
@@ -285,8 +296,9 @@ async fn inspecting_writes_nothing() {
         .await
         .unwrap();
     assert!(reports[0].reachable);
+    // The one key is the marker the testkit wrote when it started the server.
     let info = q.node(0).command(&["DBSIZE"]).await.unwrap();
-    assert_eq!(info, quorumlock::testkit::Reply::Integer(0));
+    assert_eq!(info, quorumlock::testkit::Reply::Integer(1));
     // The permission probe ran (SET ... XX on an absent lock key and fencing counter) and
     // changed nothing; twice: when the connection was checked, and for the report. The
     // report's also checks a leader identity key (one more SET ... XX).
@@ -300,4 +312,150 @@ async fn inspecting_writes_nothing() {
         text.lines().any(|l| l == "number_of_cached_scripts:0"),
         "a script was cached"
     );
+}
+
+/// Creates ACL user `name` (password `pw`) with `rules` on every node of `q`, and returns
+/// the nodes' URLs for that user.
+async fn acl_user(q: &LocalQuorum, name: &str, rules: &[&str]) -> Vec<String> {
+    let mut args = vec!["ACL", "SETUSER", name, "on", ">pw", "~*", "&*"];
+    args.extend_from_slice(rules);
+    for node in q.nodes() {
+        let ok = node.command(&args).await.unwrap();
+        assert_eq!(ok.as_str(), Some("OK"), "{args:?}");
+    }
+    q.nodes()
+        .iter()
+        .map(|n| format!("redis://{name}:pw@127.0.0.1:{}", n.port()))
+        .collect()
+}
+
+/// The failures of an error, sorted by node, as (node, kind).
+fn named(failures: &[quorumlock::NodeError]) -> Vec<(usize, NodeErrorKind)> {
+    let mut named: Vec<_> = failures.iter().map(|f| (f.index, f.kind)).collect();
+    named.sort_unstable_by_key(|(i, _)| *i);
+    named
+}
+
+/// A user allowed every command the client sends itself and every command its scripts run
+/// but `MGET`, with which the fencing scripts read the counters. The connection check finds
+/// it (the commands it probes are those the scripts call, see `probe.rs`), so no lock is
+/// granted whose fencing token could never be recorded. Before, the check passed, the lock
+/// was granted, and `fencing_token()` failed with a bare `NoQuorum` of server errors.
+#[tokio::test]
+async fn a_command_that_only_a_script_runs_is_checked_too() {
+    let q = LocalQuorum::start(3).await.unwrap();
+    let allowed = [
+        "-@all",
+        "+set",
+        "+get",
+        "+del",
+        "+exists",
+        "+pexpire",
+        "+eval",
+        "+evalsha",
+        "+script|load",
+        "+ping",
+        "+hello",
+        "+auth",
+        "+info",
+        "+time",
+        "+config|get",
+        "+client|setname",
+        "+client|id",
+        "+select",
+    ];
+    let urls = acl_user(&q, "nomget", &allowed).await;
+    let redlock = common::connected(
+        RedLock::builder()
+            .nodes(urls)
+            .retry(Retry::none())
+            .node_timeout(Duration::from_millis(250))
+            .quarantine(false),
+    )
+    .await;
+    match redlock.try_lock("invoice:42").await {
+        Err(Error::NoQuorum {
+            agreed: 0,
+            failures,
+            ..
+        }) => {
+            assert_eq!(
+                named(&failures),
+                [
+                    (0, NodeErrorKind::Auth),
+                    (1, NodeErrorKind::Auth),
+                    (2, NodeErrorKind::Auth)
+                ],
+                "{failures:?}"
+            );
+            for f in &failures {
+                assert!(
+                    f.message.contains("refuses what the client needs (MGET)"),
+                    "{f}"
+                );
+            }
+        }
+        Ok(lock) => {
+            let token = lock.fencing_token().await;
+            panic!("locked on nodes that refuse MGET; its fencing token: {token:?}")
+        }
+        Err(other) => panic!("{other:?}"),
+    }
+}
+
+/// A user that may `SET` but not run scripts, on nodes the client has not connected to yet:
+/// the attempt fails (the nodes' checks refuse them), and no `SET NX` reaches a node before
+/// its check did (it used to, and its key blocked the resource for the whole ttl). Several
+/// fresh clients, since each one's first attempt races its nodes' first checks.
+#[tokio::test]
+async fn nothing_is_written_to_a_node_before_its_check_refuses_it() {
+    let q = LocalQuorum::start(3).await.unwrap();
+    let urls = acl_user(&q, "noscripts", &["+@all", "-eval", "-evalsha"]).await;
+    for run in 0..4 {
+        let redlock = RedLock::builder()
+            .nodes(urls.clone())
+            .retry(Retry::none())
+            .node_timeout(Duration::from_millis(250))
+            .quarantine(false)
+            .build()
+            .unwrap();
+        let resource = format!("refused-{run}");
+        let attempt = redlock.try_lock(&resource).await;
+        assert!(redlock.settle(Duration::from_secs(10)).await);
+        for (i, node) in q.nodes().iter().enumerate() {
+            assert_eq!(
+                common::get(node, &resource).await,
+                None,
+                "run {run}: a key on node {i}, whose check refuses the user"
+            );
+        }
+        match attempt {
+            Err(Error::NoQuorum {
+                agreed: 0,
+                failures,
+                ..
+            }) => {
+                let named = named(&failures);
+                let nodes: Vec<usize> = named.iter().map(|(i, _)| *i).collect();
+                assert_eq!(nodes, [0, 1, 2], "run {run}: {failures:?}");
+                // The round is lost at the second refusal; the third node may then still be
+                // connecting or being checked.
+                let refused = named
+                    .iter()
+                    .filter(|(_, k)| *k == NodeErrorKind::Auth)
+                    .count();
+                assert!(refused >= 2, "run {run}: {failures:?}");
+                for (_, kind) in &named {
+                    assert!(
+                        matches!(
+                            kind,
+                            NodeErrorKind::Auth | NodeErrorKind::Unchecked | NodeErrorKind::Io
+                        ),
+                        "run {run}: {failures:?}"
+                    );
+                }
+            }
+            other => panic!("run {run}: {other:?}"),
+        }
+    }
 }

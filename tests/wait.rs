@@ -7,15 +7,10 @@ mod common;
 
 use std::time::Duration;
 
+use common::{HANG, NEVER};
 use quorumlock::testkit::LocalQuorum;
 use quorumlock::{RedLock, Retry};
 use rand::Rng;
-
-/// A pause no test waits out: only a release can wake a waiter before the hang detector.
-const NEVER: Duration = Duration::from_secs(600);
-
-/// The hang detector: a woken waiter gets the lock long before this.
-const HANG: Duration = Duration::from_secs(60);
 
 fn patient() -> Retry {
     Retry::within(NEVER * 10)

@@ -18,6 +18,10 @@ pub(crate) enum Impl {
     Plain,
     /// rslock 0.10 (`LockManager::new(urls)`), which waits for every node.
     Rslock,
+    /// quorumlock with its defaults, asking for the fencing token of every lock before it
+    /// counts as acquired (a client of its own, past its first token: its acquisitions read
+    /// the counters, so the token costs one more round). Workload g only.
+    Token,
 }
 
 impl Impl {
@@ -29,6 +33,7 @@ impl Impl {
             Impl::Fenced => "quorumlock_fenced",
             Impl::Plain => "quorumlock_plain",
             Impl::Rslock => "rslock",
+            Impl::Token => "quorumlock_token",
         }
     }
 }
@@ -46,6 +51,8 @@ pub(crate) struct Clients {
     pub(crate) fenced: RedLock,
     pub(crate) plain: RedLock,
     pub(crate) rslock: rslock::LockManager,
+    /// The client of [`Impl::Token`].
+    pub(crate) token: RedLock,
 }
 
 /// A quorumlock client on `urls`, as the lock bench builds it: the crate's defaults but for
@@ -84,9 +91,14 @@ impl Clients {
     /// Connects every implementation to `urls` and waits until quorumlock's clients are
     /// ready.
     pub(crate) async fn connect(urls: &[String]) -> Clients {
-        let (fenced, plain) = (redlock(urls, true), redlock(urls, false));
+        let (fenced, plain, token) = (
+            redlock(urls, true),
+            redlock(urls, false),
+            redlock(urls, true),
+        );
         ready(&fenced).await;
         ready(&plain).await;
+        ready(&token).await;
         let floor = Floor::connect(urls, NODE_TIMEOUT, TTL).await;
         let rslock = rslock::LockManager::new(urls.to_vec());
         // rslock connects on first use.
@@ -98,6 +110,7 @@ impl Clients {
             fenced,
             plain,
             rslock,
+            token,
         }
     }
 
@@ -127,6 +140,13 @@ impl Clients {
                 .await
                 .map(Held::Rslock)
                 .map_err(|_| None),
+            Impl::Token => match self.token.try_lock(resource).await {
+                Ok(lock) => match lock.fencing_token().await {
+                    Ok(_) => Ok(Held::Quorumlock(lock)),
+                    Err(_) => Err(Some(Held::Quorumlock(lock))),
+                },
+                Err(_) => Err(None),
+            },
         }
     }
 

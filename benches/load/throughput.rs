@@ -172,7 +172,7 @@ async fn acquire_contended(
         Impl::Fenced => &clients.fenced,
         Impl::Plain => &clients.plain,
         Impl::Rslock => return rslock.lock(resource, TTL).await.ok().map(Held::Rslock),
-        Impl::Floor => return None, // not in workload c
+        Impl::Floor | Impl::Token => return None, // not in workload c
     };
     let lock = redlock.lock_with(resource, TTL, retry).await.ok()?;
     Some(Held::Quorumlock(lock))
@@ -213,6 +213,7 @@ fn handed_over(clients: &Clients, imp: Impl) -> u64 {
     match imp {
         Impl::Fenced => clients.fenced.stats().handed_over,
         Impl::Plain => clients.plain.stats().handed_over,
+        Impl::Token => clients.token.stats().handed_over,
         Impl::Rslock | Impl::Floor => 0,
     }
 }
@@ -223,6 +224,7 @@ async fn attempts(clients: &Clients, node: &LocalNode, imp: Impl) -> u64 {
     match imp {
         Impl::Fenced => clients.fenced.stats().attempts,
         Impl::Plain => clients.plain.stats().attempts,
+        Impl::Token => clients.token.stats().attempts,
         Impl::Rslock | Impl::Floor => {
             let info = match node.command(&["INFO", "commandstats"]).await {
                 Ok(Reply::Bulk(Some(v))) => String::from_utf8_lossy(&v).into_owned(),

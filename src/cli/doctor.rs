@@ -7,7 +7,9 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use clap::Args;
-use quorumlock::{quorum, NodeErrorKind, NodeReport, ReleasePath, Severity};
+use quorumlock::{
+    decoder_is_bounded, quorum, Finding, NodeErrorKind, NodeReport, ReleasePath, Severity,
+};
 use serde::Serialize;
 
 use super::exit::{Failure, SOFTWARE};
@@ -48,8 +50,9 @@ still a quorum and, if quarantine keeps them from one, for how long.
 
 The library's QUORUMLOCK_* variables apply, with the library's defaults: nodes are connected
 to under $QUORUMLOCK_CONNECT_TIMEOUT (1s) and asked under $QUORUMLOCK_NODE_TIMEOUT (100ms);
-clock rates are checked against $QUORUMLOCK_DRIFT_FACTOR (0.01); a node that does not persist
-every write is quarantined after a restart unless $QUORUMLOCK_QUARANTINE is false, for
+clock rates are checked against $QUORUMLOCK_DRIFT_FACTOR (0.01); a node that may have lost
+data (a restart, a flush, a failover: told by its quorumlock:node marker, whatever its
+persistence) is quarantined unless $QUORUMLOCK_QUARANTINE is false, for
 $QUORUMLOCK_MAX_TTL (default: $QUORUMLOCK_TTL, or 10s as in the library and for
 `quorumlock run`; set them as your clients do).
 
@@ -59,15 +62,21 @@ needs (or, with a key prefix, keys under it; clients do not count such a node), 
 (appendonly yes with appendfsync always) while quarantine is off. What a server refuses to
 tell (ACLs) is printed as `unknown` (null in JSON), never guessed.
 
+Findings about the client rather than a node follow, as `client: ...` (`client` in JSON):
+unsafe if this binary's RESP decoder does not bound the nesting of replies (one hostile node
+could abort the process; the finding gives the Cargo.toml lines that fix it), and notes about
+fragile settings: fewer than three nodes, an even number of nodes, a node timeout large
+against the validity of a lock of $QUORUMLOCK_TTL.
+
 Exit status:
   0   every node is safe (with notes at most, such as a young node in quarantine), and a
       quorum of them counts now
   1   something is unsafe
   2   nothing is unsafe, but something could not be checked (unknown)
   3   every node is safe, but quarantine keeps them from a quorum for now: locks fail
-      (`quorumlock run` exits 69) until the time printed. Nodes that persist every write
-      (appendonly yes, appendfsync always) are never quarantined; QUORUMLOCK_QUARANTINE=false
-      is only for nodes whose restarts are delayed some other way
+      (`quorumlock run` exits 69) until the time printed. Persistence does not shorten
+      it; QUORUMLOCK_QUARANTINE=false is only for nodes whose restarts are delayed some
+      other way
   64  usage or configuration error
 
 Example:
@@ -78,17 +87,36 @@ pub(crate) async fn doctor(args: DoctorArgs) -> Result<u8, Failure> {
     vars.flag(NODES, args.nodes.nodes.clone());
     // The quarantine lasts the longest ttl: by default the library's, as for `quorumlock run`.
     let builder = vars.builder()?;
+    let client = Client {
+        decoder_bounded: decoder_is_bounded(),
+        findings: builder.validate()?.findings(),
+    };
     let reports = builder.inspect(args.window).await?;
-    let overall = Overall::of(&reports);
+    let overall = Overall::of(&reports, client.verdict());
     if args.json {
-        let document = to_json(&reports, &overall);
+        let document = to_json(&reports, &client, &overall);
         let text =
             serde_json::to_string_pretty(&document).map_err(|e| Failure::new(SOFTWARE, e))?;
         println!("{text}");
     } else {
-        print!("{}", human(&reports, &overall));
+        print!("{}", human(&reports, &client, &overall));
     }
     Ok(overall.code)
+}
+
+/// What is found about the client rather than a node: this binary's RESP decoder, and the
+/// settings (`Config::findings`).
+#[derive(Debug)]
+struct Client {
+    decoder_bounded: bool,
+    findings: Vec<Finding>,
+}
+
+impl Client {
+    /// The most serious finding, if any.
+    fn verdict(&self) -> Option<Severity> {
+        self.findings.iter().map(|f| f.severity).max()
+    }
 }
 
 /// The verdict across the nodes.
@@ -106,7 +134,9 @@ struct Overall {
 }
 
 impl Overall {
-    fn of(reports: &[NodeReport]) -> Overall {
+    /// The verdict across the nodes' reports and `client`, the most serious finding about the
+    /// client itself (its build, its settings), if any.
+    fn of(reports: &[NodeReport], client: Option<Severity>) -> Overall {
         let nodes = reports.len();
         let quorum = quorum(nodes);
         let with = |wanted: Severity| -> Vec<usize> {
@@ -143,8 +173,15 @@ impl Overall {
             }
         };
         let counts_and_availability = format!("{counts}{availability}");
-        let (verdict, code, summary) = if !unsafe_nodes.is_empty() {
-            let which = listed(&unsafe_nodes, "unsafe");
+        let client_unsafe = client == Some(Severity::Unsafe);
+        let (verdict, code, summary) = if !unsafe_nodes.is_empty() || client_unsafe {
+            let which = match (unsafe_nodes.is_empty(), client_unsafe) {
+                (true, _) => "this client is unsafe".to_string(),
+                (false, true) => {
+                    format!("{}, and so is this client", listed(&unsafe_nodes, "unsafe"))
+                }
+                (false, false) => listed(&unsafe_nodes, "unsafe"),
+            };
             let summary = format!("UNSAFE: {which} ({counts_and_availability})");
             ("unsafe", UNSAFE, summary)
         } else if !unknown_nodes.is_empty() {
@@ -156,12 +193,11 @@ impl Overall {
             // Safe, but no lock now: `run` exits 69 at this very moment, so this fails too.
             let summary = format!(
                 "UNAVAILABLE for {}: quarantine keeps the nodes from a quorum ({counts}); \
-                 locks fail until then (nodes that persist every write, appendfsync always, \
-                 are never quarantined)",
+                 locks fail until then",
                 compact(ceil_secs(wait))
             );
             ("unavailable", UNAVAILABLE, summary)
-        } else if reports.iter().any(|r| r.verdict().is_some()) {
+        } else if client.is_some() || reports.iter().any(|r| r.verdict().is_some()) {
             ("safe", 0, format!("safe, with notes ({counts})"))
         } else {
             ("safe", 0, format!("safe ({counts})"))
@@ -195,8 +231,8 @@ fn listed(indices: &[usize], adjective: &str) -> String {
     }
 }
 
-/// The table, the findings and the overall verdict.
-fn human(reports: &[NodeReport], overall: &Overall) -> String {
+/// The table, the findings (the nodes', then the client's) and the overall verdict.
+fn human(reports: &[NodeReport], client: &Client, overall: &Overall) -> String {
     let header = [
         "node",
         "url",
@@ -238,6 +274,12 @@ fn human(reports: &[NodeReport], overall: &Overall) -> String {
                 .iter()
                 .map(move |f| format!("node {}: {}: {}\n", r.index, f.severity, f.message))
         })
+        .chain(
+            client
+                .findings
+                .iter()
+                .map(|f| format!("client: {}: {}\n", f.severity, f.message)),
+        )
         .collect();
     if !findings.is_empty() {
         out.push('\n');
@@ -370,6 +412,7 @@ fn compact(d: Duration) -> String {
 #[derive(Debug, Serialize)]
 struct Document<'a> {
     nodes: Vec<JsonNode<'a>>,
+    client: JsonClient<'a>,
     quorum: usize,
     /// Seconds until quarantine lets a quorum of safe nodes count: 0 when one counts now,
     /// `null` when there are too few safe nodes.
@@ -413,6 +456,14 @@ struct JsonNode<'a> {
     findings: Vec<JsonFinding<'a>>,
 }
 
+/// What is found about the client rather than a node.
+#[derive(Debug, Serialize)]
+struct JsonClient<'a> {
+    /// Whether this binary's RESP decoder refuses deeply nested replies.
+    decoder_bounded: bool,
+    findings: Vec<JsonFinding<'a>>,
+}
+
 #[derive(Debug, Serialize)]
 struct JsonFinding<'a> {
     severity: String,
@@ -432,12 +483,19 @@ fn kind_name(kind: NodeErrorKind) -> &'static str {
         NodeErrorKind::Replica => "replica",
         NodeErrorKind::SameServer => "same_server",
         NodeErrorKind::Unchecked => "unchecked",
+        NodeErrorKind::LostData => "lost_data",
+        NodeErrorKind::Refused => "refused",
+        NodeErrorKind::NotAwaited => "not_awaited",
         _ => "other",
     }
 }
 
 /// The JSON document: every report's fields, the quorum, the verdict.
-fn to_json<'a>(reports: &'a [NodeReport], overall: &Overall) -> Document<'a> {
+fn to_json<'a>(reports: &'a [NodeReport], client: &'a Client, overall: &Overall) -> Document<'a> {
+    let finding = |f: &'a Finding| JsonFinding {
+        severity: f.severity.to_string(),
+        message: &f.message,
+    };
     let nodes = reports
         .iter()
         .map(|r| JsonNode {
@@ -465,18 +523,15 @@ fn to_json<'a>(reports: &'a [NodeReport], overall: &Overall) -> Document<'a> {
             refused_commands: &r.refused_commands,
             refused_for_elections: &r.refused_for_elections,
             verdict: r.verdict().map_or("ok".to_string(), |v| v.to_string()),
-            findings: r
-                .findings
-                .iter()
-                .map(|f| JsonFinding {
-                    severity: f.severity.to_string(),
-                    message: &f.message,
-                })
-                .collect(),
+            findings: r.findings.iter().map(finding).collect(),
         })
         .collect();
     Document {
         nodes,
+        client: JsonClient {
+            decoder_bounded: client.decoder_bounded,
+            findings: client.findings.iter().map(finding).collect(),
+        },
         quorum: overall.quorum,
         quorum_in_s: overall.quorum_in.map(|d| d.as_millis() as f64 / 1000.0),
         verdict: overall.verdict,
@@ -527,6 +582,31 @@ mod tests {
             Duration::from_secs(12)
         );
         assert_eq!(ceil_secs(Duration::from_secs(12)), Duration::from_secs(12));
+    }
+
+    #[test]
+    fn an_unsafe_client_makes_the_verdict_unsafe_and_a_note_is_a_note() {
+        let unsafe_client = Overall::of(&[], Some(Severity::Unsafe));
+        assert_eq!(
+            (unsafe_client.verdict, unsafe_client.code),
+            ("unsafe", UNSAFE)
+        );
+        assert!(
+            unsafe_client
+                .summary
+                .starts_with("UNSAFE: this client is unsafe ("),
+            "{}",
+            unsafe_client.summary
+        );
+        let noted = Overall::of(&[], Some(Severity::Note));
+        assert_eq!((noted.verdict, noted.code), ("safe", 0));
+        assert!(
+            noted.summary.starts_with("safe, with notes ("),
+            "{}",
+            noted.summary
+        );
+        let clean = Overall::of(&[], None);
+        assert!(clean.summary.starts_with("safe ("), "{}", clean.summary);
     }
 
     #[test]

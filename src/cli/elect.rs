@@ -13,7 +13,7 @@ use super::options::{
     duration, positive_duration, var_duration, NodesArg, Vars, NODES, RETRY_DELAY, RETRY_JITTER,
     TTL,
 };
-use super::run::{grace_for, supervise};
+use super::run::{grace_for, shut_down, supervise};
 
 /// `quorumlock elect`.
 #[derive(Debug, Args)]
@@ -102,6 +102,21 @@ pub(crate) async fn elect(args: ElectArgs) -> Result<u8, Failure> {
     }
     let mut relay = super::child::Relay::install()?;
     let redlock = builder.build()?;
+    let outcome = campaign(&redlock, &args, candidacy, grace, &mut relay).await;
+    // Every way out: nothing this client holds outlives the process (see `run`).
+    shut_down(&redlock, &args.name).await;
+    outcome
+}
+
+/// Campaigns, leads, and campaigns again, until COMMAND exits by itself or (with --once)
+/// the leadership is lost.
+async fn campaign(
+    redlock: &RedLock,
+    args: &ElectArgs,
+    candidacy: Candidacy,
+    grace: Duration,
+    relay: &mut super::child::Relay,
+) -> Result<u8, Failure> {
     redlock
         .wait_for_quorum(redlock.config().connect_timeout())
         .await;
@@ -121,8 +136,8 @@ pub(crate) async fn elect(args: ElectArgs) -> Result<u8, Failure> {
             foreground: args.foreground,
         };
         let handle = leadership.handle();
-        let outcome = supervise(&spec, grace, &mut relay, &handle, leadership.lost()).await;
-        resign(&redlock, leadership).await;
+        let outcome = supervise(&spec, grace, relay, &handle, leadership.lost()).await;
+        resign(leadership).await;
         match outcome {
             Err(failure) if failure.code == LOST && !args.once => {
                 eprintln!("quorumlock: {}; campaigning again", failure.message);
@@ -158,9 +173,8 @@ fn retry_pause(vars: &Vars) -> Result<Option<(Duration, Duration)>, Failure> {
     Ok(Some((delay.unwrap_or(default), jitter.unwrap_or(default))))
 }
 
-/// Resigns and waits for every node, as `run` releases: a failure leaves keys that expire
-/// by themselves.
-async fn resign(redlock: &RedLock, leadership: Leadership) {
+/// Resigns, as `run` releases: a failure leaves keys that expire by themselves.
+async fn resign(leadership: Leadership) {
     let name = leadership.name().to_string();
     let leading = leadership.is_leader();
     match leadership.resign().await {
@@ -170,9 +184,6 @@ async fn resign(redlock: &RedLock, leadership: Leadership) {
              themselves"
         ),
         Err(e) => tracing::debug!(election = %name, error = %e, "resigned after the loss"),
-    }
-    if !redlock.settle(redlock.config().node_timeout() * 2).await {
-        tracing::debug!(election = %name, "some nodes did not confirm the resignation in time");
     }
 }
 

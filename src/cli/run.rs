@@ -169,23 +169,46 @@ pub(crate) async fn run(args: RunArgs) -> Result<u8, Failure> {
     let (grace, keep) = grace_for(config.ttl(), args.grace)?;
     // Caught from now on: a Ctrl-C while waiting for the lock ends quorumlock cleanly.
     let mut relay = Relay::install()?;
-    let (redlock, lock) = tokio::select! {
+    let redlock = builder.build()?;
+    let outcome = locked(&redlock, &args, grace, keep, &mut relay).await;
+    shut_down(&redlock, &args.resource).await;
+    outcome
+}
+
+/// Every way out once the client is built: releases whatever it still holds (a lock taken
+/// as a signal came, the cleanup of a cancelled attempt) and waits for the nodes, all of
+/// them (a release returns at a majority and finishes the others in the background, which
+/// an exiting process would cut short), so that no key outlives the process.
+pub(super) async fn shut_down(redlock: &RedLock, resource: &str) {
+    let shutdown = redlock.shutdown().await;
+    if !shutdown.settled {
+        tracing::debug!(%resource, "some nodes did not confirm the release in time");
+    }
+}
+
+/// Takes the lock, runs COMMAND under it and releases it.
+async fn locked(
+    redlock: &RedLock,
+    args: &RunArgs,
+    grace: Duration,
+    keep: KeepAlive,
+    relay: &mut Relay,
+) -> Result<u8, Failure> {
+    let lock = tokio::select! {
         locked = async {
             // Waits, up to the connect timeout, for a quorum of nodes to connect and be
             // checked, so that the first attempt does not fail only because they are still
             // connecting; not for all of them: one frozen node would cost every call the
             // whole timeout. Refuses two URLs of one server among the nodes checked by then
             // (a repeat found later is never counted either).
-            let redlock = builder.build()?;
             redlock
                 .wait_for_quorum(redlock.config().connect_timeout())
                 .await;
             redlock.check_distinct()?;
-            let lock = redlock
+            redlock
                 .lock(&args.resource)
                 .await
-                .map_err(|e| conflict(e, args.conflict_exit_code))?;
-            Ok::<_, Failure>((redlock, lock))
+                .map_err(|e| conflict(e, args.conflict_exit_code))
         } => locked?,
         sig = relay.recv() => return Ok(128 + sig as u8),
     };
@@ -196,7 +219,7 @@ pub(crate) async fn run(args: RunArgs) -> Result<u8, Failure> {
         match kept.fencing_token().await {
             Ok(token) => Some(token),
             Err(e) => {
-                release(&redlock, kept).await;
+                release(kept).await;
                 let message = format!("could not record a fencing token: {e}");
                 return Err(Failure::new(UNAVAILABLE, message));
             }
@@ -213,8 +236,8 @@ pub(crate) async fn run(args: RunArgs) -> Result<u8, Failure> {
         term: None,
         foreground: args.foreground,
     };
-    let outcome = supervise(&spec, grace, &mut relay, &kept.handle(), kept.lost()).await;
-    release(&redlock, kept).await;
+    let outcome = supervise(&spec, grace, relay, &kept.handle(), kept.lost()).await;
+    release(kept).await;
     outcome
 }
 
@@ -342,11 +365,10 @@ async fn stop(running: &mut Running, relay: &mut Relay, grace: Duration) -> Stri
     )
 }
 
-/// Releases the lock and waits for the nodes, all of them (the release returns at a
-/// majority and finishes the others in the background, which an exiting process would cut
-/// short). A failure leaves keys that expire by themselves: worth a warning when the lock
-/// was still held, not an error.
-async fn release(redlock: &RedLock, kept: KeptLock) {
+/// Releases the lock (the client's shutdown then waits for the nodes that had not answered).
+/// A failure leaves keys that expire by themselves: worth a warning when the lock was still
+/// held, not an error.
+async fn release(kept: KeptLock) {
     let resource = kept.resource().to_string();
     let held = kept.is_held();
     match kept.release().await {
@@ -356,10 +378,6 @@ async fn release(redlock: &RedLock, kept: KeptLock) {
              expire by themselves"
         ),
         Err(e) => tracing::debug!(%resource, error = %e, "release after the loss"),
-    }
-    let within = redlock.config().node_timeout() * 2;
-    if !redlock.settle(within).await {
-        tracing::debug!(%resource, "some nodes did not confirm the release in time");
     }
 }
 

@@ -53,6 +53,9 @@ pub struct Report {
     pub recoveries_ms: Vec<Option<u64>>,
     /// A description of each problem found (the first 20).
     pub problems: Vec<String>,
+    /// When each critical section that had a fencing token (or term) began, in the order
+    /// checked: so that a scenario can tell that tokens were handed out after a fault.
+    pub token_starts: Vec<u64>,
 }
 
 const MAX_PROBLEMS: usize = 20;
@@ -408,6 +411,7 @@ fn check_tokens(report: &mut Report, resource: &str, holds: &[(&Op, &Hold)]) {
     let mut highest: Option<(u64, &str)> = None;
     for &(op, hold) in holds {
         let Some(token) = hold.token else { continue };
+        report.token_starts.push(hold.cs_start);
         if let Some((before, by)) = highest {
             if token <= before {
                 report.regressions += 1;
@@ -541,6 +545,7 @@ mod tests {
             }),
             error: None,
             failed_nodes: Vec::new(),
+            quarantined_nodes: Vec::new(),
         })
     }
 
@@ -556,6 +561,7 @@ mod tests {
             hold: None,
             error: Some(format!("{outcome:?}")),
             failed_nodes: Vec::new(),
+            quarantined_nodes: Vec::new(),
         })
     }
 

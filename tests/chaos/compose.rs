@@ -128,6 +128,14 @@ impl Compose {
         let check = repo().join("scripts").join("compose-check");
         let checked = output(check.to_str().expect("utf-8 path"), &["--timeout", "60"]).await;
         checked.expect("the compose project did not become healthy");
+        // The servers were just created, empty: say so, as an operator provisioning new
+        // nodes would (design 2.6a), or every client would quarantine them for its max ttl.
+        for port in PORTS {
+            let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+            quorumlock::testkit::mark_new(addr)
+                .await
+                .expect("mark a new server");
+        }
         compose
     }
 

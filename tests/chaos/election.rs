@@ -40,6 +40,7 @@ pub fn term_op(
         }),
         error: None,
         failed_nodes: Vec::new(),
+        quarantined_nodes: Vec::new(),
     })
 }
 

@@ -107,6 +107,10 @@ pub struct Op {
     /// as the client reported them: in a granted lock's `failures`, or in the error.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub failed_nodes: Vec<usize>,
+    /// Those of `failed_nodes` whose votes did not count because the client quarantined
+    /// them (`NodeErrorKind::Quarantined`): a restart the client noticed on reconnecting.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub quarantined_nodes: Vec<usize>,
 }
 
 /// An interval during which `nodes` could not be counted on: down, frozen, cut off, or

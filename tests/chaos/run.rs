@@ -183,7 +183,9 @@ impl Run {
     /// recorded.
     pub fn restarted(&mut self, nodes: &[usize], at: u64) {
         self.fault_ends(nodes, at);
-        if self.ctx.settings.quarantine && !self.target.persistent {
+        // Whatever the nodes' persistence: a restart is told by the node's marker (design
+        // 2.6a).
+        if self.ctx.settings.quarantine {
             let clients: Vec<RedLock> = self.clients.iter().map(|(_, r)| r.clone()).collect();
             let history = self.ctx.history.clone();
             let nodes = nodes.to_vec();

@@ -189,6 +189,7 @@ pub async fn attempt(
         hold: None,
         error: None,
         failed_nodes: Vec::new(),
+        quarantined_nodes: Vec::new(),
     };
     match result {
         Err(_) => {
@@ -202,14 +203,27 @@ pub async fn attempt(
             | quorumlock::Error::NoQuorum { failures, .. } = &e
             {
                 op.failed_nodes = failures.iter().map(|f| f.index).collect();
+                op.quarantined_nodes = quarantined(failures);
             }
         }
         Ok(Ok(lock)) => {
             op.failed_nodes = lock.failures().iter().map(|f| f.index).collect();
+            op.quarantined_nodes = quarantined(lock.failures());
             op.hold = Some(critical_section(ctx, lock, resource, cs, hard_limit, entered).await);
         }
     }
     op
+}
+
+/// The nodes of `failures` that failed as quarantined, in order.
+fn quarantined(failures: &[quorumlock::NodeError]) -> Vec<usize> {
+    failures
+        .iter()
+        .filter(|f| f.kind == quorumlock::NodeErrorKind::Quarantined)
+        .map(|f| f.index)
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect()
 }
 
 /// The error, with the failed nodes that `Taken` does not show in its message.

@@ -24,13 +24,20 @@ const OTHER_VARS: [&str; 4] = [
 /// drops it.
 pub fn binary(urls: &[String]) -> Command {
     let mut c = Command::new(BIN);
-    for var in ENV_VARS.into_iter().chain(OTHER_VARS) {
-        c.env_remove(var);
-    }
+    without_our_variables(&mut c);
     if !urls.is_empty() {
         c.env("QUORUMLOCK_NODES", urls.join(","));
     }
     c.stdin(Stdio::null()).kill_on_drop(true);
+    c
+}
+
+/// Removes from `c`'s environment every `QUORUMLOCK_*` variable the binary reads or sets, so
+/// that none leaks in from the test's environment.
+pub fn without_our_variables(c: &mut Command) -> &mut Command {
+    for var in ENV_VARS.into_iter().chain(OTHER_VARS) {
+        c.env_remove(var);
+    }
     c
 }
 
@@ -110,4 +117,29 @@ pub fn assert_bad_input(case: &BadInput<'_>, out: &Outcome) {
     assert!(out.stderr.starts_with("quorumlock: "), "{what}");
     assert_eq!(out.stderr.lines().count(), 1, "{what}");
     assert!(out.stderr.contains(expected), "{what}");
+}
+
+/// Commands that cannot run, with the exit code the shell convention gives them (127: not
+/// found, 126: not executable) and a fragment of the message: `run` and `elect` report them
+/// alike. The non-executable script is written into `dir`.
+pub fn commands_that_cannot_run(dir: &Path) -> Vec<(String, i32, &'static str)> {
+    let not_executable = dir.join("script.sh");
+    std::fs::write(&not_executable, "#!/bin/sh\ntrue\n").expect("write the script");
+    vec![
+        (
+            "/nonexistent/command".into(),
+            127,
+            "/nonexistent/command: command not found",
+        ),
+        (
+            "no-such-command-for-quorumlock".into(),
+            127,
+            "command not found",
+        ),
+        (
+            not_executable.to_str().expect("a UTF-8 path").into(),
+            126,
+            "cannot execute",
+        ),
+    ]
 }

@@ -48,6 +48,19 @@ pub async fn get(node: &LocalNode, key: &str) -> Option<String> {
     }
 }
 
+/// Every key on `node`, sorted.
+pub async fn keys(node: &LocalNode) -> Vec<String> {
+    let mut keys: Vec<String> = match node.command(&["KEYS", "*"]).await.expect("KEYS") {
+        Reply::Array(Some(keys)) => keys
+            .iter()
+            .map(|k| k.as_str().expect("a UTF-8 key").to_string())
+            .collect(),
+        other => panic!("KEYS: unexpected {other:?}"),
+    };
+    keys.sort();
+    keys
+}
+
 /// How many nodes of `quorum` that are running hold `key`.
 pub async fn holders(quorum: &LocalQuorum, key: &str) -> usize {
     let mut n = 0;
@@ -110,3 +123,27 @@ pub async fn no_holders(quorum: &LocalQuorum, key: &str) {
     })
     .await;
 }
+
+/// The key's value on every node of `quorum`, in order (`None` where it is not set).
+pub async fn values(quorum: &LocalQuorum, key: &str) -> Vec<Option<String>> {
+    let mut values = Vec::new();
+    for node in quorum.nodes() {
+        values.push(get(node, key).await);
+    }
+    values
+}
+
+/// Bounds a wait that must end (a liveness bound, not a timing assertion).
+pub async fn within<T>(what: &str, f: impl Future<Output = T>) -> T {
+    tokio::time::timeout(Duration::from_secs(30), f)
+        .await
+        .unwrap_or_else(|_| panic!("{what} did not happen"))
+}
+
+/// A hang detector, not a timing assertion: a call that does not hang ends long before it
+/// (within a few node timeouts or retry pauses, or once a release wakes a waiter).
+pub const HANG: Duration = Duration::from_secs(60);
+
+/// A pause no test waits out: only a release (or a handover) ends a wait before the
+/// [`HANG`] detector.
+pub const NEVER: Duration = Duration::from_secs(600);

@@ -1,0 +1,367 @@
+//! Whether a node still has every write it acknowledged, told by what the node holds rather
+//! than by how it says it is configured (design 2.6a). Pure: the facts come from
+//! `admission.rs` and `seeder.rs`.
+//!
+//! Each node carries a **marker**, `quorumlock:node` = `RUN_ID:FLOOR` (`RUN_ID:FLOOR:new` when
+//! the node was provisioned empty). `RUN_ID` is the server process that the marker was written
+//! in: a marker whose run_id is the server's own says that the node has not restarted (nor been
+//! flushed, nor replaced by another server's data) since it was written, so it still holds
+//! every fencing counter written since. Anything else (no marker, another run_id, a run_id
+//! the server does not tell) means that the node may have lost data: its lock votes are held
+//! back for the longest ttl, and its fencing counters are not read until the node is
+//! **re-seeded**: `FLOOR` is set above every token handed out before, and every counter the
+//! node reports is read as at least `FLOOR`.
+//!
+//! `quorumlock:hwm` is the largest fencing counter a node ever recorded (FENCE and RESTORE
+//! raise it beside the counter): what a re-seed reads from the other nodes.
+
+use std::fmt;
+use std::time::Duration;
+
+/// A marker's contents.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Marker {
+    /// The server process it was written in.
+    pub(crate) run_id: String,
+    /// Every fencing counter of the node reads as at least this.
+    pub(crate) floor: u64,
+    /// Written by whoever started the server empty (the testkit): the node has no past.
+    pub(crate) fresh: bool,
+}
+
+impl Marker {
+    /// Parses `RUN_ID:FLOOR` or `RUN_ID:FLOOR:new`; `None` for anything else.
+    pub(crate) fn parse(text: &str) -> Option<Marker> {
+        let mut parts = text.split(':');
+        let run_id = parts.next().filter(|r| !r.is_empty())?;
+        let floor = parts.next()?.parse().ok()?;
+        let fresh = match parts.next() {
+            None => false,
+            Some("new") => true,
+            Some(_) => return None,
+        };
+        if parts.next().is_some() {
+            return None;
+        }
+        Some(Marker {
+            run_id: run_id.to_string(),
+            floor,
+            fresh,
+        })
+    }
+
+    /// A marker for a node just re-seeded.
+    pub(crate) fn seeded(run_id: &str, floor: u64) -> Marker {
+        Marker {
+            run_id: run_id.to_string(),
+            floor,
+            fresh: false,
+        }
+    }
+}
+
+impl fmt::Display for Marker {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.run_id, self.floor)?;
+        if self.fresh {
+            f.write_str(":new")?;
+        }
+        Ok(())
+    }
+}
+
+/// What a node's marker says of its data.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Lineage {
+    /// The marker was written by the server now running: nothing was lost since. `text` is
+    /// the marker as stored, which the counter-reading scripts compare with.
+    Intact { text: String, marker: Marker },
+    /// The node may have lost data, for the reason given.
+    Lost { why: String },
+}
+
+impl Lineage {
+    /// The marker of an intact node.
+    pub(crate) fn intact(&self) -> Option<&str> {
+        match self {
+            Lineage::Intact { text, .. } => Some(text),
+            Lineage::Lost { .. } => None,
+        }
+    }
+}
+
+/// Reads a node's marker (`None`: no marker) against the run_id the server reports now
+/// (`None`: the server did not tell).
+pub(crate) fn lineage(marker: Option<&str>, run_id: Option<&str>) -> Lineage {
+    let lost = |why: String| Lineage::Lost { why };
+    let Some(run_id) = run_id else {
+        return lost(
+            "the server does not tell its run_id (INFO refused), so a restart \
+                     cannot be detected"
+                .into(),
+        );
+    };
+    let Some(text) = marker else {
+        return lost(
+            "it holds no quorumlock:node marker: it lost its data (restarted \
+                     without it, flushed) or was never used by quorumlock"
+                .into(),
+        );
+    };
+    match Marker::parse(text) {
+        None => lost(format!("its quorumlock:node marker is not one ({text:?})")),
+        Some(m) if m.run_id != run_id => lost(format!(
+            "it restarted or was replaced since its marker was written (run_id {} -> {}), \
+             and may have lost writes",
+            short(&m.run_id),
+            short(run_id)
+        )),
+        Some(marker) => Lineage::Intact {
+            text: text.to_string(),
+            marker,
+        },
+    }
+}
+
+/// How long a just-checked node's votes must wait, and why: `None` if they may count now.
+///
+/// Whatever the node's persistence: a node that restarted less than the longest ttl ago may
+/// have lost lock keys that are still valid elsewhere, unless it was provisioned empty in
+/// this very process (a fresh marker of its own run_id); a node whose marker says it lost
+/// data waits the longest ttl from when the loss could have happened, its start if it is
+/// younger than that, else from when this client first saw the loss (`lost_for` ago).
+pub(crate) fn hold_back(
+    lineage: &Lineage,
+    uptime: Option<Duration>,
+    lost_for: Duration,
+    max_ttl: Duration,
+) -> Option<(Duration, String)> {
+    let young = uptime.filter(|up| *up < max_ttl);
+    let up_for = |up: Duration| {
+        format!(
+            "up for only {}, less than the longest ttl ({})",
+            humantime::format_duration(up),
+            humantime::format_duration(max_ttl)
+        )
+    };
+    match lineage {
+        Lineage::Intact { marker, .. } if marker.fresh => None,
+        Lineage::Intact { .. } => young.map(|up| (max_ttl - up, up_for(up))),
+        Lineage::Lost { why } => match young {
+            Some(up) => Some((max_ttl - up, format!("{}, and {why}", up_for(up)))),
+            None => {
+                let left = max_ttl.saturating_sub(lost_for);
+                (!left.is_zero()).then(|| (left, why.clone()))
+            }
+        },
+    }
+}
+
+/// One node's answer to a survey (`seeder.rs`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Surveyed {
+    /// Whether its marker is intact (written by the server now running).
+    pub(crate) intact: bool,
+    /// Its `quorumlock:hwm`, 0 when missing.
+    pub(crate) hwm: u64,
+    /// Its clock (`TIME`) in microseconds since the Unix epoch.
+    pub(crate) clock_us: u64,
+}
+
+/// The floor to re-seed a node with, from the answers of a survey of `nodes` nodes (the
+/// node being re-seeded included, as not intact).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Floor {
+    /// A majority of intact nodes answered: above every counter any of them recorded.
+    Majority(u64),
+    /// So many nodes may have lost data that no intact majority can exist: above every
+    /// counter the answering nodes hold and above their clocks, in microseconds.
+    Clock(u64),
+    /// Neither yet: too few nodes answered. Try again later.
+    Wait,
+}
+
+/// Decides the floor of a re-seed (design 2.6a).
+///
+/// Every token handed out was recorded on a majority; if a majority of intact nodes
+/// answered, one of them holds it (or a floor above it), and the largest `hwm` of the
+/// answers is at least that token. If the nodes that answered and are not intact are so many
+/// that the intact ones cannot be a majority even counting every node that did not answer,
+/// the counters of a majority may be gone: then the floor is also at least the largest clock
+/// among the answers. Tokens grow by one per round trip at most, and a node's first floor
+/// is its clock, so a later clock is above them while the nodes' clocks agree to within the
+/// time between two such re-seeds (design 6, assumption 6).
+pub(crate) fn floor(nodes: usize, answers: &[Surveyed]) -> Floor {
+    let quorum = nodes / 2 + 1;
+    let intact = answers.iter().filter(|a| a.intact).count();
+    let lost = answers.len() - intact;
+    let hwm = answers.iter().map(|a| a.hwm).max().unwrap_or(0);
+    if intact >= quorum {
+        Floor::Majority(hwm)
+    } else if nodes - lost < quorum {
+        let clock = answers.iter().map(|a| a.clock_us).max().unwrap_or(0);
+        Floor::Clock(hwm.max(clock))
+    } else {
+        Floor::Wait
+    }
+}
+
+/// The first 8 characters of a run_id, for messages.
+fn short(run_id: &str) -> &str {
+    run_id.get(..8).unwrap_or(run_id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const RUN: &str = "0123456789abcdef0123456789abcdef01234567";
+    const OTHER: &str = "ffffffffffffffff0123456789abcdef01234567";
+
+    #[test]
+    fn markers_round_trip_and_junk_is_refused() {
+        for text in [format!("{RUN}:0"), format!("{RUN}:1732400000000000:new")] {
+            let m = Marker::parse(&text).expect("a marker");
+            assert_eq!(m.to_string(), text);
+        }
+        assert_eq!(
+            Marker::parse(&format!("{RUN}:42")),
+            Some(Marker::seeded(RUN, 42))
+        );
+        for junk in [
+            "",
+            ":1",
+            "abc",
+            "abc:",
+            "abc:x",
+            "abc:1:old",
+            "abc:1:new:x",
+            "abc:-1",
+        ] {
+            assert_eq!(Marker::parse(junk), None, "{junk:?}");
+        }
+    }
+
+    #[test]
+    fn only_a_marker_of_the_running_server_is_intact() {
+        let mine = format!("{RUN}:7");
+        assert_eq!(
+            lineage(Some(&mine), Some(RUN)).intact(),
+            Some(mine.as_str())
+        );
+        let cases = [
+            (None, Some(RUN), "holds no quorumlock:node marker"),
+            (
+                Some(mine.as_str()),
+                Some(OTHER),
+                "run_id 01234567 -> ffffffff",
+            ),
+            (Some(mine.as_str()), None, "does not tell its run_id"),
+            (Some("garbage"), Some(RUN), "is not one"),
+        ];
+        for (marker, run_id, why) in cases {
+            match lineage(marker, run_id) {
+                Lineage::Lost { why: said } => assert!(said.contains(why), "{said}"),
+                intact => panic!("{marker:?} / {run_id:?}: {intact:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_node_that_lost_data_waits_the_longest_ttl_whatever_its_uptime() {
+        let ttl = Duration::from_secs(30);
+        let lost = lineage(None, Some(RUN));
+        // Young: from its start.
+        let (left, why) = hold_back(&lost, Some(Duration::from_secs(12)), Duration::ZERO, ttl)
+            .expect("held back");
+        assert_eq!(left, Duration::from_secs(18));
+        assert!(why.contains("up for only 12s") && why.contains("no quorumlock:node"));
+        // Old (flushed, or another server's data): from when the loss was first seen.
+        let old = Some(Duration::from_secs(3600));
+        let (left, _) = hold_back(&lost, old, Duration::from_secs(5), ttl).expect("held back");
+        assert_eq!(left, Duration::from_secs(25));
+        assert_eq!(hold_back(&lost, old, ttl, ttl), None);
+        // Unknown uptime: from when the loss was first seen.
+        let (left, _) = hold_back(&lost, None, Duration::ZERO, ttl).expect("held back");
+        assert_eq!(left, ttl);
+    }
+
+    #[test]
+    fn an_intact_node_waits_only_while_young_and_a_provisioned_one_never() {
+        let ttl = Duration::from_secs(30);
+        let intact = lineage(Some(&format!("{RUN}:3")), Some(RUN));
+        let (left, _) =
+            hold_back(&intact, Some(Duration::from_secs(10)), Duration::ZERO, ttl).expect("young");
+        assert_eq!(left, Duration::from_secs(20));
+        assert_eq!(
+            hold_back(&intact, Some(ttl), Duration::ZERO, ttl),
+            None,
+            "up for the longest ttl"
+        );
+        let fresh = lineage(Some(&format!("{RUN}:0:new")), Some(RUN));
+        assert_eq!(
+            hold_back(&fresh, Some(Duration::ZERO), Duration::ZERO, ttl),
+            None
+        );
+        // A provisioned marker of another process is a restart like any other.
+        let restarted = lineage(Some(&format!("{OTHER}:0:new")), Some(RUN));
+        assert!(hold_back(&restarted, Some(Duration::ZERO), Duration::ZERO, ttl).is_some());
+    }
+
+    fn answer(intact: bool, hwm: u64, clock_us: u64) -> Surveyed {
+        Surveyed {
+            intact,
+            hwm,
+            clock_us,
+        }
+    }
+
+    #[test]
+    fn a_majority_of_intact_nodes_gives_the_floor_without_any_clock() {
+        // 3 nodes: the node being seeded (lost) and two intact.
+        let answers = [answer(false, 0, 9), answer(true, 5, 9), answer(true, 3, 9)];
+        assert_eq!(floor(3, &answers), Floor::Majority(5));
+        // A stale hwm on a lost node is still a lower bound.
+        let answers = [answer(false, 8, 9), answer(true, 5, 9), answer(true, 3, 9)];
+        assert_eq!(floor(3, &answers), Floor::Majority(8));
+    }
+
+    #[test]
+    fn too_few_answers_wait_and_a_lost_majority_falls_back_on_the_clocks() {
+        // 3 nodes: one lost, one intact, one silent: the silent one may be intact.
+        assert_eq!(
+            floor(3, &[answer(false, 0, 9), answer(true, 5, 9)]),
+            Floor::Wait
+        );
+        // Two lost of three: no intact majority can exist.
+        assert_eq!(
+            floor(3, &[answer(false, 0, 100), answer(false, 2, 120)]),
+            Floor::Clock(120)
+        );
+        // The counters win when they are above the clocks.
+        assert_eq!(
+            floor(3, &[answer(false, 500, 100), answer(true, 2, 120)]),
+            Floor::Wait
+        );
+        assert_eq!(
+            floor(
+                3,
+                &[
+                    answer(false, 500, 100),
+                    answer(false, 2, 120),
+                    answer(true, 1, 1)
+                ]
+            ),
+            Floor::Clock(500)
+        );
+        // 5 nodes: 2 lost and 3 silent: wait; 3 lost: clocks.
+        let two = [answer(false, 0, 9), answer(false, 0, 9)];
+        assert_eq!(floor(5, &two), Floor::Wait);
+        let three = [
+            answer(false, 0, 9),
+            answer(false, 0, 9),
+            answer(false, 0, 7),
+        ];
+        assert_eq!(floor(5, &three), Floor::Clock(9));
+    }
+}

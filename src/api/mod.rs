@@ -1,0 +1,12 @@
+//! The public face: the handles users hold ([`RedLock`](redlock::RedLock), the builder's
+//! last step, [`Lock`](lock::Lock), [`KeptLock`](kept::KeptLock) and its handle,
+//! [`Leadership`](election::Leadership)), each a thin layer over the machinery in `engine`,
+//! as bb8's `api.rs` is over `inner.rs`. The documentation users read lives here.
+//!
+//! Imports every layer below; nothing imports it but `lib.rs` (and `testkit`).
+
+pub(crate) mod builder;
+pub(crate) mod election;
+pub(crate) mod kept;
+pub(crate) mod lock;
+pub(crate) mod redlock;

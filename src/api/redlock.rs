@@ -1,0 +1,371 @@
+//! The client: [`RedLock`], a thin face over the coordinator (`engine::coordinator`).
+
+use std::future::Future;
+use std::time::Duration;
+
+use futures::Stream;
+
+use crate::api::election::Leadership;
+use crate::api::kept::LockHandle;
+use crate::api::lock::Lock;
+use crate::config::{Candidacy, Config, RedLockBuilder, Retry};
+use crate::engine::coordinator::Coordinator;
+use crate::engine::observe::Leader;
+use crate::engine::shutdown::Shutdown;
+use crate::error::{ConfigError, Error};
+use crate::report::NodeReport;
+use crate::stats::Stats;
+
+/// A Redlock coordinator over N independent Redis masters.
+///
+/// Cheap to clone (an `Arc` inside); share one per process. Build it with
+/// [`RedLock::builder`] or [`RedLockBuilder::from_env`].
+///
+/// ```no_run
+/// # async fn f() -> Result<(), quorumlock::Error> {
+/// let redlock = quorumlock::RedLock::builder()
+///     .nodes(["redis://10.0.0.1", "redis://10.0.0.2", "redis://10.0.0.3"])
+///     .build()?;
+/// let lock = redlock.lock("invoice:42").await?;
+/// // ... at most one holder at a time runs this, until lock.valid_until() ...
+/// lock.release().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct RedLock(pub(super) Coordinator);
+
+impl RedLock {
+    /// A client that does not cache the scripts at connection (for tests counting tasks).
+    #[cfg(test)]
+    pub(crate) fn without_preload(config: Config) -> Result<RedLock, ConfigError> {
+        Ok(RedLock(Coordinator::connect(config, false)?))
+    }
+
+    /// A builder with the defaults and no nodes.
+    pub fn builder() -> RedLockBuilder {
+        RedLockBuilder::new()
+    }
+
+    /// The validated configuration.
+    pub fn config(&self) -> &Config {
+        self.0.config()
+    }
+
+    /// What this client has done since it was built: attempts, acquisitions, contention, and
+    /// how its waits between attempts ended.
+    pub fn stats(&self) -> Stats {
+        self.0.stats()
+    }
+
+    /// How many nodes are configured.
+    pub fn nodes(&self) -> usize {
+        self.0.nodes()
+    }
+
+    /// How many nodes must agree: a strict majority of those configured.
+    pub fn quorum(&self) -> usize {
+        self.0.quorum()
+    }
+
+    /// How many nodes are connected, and their connections checked, right now.
+    pub fn connected_nodes(&self) -> usize {
+        self.0.connected_nodes()
+    }
+
+    /// Waits until every node is connected and its connection checked (who the server is,
+    /// whether it restarted, whether it allows what the client needs), or until `within` has
+    /// passed, and returns how many are.
+    ///
+    /// Locking does not need this, but the first attempts after start-up fail with
+    /// [`NodeErrorKind::Unchecked`](crate::NodeErrorKind::Unchecked) votes until the nodes
+    /// are checked. One node that accepts connections but does not answer (a frozen process:
+    /// its kernel still completes the TCP handshake) makes this wait the whole of `within`;
+    /// [`wait_for_quorum`](Self::wait_for_quorum) does not wait for it.
+    pub async fn wait_for_nodes(&self, within: Duration) -> usize {
+        self.0.wait_for_nodes(within).await
+    }
+
+    /// Waits until enough nodes to decide a lock (a [`quorum`](Self::quorum)) are connected,
+    /// checked and counted, or until that can no longer happen (too many of the checked nodes do not count: replicas,
+    /// refused permissions, quarantine, a server listed twice), or until `within` has passed.
+    /// Returns how many nodes count now.
+    ///
+    /// This is what a short-lived process wants before its first attempt: one frozen or
+    /// unreachable node does not hold it up. The other nodes go on connecting in the
+    /// background and count from the moment their own check passes. An attempt made
+    /// meanwhile queues its command for a node still connecting as for any other: it waits
+    /// in the node's queue for the connection and its check, up to the node timeout (it is
+    /// never written before the check passed), and counts as one failed node, like a node
+    /// that is down. Another failure then loses the attempt rather than waiting for the slow
+    /// nodes, as always.
+    ///
+    /// ```no_run
+    /// # async fn f() -> Result<(), quorumlock::Error> {
+    /// let redlock = quorumlock::RedLock::builder()
+    ///     .nodes(["redis://10.0.0.1", "redis://10.0.0.2", "redis://10.0.0.3"])
+    ///     .build()?;
+    /// redlock.wait_for_quorum(redlock.config().connect_timeout()).await;
+    /// let lock = redlock.try_lock("invoice:42").await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn wait_for_quorum(&self, within: Duration) -> usize {
+        self.0.wait_for_quorum(within).await
+    }
+
+    /// Locks `resource` with the configured ttl, retrying as configured.
+    ///
+    /// # Errors
+    /// [`Error::Taken`], [`Error::NoQuorum`] or [`Error::ValidityExpired`] from the last
+    /// attempt when every attempt failed; [`Error::Config`] for an empty resource name
+    /// (nothing is sent then); [`Error::ShutDown`] once the client is
+    /// [shut down](Self::shutdown).
+    ///
+    /// # Cancel safety
+    /// If this future is dropped during an attempt, the keys that attempt may have set are
+    /// released in a background task; any key left behind (the runtime shut down) expires
+    /// after the ttl.
+    pub async fn lock(&self, resource: &str) -> Result<Lock, Error> {
+        self.0.lock(resource).await.map(Lock)
+    }
+
+    /// Makes one attempt to lock `resource` with the configured ttl.
+    ///
+    /// # Errors
+    /// As [`lock`](Self::lock).
+    pub async fn try_lock(&self, resource: &str) -> Result<Lock, Error> {
+        self.0.try_lock(resource).await.map(Lock)
+    }
+
+    /// Locks `resource` for `ttl`, retrying by `retry`.
+    ///
+    /// # Errors
+    /// As [`lock`](Self::lock); also [`Error::Config`] for a zero ttl, a ttl not above its
+    /// drift allowance, or a retry policy that can never attempt.
+    pub async fn lock_with(
+        &self,
+        resource: &str,
+        ttl: Duration,
+        retry: Retry,
+    ) -> Result<Lock, Error> {
+        self.0.lock_with(resource, ttl, retry).await.map(Lock)
+    }
+
+    /// Runs `work` while holding `resource`, kept alive with [`KeepAlive::new`](crate::KeepAlive::new)'s defaults,
+    /// and releases the lock when `work` ends. See [`KeptLock::run`](crate::KeptLock::run).
+    ///
+    /// ```no_run
+    /// # async fn f(redlock: quorumlock::RedLock) -> Result<(), quorumlock::Error> {
+    /// let rows = redlock
+    ///     .with_lock("nightly-export", |held| async move {
+    ///         // held.fencing_token().await goes with every write to storage
+    ///         42
+    ///     })
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`lock`](Self::lock) when the lock cannot be taken (`work` does not run);
+    /// [`Error::Lost`] when it was lost while `work` ran (`work` was cancelled).
+    pub async fn with_lock<F, Fut, T>(&self, resource: &str, work: F) -> Result<T, Error>
+    where
+        F: FnOnce(LockHandle) -> Fut,
+        Fut: Future<Output = T>,
+    {
+        self.0
+            .with_lock(resource, |handle| work(LockHandle(handle)))
+            .await
+    }
+
+    /// Locks several resources at once, all or nothing, with the configured ttl and retry
+    /// policy. See [`lock_all_with`](Self::lock_all_with).
+    ///
+    /// # Errors
+    /// As [`lock_all_with`](Self::lock_all_with).
+    pub async fn lock_all<S: AsRef<str>>(&self, resources: &[S]) -> Result<Lock, Error> {
+        self.0.lock_all(resources).await.map(Lock)
+    }
+
+    /// Locks several resources at once for `ttl`, retrying by `retry`.
+    ///
+    /// Each node sets either all of the keys or none (one script call per node), and the
+    /// lock is granted when a majority set all of them, with the same validity rule as for
+    /// one resource. Two clients locking overlapping sets in any order cannot deadlock: no
+    /// node ever holds part of a set for one client while waiting for the rest, and a failed
+    /// attempt releases what it got before retrying after a random pause. With fencing on,
+    /// the lock's one fencing token is greater than every earlier token of each of the
+    /// resources.
+    ///
+    /// # Errors
+    /// As [`lock`](Self::lock); also [`Error::Config`] for an empty list, an empty or
+    /// repeated resource name, besides the ttl and retry checks of
+    /// [`lock_with`](Self::lock_with).
+    pub async fn lock_all_with<S: AsRef<str>>(
+        &self,
+        resources: &[S],
+        ttl: Duration,
+        retry: Retry,
+    ) -> Result<Lock, Error> {
+        self.0.lock_all_with(resources, ttl, retry).await.map(Lock)
+    }
+
+    /// Waits until the work this client does in the background has finished, or until
+    /// `within` has passed; returns whether it finished. That work is: the commands still in
+    /// flight when a round was decided, releases started by dropped locks, and the deletes
+    /// a release sends to nodes beyond the majority it waits for. A process about to exit
+    /// calls this so that every node gets its release (otherwise those keys expire after
+    /// their ttl). Each piece ends within about one node timeout.
+    ///
+    /// Work for a node that has never been connected does not count: nothing was ever sent
+    /// to it (a command waits for the connection, and one that times out waiting is never
+    /// sent), so there is nothing to undo there, and after the process exits nothing will be
+    /// sent. One frozen or unreachable node then does not hold up an exiting process for a
+    /// node timeout. (A node whose first connection comes up at that very moment may get a
+    /// queued acquisition without the release behind it: its keys expire after their ttl, as
+    /// after a crash.)
+    pub async fn settle(&self, within: Duration) -> bool {
+        self.0.settle(within).await
+    }
+
+    /// Ends this client cleanly, as a process about to exit should: releases every lock the
+    /// client holds, waits for the nodes, and makes every later lock call fail with
+    /// [`Error::ShutDown`]. Returns what it released and whether the nodes settled.
+    ///
+    /// It releases (compare-and-delete on every node, as a dropped lock does) each lock of
+    /// this client still held: [`Lock`]s, whoever holds them now; kept locks
+    /// ([`KeptLock`](crate::KeptLock), [`Leadership`](crate::Leadership)), whose handles
+    /// then see them no longer kept (`lost()` resolves); and locks a release handed over to
+    /// a waiting caller that had not taken them yet. Then it waits, up to twice the node
+    /// timeout, for every command this client still has in flight, those releases included
+    /// ([`settle`](Self::settle)). It affects every clone of this `RedLock`.
+    ///
+    /// After it, the locks it released report it: [`Lock::is_valid`] is false, and
+    /// [`Lock::extend`], [`Lock::fencing_token`], [`Lock::release`] and
+    /// [`Lock::keep_alive`] fail with [`Error::ShutDown`] without sending anything; dropping
+    /// them sends nothing more. Lock calls fail with [`Error::ShutDown`]: a new call at once,
+    /// a call waiting for a release when it wakes (shutdown wakes them all), and a call
+    /// whose attempt was in flight releases the lock it got. Calling it again releases
+    /// nothing more.
+    ///
+    /// ```no_run
+    /// # async fn f() -> Result<(), quorumlock::Error> {
+    /// let redlock = quorumlock::RedLock::builder()
+    ///     .nodes(["redis://10.0.0.1", "redis://10.0.0.2", "redis://10.0.0.3"])
+    ///     .build()?;
+    /// let lock = redlock.lock("invoice:42").await?;
+    /// // ... the process must stop now, with the lock still held ...
+    /// redlock.shutdown().await; // the keys are gone from the nodes: no wait for the ttl
+    /// # drop(lock);
+    /// # Ok(()) }
+    /// ```
+    pub async fn shutdown(&self) -> Shutdown {
+        self.0.shutdown().await
+    }
+
+    /// Reports on every node, in parallel: reachability, round trip, version, role, run_id,
+    /// uptime, persistence, eviction policy, clock rate over `clock_window`, refused
+    /// commands, quarantine, and a verdict. Writes nothing to any node.
+    pub async fn inspect(&self, clock_window: Duration) -> Vec<NodeReport> {
+        self.0.inspect(clock_window).await
+    }
+
+    /// Refuses a configuration in which two URLs reach the same server (the same `run_id`),
+    /// among the nodes checked so far: what [`RedLockBuilder::connect`] does after waiting
+    /// for every node, for a client that waited only for a quorum
+    /// ([`wait_for_quorum`](Self::wait_for_quorum)). Whether or not this is called, the
+    /// later of two such nodes never counts.
+    ///
+    /// # Errors
+    /// [`ConfigError::SameServer`] for the first repeat found.
+    pub fn check_distinct(&self) -> Result<(), ConfigError> {
+        self.0.check_distinct()
+    }
+
+    /// Campaigns for leadership of the election `name` with [`Candidacy::new`]'s defaults;
+    /// see [`campaign_with`](Self::campaign_with).
+    ///
+    /// ```no_run
+    /// # async fn f(redlock: quorumlock::RedLock) -> Result<(), quorumlock::Error> {
+    /// let leadership = redlock.campaign("scheduler").await?;
+    /// println!("leading in term {}", leadership.term());
+    /// tokio::select! {
+    ///     _ = async { /* run the scheduler, passing leadership.term() to storage */ } => {}
+    ///     reason = leadership.lost() => eprintln!("no longer leading: {reason}"),
+    /// }
+    /// leadership.resign().await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`campaign_with`](Self::campaign_with).
+    pub async fn campaign(&self, name: &str) -> Result<Leadership, Error> {
+        self.0.campaign(name).await.map(Leadership)
+    }
+
+    /// Waits until this candidate leads the election `name`, and returns its
+    /// [`Leadership`]: the election's lock, taken with the configured ttl and kept alive,
+    /// its fencing token recorded as the term, and the identity written beside it on a
+    /// majority. While another candidate leads, it waits in line for a release (woken at
+    /// once when the leader resigns) and attempts again after each pause.
+    /// Failures to reach a quorum are retried too: the call returns only as a leader or on
+    /// an error no retry can cure.
+    ///
+    /// # Errors
+    /// [`Error::Config`] when fencing is off (the term is a fencing token), for an empty or
+    /// reserved name, an invalid identity or keep-alive settings that do not fit the ttl;
+    /// [`Error::Entropy`] when no token can be drawn; [`Error::ShutDown`] once the client
+    /// is [shut down](RedLock::shutdown).
+    ///
+    /// # Cancel safety
+    /// Dropping the future gives up: a lock taken meanwhile is released in the background.
+    pub async fn campaign_with(
+        &self,
+        name: &str,
+        candidacy: Candidacy,
+    ) -> Result<Leadership, Error> {
+        self.0.campaign_with(name, candidacy).await.map(Leadership)
+    }
+
+    /// Who leads the election `name`, as a majority of nodes reports it: the leader whose
+    /// lock and identity record a majority holds, or `None` when no majority agrees on one
+    /// (no leader, a leader still writing its identity, or nodes that disagree).
+    ///
+    /// The answer is advisory: by the time it arrives, the leader it names may have lost
+    /// its lock (only the leader's [`Leadership::lost`](crate::Leadership::lost) says when it must stop), and a new
+    /// leader may have won. Terms only grow, so of two answers the one with the greater
+    /// term is the more recent.
+    ///
+    /// # Errors
+    /// [`Error::NoQuorum`] when fewer than a quorum of nodes answered; [`Error::Config`] for
+    /// an empty name.
+    pub async fn leader(&self, name: &str) -> Result<Option<Leader>, Error> {
+        self.0.leader(name).await
+    }
+
+    /// Reports who leads the election `name` now, then every change: a new leader or term,
+    /// no leader, or a new error. Polls [`leader`](Self::leader) every `every` (at least
+    /// 1 ms): the release channel would tell of resignations only, not of a new leader or of
+    /// a lock that expired. As advisory as [`leader`](Self::leader).
+    ///
+    /// ```no_run
+    /// # async fn f(redlock: quorumlock::RedLock) {
+    /// use futures::StreamExt;
+    /// let changes = redlock.observe("scheduler", std::time::Duration::from_secs(1));
+    /// futures::pin_mut!(changes);
+    /// while let Some(seen) = changes.next().await {
+    ///     match seen {
+    ///         Ok(Some(leader)) => println!("{leader} leads"),
+    ///         Ok(None) => println!("nobody leads"),
+    ///         Err(e) => eprintln!("cannot tell: {e}"),
+    ///     }
+    /// }
+    /// # }
+    /// ```
+    pub fn observe(
+        &self,
+        name: &str,
+        every: Duration,
+    ) -> impl Stream<Item = Result<Option<Leader>, Error>> + Send + 'static {
+        self.0.observe(name, every)
+    }
+}

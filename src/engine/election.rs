@@ -1,0 +1,249 @@
+//! Leader election on a kept lock (design 2.8): [`RedLock::campaign`] waits for the lock of
+//! an election, keeps it, takes a fencing token as the term, and writes the leader's
+//! identity beside the lock; [`RedLock::leader`] and [`RedLock::observe`] (`leader.rs`) read
+//! who leads.
+
+use std::future::Future;
+use std::sync::LazyLock;
+use std::time::{Duration, Instant};
+
+use fred::types::{Key, Value};
+
+use crate::algo::keys;
+use crate::algo::quorum::{Decision, Stake};
+use crate::config::Candidacy;
+use crate::config::Retry;
+use crate::engine::coordinator::Coordinator;
+use crate::engine::held::Released;
+use crate::engine::kept::{Kept, KeptHandle};
+use crate::error::LostReason;
+use crate::error::{ConfigError, Error};
+use crate::node::scripts::{self, Script};
+use crate::node::Node;
+
+static IDENTIFY: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::IDENTIFY));
+pub(crate) static OBSERVE: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::OBSERVE));
+
+#[derive(Debug)]
+pub(crate) struct Leading {
+    kept: Kept,
+    term: u64,
+    identity: String,
+    /// Rewrites the identity record while the lock is kept.
+    refresher: AbortOnDrop,
+}
+
+/// A background task that ends when this is dropped.
+#[derive(Debug)]
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+impl Leading {
+    pub(crate) fn name(&self) -> &str {
+        self.kept.resource()
+    }
+
+    pub(crate) fn term(&self) -> u64 {
+        self.term
+    }
+
+    pub(crate) fn identity(&self) -> &str {
+        &self.identity
+    }
+
+    pub(crate) fn is_leader(&self) -> bool {
+        self.kept.is_held()
+    }
+
+    pub(crate) fn valid_until(&self) -> Instant {
+        self.kept.valid_until()
+    }
+
+    pub(crate) fn handle(&self) -> KeptHandle {
+        self.kept.handle()
+    }
+
+    pub(crate) fn lost(&self) -> impl Future<Output = LostReason> + Send + 'static {
+        self.kept.lost()
+    }
+
+    pub(crate) async fn resign(self) -> Result<Released, Error> {
+        drop(self.refresher);
+        self.kept.release().await
+    }
+
+    pub(crate) async fn run<F, Fut, T>(self, work: F) -> Result<T, Error>
+    where
+        F: FnOnce(KeptHandle) -> Fut,
+        Fut: Future<Output = T>,
+    {
+        // The identity is refreshed while `work` runs.
+        let Leading {
+            kept, refresher, ..
+        } = self;
+        let outcome = kept.run(work).await;
+        drop(refresher);
+        outcome
+    }
+}
+
+/// The keys of an election: its lock key and identity key.
+pub(crate) fn election_keys(redlock: &Coordinator, name: &str) -> (Key, Key) {
+    let lock = keys::lock_key(&redlock.config().key_prefix, name);
+    let identity = keys::identity_key(&lock);
+    (Key::from(lock), Key::from(identity))
+}
+
+/// The identity record: `TERM:SHA1(token):IDENTITY`.
+fn record(term: u64, token: &str, identity: &str) -> String {
+    format!("{term}:{}:{identity}", fred::util::sha1_hash(token))
+}
+
+/// A record's term, token hash and identity, if it has that shape.
+pub(crate) fn parse_record(record: &str) -> Option<(u64, &str, &str)> {
+    let mut parts = record.splitn(3, ':');
+    let term = parts.next()?.parse().ok()?;
+    let sha = parts.next()?;
+    let identity = parts.next()?;
+    Some((term, sha, identity))
+}
+
+impl Coordinator {
+    pub(crate) async fn campaign(&self, name: &str) -> Result<Leading, Error> {
+        self.campaign_with(name, Candidacy::new()).await
+    }
+
+    pub(crate) async fn campaign_with(
+        &self,
+        name: &str,
+        candidacy: Candidacy,
+    ) -> Result<Leading, Error> {
+        if !self.config().fencing {
+            return Err(ConfigError::FencingOff.into());
+        }
+        let identity = candidacy.identity_or_default()?;
+        let ttl = self.config().ttl;
+        candidacy.keep.check(ttl)?;
+        // A day per call; the loop below makes it forever.
+        let retry = Retry::within(Duration::from_secs(86_400))
+            .delay(candidacy.retry_delay)
+            .jitter(candidacy.retry_jitter);
+        let (lock_key, identity_key) = election_keys(self, name);
+        loop {
+            let lock = match self.lock_with(name, ttl, retry).await {
+                Ok(lock) => lock,
+                Err(e) if e.is_retryable() => continue,
+                Err(e) => return Err(e),
+            };
+            let kept = lock.keep_alive(candidacy.keep)?;
+            let term = match kept.fencing_token().await {
+                Ok(term) => term,
+                Err(e) => {
+                    tracing::debug!(election = name, error = %e, "no term recorded; campaigning again");
+                    let _ = kept.release().await;
+                    tokio::time::sleep(candidacy.retry_delay).await;
+                    continue;
+                }
+            };
+            let record = record(term, kept.handle().token().as_str(), &identity);
+            let token = kept.handle().token().as_str().to_string();
+            if let Err(e) = identify(self, &lock_key, &identity_key, &token, &record).await {
+                tracing::debug!(election = name, error = %e, "identity not recorded; campaigning again");
+                let _ = kept.release().await;
+                tokio::time::sleep(candidacy.retry_delay).await;
+                continue;
+            }
+            if !kept.is_held() {
+                continue;
+            }
+            tracing::debug!(election = name, term, %identity, "leading");
+            let refresher = AbortOnDrop(tokio::spawn(refresh(
+                self.clone(),
+                kept.handle(),
+                (lock_key, identity_key),
+                token,
+                record,
+            )));
+            return Ok(Leading {
+                kept,
+                term,
+                identity,
+                refresher,
+            });
+        }
+    }
+}
+
+/// Writes the identity record on a majority of the nodes that hold our lock.
+async fn identify(
+    redlock: &Coordinator,
+    lock_key: &Key,
+    identity_key: &Key,
+    token: &str,
+    record: &str,
+) -> Result<(), Error> {
+    let ttl_ms = i64::try_from(redlock.config().ttl.as_millis()).unwrap_or(i64::MAX);
+    let keys = vec![lock_key.clone(), identity_key.clone()];
+    let args = vec![
+        Value::from(token),
+        Value::from(record),
+        Value::Integer(ttl_ms),
+    ];
+    let round = redlock
+        .round_marking(None, Stake::Held, |node| {
+            node.eval(&IDENTIFY, keys.clone(), args.clone(), |reply| match reply {
+                Value::Integer(n) => Ok(n == 1),
+                other => Err(Node::unexpected("IDENTIFY", &other)),
+            })
+        })
+        .await;
+    match round.tally.decision() {
+        Decision::Won => Ok(()),
+        _ => Err(redlock.lost(lock_key.as_str().unwrap_or(""), round.tally, round.failures)),
+    }
+}
+
+/// Rewrites the identity record every third of the ttl while the lock is kept, so that it
+/// lives as long as the lock (which the keeper extends) and comes back on a node that
+/// restarted empty. Failures are logged: the record only informs observers.
+async fn refresh(
+    redlock: Coordinator,
+    handle: KeptHandle,
+    keys: (Key, Key),
+    token: String,
+    record: String,
+) {
+    let every = redlock.config().ttl / 3;
+    let lost = handle.lost();
+    tokio::pin!(lost);
+    loop {
+        tokio::select! {
+            _ = &mut lost => return,
+            () = tokio::time::sleep(every) => {}
+        }
+        if let Err(e) = identify(&redlock, &keys.0, &keys.1, &token, &record).await {
+            tracing::debug!(election = %handle.resource(), error = %e, "identity not refreshed");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_record_reads_back_whatever_the_identity_holds() {
+        let r = record(42, "abc", "host:a:b");
+        let (term, sha, identity) = parse_record(&r).expect("parses");
+        assert_eq!(term, 42);
+        assert_eq!(sha, fred::util::sha1_hash("abc"));
+        assert_eq!(identity, "host:a:b");
+        assert_eq!(parse_record("x:y:z"), None);
+        assert_eq!(parse_record("1:y"), None);
+    }
+}

@@ -1,0 +1,185 @@
+//! Handing a released lock straight to the next caller of this client waiting for it.
+//!
+//! Without a handover, a release deletes the key (RELEASE), the next waiter is woken and sets
+//! it again with its own token (`SET NX`): two commands per node, a release message from every
+//! node, and a moment in which the key is free, when the waiters of other clients are woken
+//! too and attempt in vain. With one, the releaser replaces its token with a new one for the
+//! waiter in one script per node (HANDOVER), and the waiter gets a [`Lock`] it made no attempt
+//! for.
+//!
+//! Why this grants nobody a lock that another holds (design 2.4b): on each node, HANDOVER is
+//! exactly RELEASE of the old token followed at once by ACQUIRE of the new one (SET NX, or the
+//! ACQUIRE script that also reads the fencing counters), with nothing in between; it changes
+//! nothing where another token holds the key. The releaser stops relying on its lock when it
+//! calls `release`, as with any release. The new lock is granted by the rule of every
+//! acquisition: a majority set the new token, in a round that started at `start`, and the
+//! lock is valid until `start + ttl - drift` if that is still ahead when the round is
+//! decided. Its fencing counters are read on that majority as an attempt reads them.
+//!
+//! A handover that does not get a majority leaves no lock: the releaser then deletes both
+//! tokens everywhere (RELEASE takes both) and the waiter, woken, attempts as usual. A release
+//! cancelled half-way does the same in the background ([`Claim`]).
+//!
+//! Fairness across clients: the key is never free while a client hands it on among its own
+//! waiters, so the waiters of other clients see no release. After [`MAX_HANDOVERS`] handovers
+//! in a row, a release deletes the key and wakes this client's next waiter only by the nodes'
+//! release messages, as it wakes every other client's: they then race on equal terms.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use fred::types::{Key, Value};
+
+use crate::algo::quorum::{validity, Decision};
+use crate::algo::token::Token;
+use crate::config::Ttl;
+use crate::engine::coordinator::Coordinator;
+use crate::engine::fencing;
+use crate::engine::held::{Acquisition, Held, Ident, Keys, Released};
+use crate::engine::waiters::Ticket;
+
+/// Handovers in a row after which a release lets every client's waiters race for the lock.
+pub(crate) const MAX_HANDOVERS: u32 = 16;
+
+/// How a handover ended.
+pub(crate) enum Handover {
+    /// The waiter has the lock; the releaser's token is gone from a majority.
+    Done(Released),
+    /// No lock for the waiter: release `tokens` (the old one, and the new one if the round was
+    /// sent), then [`Claim::sent`].
+    Failed { claim: Claim, tokens: Vec<Value> },
+}
+
+/// A waiter claimed for a handover that did not hand it a lock. Until the release that
+/// follows is sent ([`Claim::sent`]), dropping this (the release was cancelled) releases the
+/// tokens in the background; either way it unclaims the waiter, which otherwise would wait
+/// for the handover forever.
+pub(crate) struct Claim {
+    ticket: Arc<Ticket>,
+    /// What to release if this is dropped before the release is sent.
+    cleanup: Option<(Coordinator, Vec<Key>, Vec<Value>)>,
+    /// The waiter got its lock: nothing to do.
+    done: bool,
+}
+
+impl Claim {
+    /// The release of the tokens is in every node's queue: unclaims the waiter.
+    pub(crate) fn sent(mut self) {
+        self.cleanup = None;
+    }
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        if let Some((redlock, keys, tokens)) = self.cleanup.take() {
+            redlock.detached(u64::MAX, |node| node.release(keys.clone(), tokens.clone()));
+        }
+        self.ticket.unclaim();
+    }
+}
+
+impl Coordinator {
+    /// Whether the release of the lock `ident` should let every client race for it
+    /// (after [`MAX_HANDOVERS`] in a row).
+    pub(crate) fn yields(ident: &Ident) -> bool {
+        ident.handovers() >= MAX_HANDOVERS
+    }
+
+    /// Hands the lock `ident` over to the head of this client's line for its key, if the
+    /// head is waiting; `None` when there is nobody to hand it to (then release it as usual).
+    pub(crate) async fn hand_over(&self, ident: &Ident) -> Option<Handover> {
+        if ident.locks() != 1 || Self::yields(ident) {
+            return None;
+        }
+        let key = ident.lock_keys().first()?.as_str()?.to_string();
+        let (ticket, ttl) = self.wakeups().claim_head(&key)?;
+        let token = Token::generate();
+        let mut tokens = vec![ident.value()];
+        if let Ok(token) = &token {
+            tokens.push(Value::from(token.as_str()));
+        }
+        // Dropped from here on (the release cancelled), the claim releases both tokens.
+        let claim = Claim {
+            ticket,
+            cleanup: Some((self.clone(), ident.lock_keys().to_vec(), tokens.clone())),
+            done: false,
+        };
+        Some(match token {
+            Ok(token) => self.hand_over_to(ident, claim, tokens, ttl, token).await,
+            Err(_) => Handover::Failed { claim, tokens },
+        })
+    }
+
+    async fn hand_over_to(
+        &self,
+        ident: &Ident,
+        mut claim: Claim,
+        tokens: Vec<Value>,
+        ttl: Ttl,
+        token: Token,
+    ) -> Handover {
+        let keys = Keys {
+            all: ident.keys().to_vec(),
+            locks: ident.locks(),
+        };
+        let reads_counters = self.reads_counters(&keys);
+        let sent = keys.sent(reads_counters).to_vec();
+        let (old, new) = (ident.value(), Value::from(token.as_str()));
+        let start = Instant::now();
+        let round = self
+            .round(|node| node.handover(sent.clone(), keys.locks, old.clone(), new.clone(), ttl.px))
+            .await;
+        let won = round.tally.decision() == Decision::Won
+            && validity(ttl.ttl, start.elapsed(), ttl.drift).is_some();
+        tracing::debug!(
+            resource = %ident.name(),
+            yes = round.tally.yes,
+            refused = round.tally.no,
+            failed = %crate::error::failed_nodes(&round.failures),
+            won,
+            "lock handed over"
+        );
+        if !won {
+            return Handover::Failed { claim, tokens };
+        }
+        // Where the handover failed, the old token may still be there (a node that refused the
+        // call, or never got it): delete it. A handover still on its way there runs first.
+        let failed = round
+            .failures
+            .iter()
+            .fold(0u64, |mask, failure| mask | 1 << failure.index);
+        if failed != 0 {
+            let locks = keys.locks().to_vec();
+            self.detached(failed, |node| {
+                node.release(locks.clone(), vec![old.clone()])
+            });
+        }
+        let fencing = fencing::granted(&keys, reads_counters, &round);
+        let released = Released {
+            released: round.tally.yes,
+            nodes: round.tally.nodes,
+        };
+        let lock = Held::new(Acquisition {
+            redlock: self.clone(),
+            name: ident.name().to_string(),
+            resources: ident.resources().to_vec(),
+            keys,
+            value: new,
+            token,
+            fencing,
+            ttl: ttl.ttl,
+            valid_until: start + ttl.usable,
+            acquired_on: round.tally.yes,
+            failures: round.failures,
+            handovers: ident.handovers().saturating_add(1),
+        });
+        // If the waiter has gone meanwhile, the lock is dropped with its ticket, which
+        // releases it.
+        claim.done = true;
+        claim.ticket.hand(lock);
+        Handover::Done(released)
+    }
+}

@@ -1,0 +1,556 @@
+//! A held lock: what it locks, how long it can be relied on, and how to extend or release it.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
+use tracing::Instrument;
+
+use fred::types::{Key, Value};
+
+use crate::algo::quorum::{validity, Decision, Stake, Tally};
+use crate::algo::token::Token;
+use crate::config::Ttl;
+use crate::engine::coordinator::{Coordinator, Round};
+use crate::engine::fencing::Fencing;
+use crate::engine::handover::Handover;
+use crate::engine::shutdown::Entry;
+use crate::engine::waiters;
+use crate::error::{Error, NodeError};
+use crate::node::Extended;
+
+/// The keys of one lock: the lock keys, then (with fencing) their fencing counters.
+#[derive(Debug, Clone)]
+pub(crate) struct Keys {
+    pub(crate) all: Vec<Key>,
+    /// How many of `all` are lock keys; the rest are fencing counters.
+    pub(crate) locks: usize,
+}
+
+impl Keys {
+    pub(crate) fn locks(&self) -> &[Key] {
+        &self.all[..self.locks]
+    }
+
+    pub(crate) fn fencing(&self) -> bool {
+        self.all.len() > self.locks
+    }
+
+    /// What an acquisition round sends: every key when it reads the fencing counters, the
+    /// lock keys alone otherwise.
+    pub(crate) fn sent(&self, reads_counters: bool) -> &[Key] {
+        if reads_counters {
+            &self.all
+        } else {
+            self.locks()
+        }
+    }
+}
+
+/// What a successful acquisition hands to [`Lock::new`].
+#[derive(Debug)]
+pub(crate) struct Acquisition {
+    pub(crate) redlock: Coordinator,
+    pub(crate) name: String,
+    pub(crate) resources: Vec<String>,
+    pub(crate) keys: Keys,
+    pub(crate) token: Token,
+    pub(crate) value: Value,
+    /// `None` when fencing is off.
+    pub(crate) fencing: Option<Fencing>,
+    pub(crate) ttl: Duration,
+    pub(crate) valid_until: Instant,
+    pub(crate) acquired_on: usize,
+    pub(crate) failures: Vec<NodeError>,
+    /// How many handovers in a row led to this lock (0: its holder's own attempt got it).
+    pub(crate) handovers: u32,
+}
+
+/// What never changes in a lock, stored compactly and shared by the lock and, once it is
+/// kept, by its handles: enough to name it and to run a round on it. A service may hold many
+/// locks at once (every byte here is multiplied by 100,000 kept locks).
+#[derive(Debug)]
+pub(crate) struct Ident {
+    redlock: Coordinator,
+    /// The resources' names joined by commas, only for several resources (for one, it is
+    /// `resources[0]`).
+    joined: Option<Box<str>>,
+    resources: Box<[String]>,
+    /// The lock keys, then (with fencing) their fencing counters.
+    keys: Box<[Key]>,
+    /// How many of `keys` are lock keys.
+    locks: usize,
+    /// The token; the value sent to the nodes is made from it when needed.
+    token: Token,
+    /// `None` when fencing is off.
+    fencing: Option<Fencing>,
+    /// How many handovers in a row led to this lock (see `handover.rs`).
+    handovers: u32,
+    /// Set when the lock's release starts (`release`, a drop, or the client's shutdown):
+    /// whoever sets it sends the release, once.
+    released: AtomicBool,
+    /// The lock's place in its client's registry of held locks (`shutdown.rs`).
+    entry: Entry,
+}
+
+impl Ident {
+    /// Marks the lock's release as started; true for the one caller that should send it.
+    pub(crate) fn start_release(&self) -> bool {
+        !self.released.swap(true, Ordering::SeqCst)
+    }
+
+    /// Whether the lock's release has started.
+    fn is_released(&self) -> bool {
+        self.released.load(Ordering::SeqCst)
+    }
+
+    pub(crate) fn entry(&self) -> Entry {
+        self.entry
+    }
+
+    pub(crate) fn handovers(&self) -> u32 {
+        self.handovers
+    }
+
+    pub(crate) fn resources(&self) -> &[String] {
+        &self.resources
+    }
+
+    pub(crate) fn redlock(&self) -> &Coordinator {
+        &self.redlock
+    }
+
+    pub(crate) fn name(&self) -> &str {
+        match &self.joined {
+            Some(joined) => joined,
+            None => self.resources.first().map_or("", String::as_str),
+        }
+    }
+
+    pub(crate) fn token(&self) -> &Token {
+        &self.token
+    }
+
+    /// The lock keys, then (with fencing) their fencing counters.
+    pub(crate) fn keys(&self) -> &[Key] {
+        &self.keys
+    }
+
+    /// How many of [`keys`](Self::keys) are lock keys.
+    pub(crate) fn locks(&self) -> usize {
+        self.locks
+    }
+
+    pub(crate) fn lock_keys(&self) -> &[Key] {
+        &self.keys[..self.locks]
+    }
+
+    pub(crate) fn fencing(&self) -> Option<&Fencing> {
+        self.fencing.as_ref()
+    }
+
+    /// The token as the scripts get it.
+    pub(crate) fn value(&self) -> Value {
+        Value::from(self.token.as_str())
+    }
+
+    /// The fencing token handed out so far, 0 if none: what a restore raises the counters
+    /// to.
+    fn handed_fence(&self) -> u64 {
+        self.fencing.as_ref().and_then(Fencing::handed).unwrap_or(0)
+    }
+
+    /// A round on this lock that neither a majority confirmed nor showed the lock gone:
+    /// failed nodes left it undecided.
+    pub(crate) fn unconfirmed(&self, tally: Tally, failures: Vec<NodeError>) -> Error {
+        Error::NoQuorum {
+            resource: self.name().to_string(),
+            needed: tally.quorum(),
+            agreed: tally.yes,
+            failures,
+        }
+    }
+
+    pub(crate) fn not_held(&self, held: usize) -> Error {
+        Error::NotHeld {
+            resource: self.name().to_string(),
+            held,
+            nodes: self.redlock.nodes(),
+        }
+    }
+
+    /// `Ok` while `valid_until` has not passed, [`Error::Expired`] after;
+    /// [`Error::ShutDown`] once the client's shutdown released the lock.
+    pub(crate) fn valid(&self, valid_until: Instant) -> Result<(), Error> {
+        if self.is_released() {
+            return Err(Error::ShutDown);
+        }
+        let now = Instant::now();
+        if now < valid_until {
+            return Ok(());
+        }
+        Err(Error::Expired {
+            resource: self.name().to_string(),
+            ago: now - valid_until,
+        })
+    }
+}
+
+/// An extension round that has run, detached from its lock (see
+/// [`Lock::extension`]): what [`Lock::settle_extension`] judges.
+#[derive(Debug)]
+pub(crate) struct Extension {
+    ttl: Ttl,
+    start: Instant,
+    elapsed: Duration,
+    round: Round<Extended>,
+    /// Tells the nodes that answer after the round was decided whether the extension stands
+    /// (see [`Lock::restore_missing`]); dropped unsent, it means no.
+    stands: watch::Sender<Option<bool>>,
+}
+
+#[derive(Debug)]
+pub(crate) struct Held {
+    ident: Arc<Ident>,
+    ttl: Duration,
+    valid_until: Instant,
+    acquired_on: usize,
+    failures: Box<[NodeError]>,
+}
+
+/// The outcome of [`Lock::release`](crate::Lock::release).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Released {
+    /// How many nodes confirmed that they deleted our key before `release` returned (the
+    /// others still get the delete, in the background).
+    pub released: usize,
+    /// How many nodes are configured.
+    pub nodes: usize,
+}
+
+impl Held {
+    pub(crate) fn new(acquired: Acquisition) -> Held {
+        let Acquisition {
+            redlock,
+            name,
+            resources,
+            keys,
+            token,
+            value,
+            fencing,
+            ttl,
+            valid_until,
+            acquired_on,
+            failures,
+            handovers,
+        } = acquired;
+        // The value is the token as the scripts get it: made again from it when needed.
+        debug_assert!(value == Value::from(token.as_str()));
+        // One resource's name is the joined name: do not keep it twice.
+        let joined = match resources.as_slice() {
+            [only] if *only == name => None,
+            _ => Some(name.into_boxed_str()),
+        };
+        // Entered in the client's registry, for its shutdown (a weak pointer: the registry
+        // never keeps a lock alive).
+        let ident = Arc::new_cyclic(|me| {
+            let entry = redlock.held().enter(&token, me.clone());
+            Ident {
+                redlock,
+                joined,
+                resources: resources.into_boxed_slice(),
+                keys: keys.all.into_boxed_slice(),
+                locks: keys.locks,
+                token,
+                fencing,
+                handovers,
+                released: AtomicBool::new(false),
+                entry,
+            }
+        });
+        Held {
+            ident,
+            ttl,
+            valid_until,
+            acquired_on,
+            failures: failures.into_boxed_slice(),
+        }
+    }
+
+    pub(crate) fn redlock(&self) -> &Coordinator {
+        &self.ident.redlock
+    }
+
+    /// What never changes in the lock, to share with its handles.
+    pub(crate) fn ident(&self) -> &Arc<Ident> {
+        &self.ident
+    }
+
+    /// Drops what only the holder of a plain `Lock` can read (the failures of the
+    /// acquisition), before the lock is handed to the keeper.
+    pub(crate) fn forget_failures(&mut self) {
+        self.failures = Box::default();
+    }
+
+    pub(crate) fn resource(&self) -> &str {
+        self.ident.name()
+    }
+
+    pub(crate) fn resources(&self) -> &[String] {
+        &self.ident.resources
+    }
+
+    pub(crate) fn token(&self) -> &Token {
+        &self.ident.token
+    }
+
+    pub(crate) async fn fencing_token(&self) -> Result<u64, Error> {
+        let valid_until = self.valid_until;
+        self.ident
+            .fencing_token(|| self.ident.valid(valid_until))
+            .await
+    }
+
+    pub(crate) fn ttl(&self) -> Duration {
+        self.ttl
+    }
+
+    pub(crate) fn valid_until(&self) -> Instant {
+        self.valid_until
+    }
+
+    pub(crate) fn validity(&self) -> Duration {
+        if self.ident.is_released() {
+            return Duration::ZERO;
+        }
+        self.valid_until.saturating_duration_since(Instant::now())
+    }
+
+    pub(crate) fn is_valid(&self) -> bool {
+        !self.validity().is_zero()
+    }
+
+    pub(crate) fn acquired_on(&self) -> usize {
+        self.acquired_on
+    }
+
+    pub(crate) fn failures(&self) -> &[NodeError] {
+        &self.failures
+    }
+
+    pub(crate) async fn extend(&mut self) -> Result<Duration, Error> {
+        self.extend_for(self.ttl).await
+    }
+
+    pub(crate) async fn extend_for(&mut self, ttl: Duration) -> Result<Duration, Error> {
+        let extension = self.extension(ttl)?.await;
+        self.settle_extension(extension)
+    }
+
+    /// The checks of [`extend_for`](Self::extend_for), then its round as a future that
+    /// does not borrow the lock, so that a keeper can drive many at once while it keeps
+    /// the locks; [`settle_extension`](Self::settle_extension) applies its outcome.
+    ///
+    /// # Errors
+    /// [`Error::Config`] for a bad ttl, [`Error::Expired`] if the validity has run out
+    /// (nothing is sent then).
+    pub(crate) fn extension(
+        &self,
+        ttl: Duration,
+    ) -> Result<impl Future<Output = Extension> + Send + 'static, Error> {
+        let ident = Arc::clone(&self.ident);
+        let ttl = ident.redlock.config().check_ttl(ttl)?;
+        ident.valid(self.valid_until)?;
+        let span = tracing::debug_span!(
+            "quorumlock.extension",
+            resource = %ident.name(),
+            yes = tracing::field::Empty,
+            refused = tracing::field::Empty,
+            failed = tracing::field::Empty,
+        );
+        let round_span = span.clone();
+        Ok(async move {
+            let (stands, verdict) = watch::channel(None);
+            let decided = Arc::new(AtomicBool::new(false));
+            let (keys, value) = (ident.lock_keys().to_vec(), ident.value());
+            let start = Instant::now();
+            let round = ident
+                .redlock
+                .round_marking(Some(&decided), Stake::Held, |node| {
+                    let extended = node.extend(keys.clone(), value.clone(), ttl.px);
+                    let (index, decided, mut verdict) =
+                        (node.index(), Arc::clone(&decided), verdict.clone());
+                    let ident = Arc::clone(&ident);
+                    async move {
+                        let answer = extended.await;
+                        if matches!(answer, Ok(Extended::Missing)) && decided.load(Ordering::SeqCst)
+                        {
+                            // Answered after the round was decided, so not counted: this
+                            // node lost our keys, and is restored here if the extension
+                            // stands (see `restore_missing`).
+                            let stands = verdict.wait_for(Option::is_some).await;
+                            if matches!(stands.as_deref(), Ok(Some(true))) {
+                                ident.restore(1 << index, ttl.px);
+                            }
+                        }
+                        answer
+                    }
+                })
+                .instrument(round_span)
+                .await;
+            if !span.is_disabled() {
+                span.record("yes", round.tally.yes);
+                span.record("refused", round.tally.no);
+                span.record("failed", crate::error::failed_nodes(&round.failures));
+            }
+            Extension {
+                ttl,
+                start,
+                elapsed: start.elapsed(),
+                round,
+                stands,
+            }
+        })
+    }
+
+    /// Judges an extension round made by [`extension`](Self::extension) of this lock, and
+    /// moves the validity as [`extend_for`](Self::extend_for) documents.
+    pub(crate) fn settle_extension(&mut self, extension: Extension) -> Result<Duration, Error> {
+        let Extension {
+            ttl,
+            start,
+            elapsed,
+            round,
+            stands,
+        } = extension;
+        let extended_until = start + ttl.usable;
+        match round.tally.decision() {
+            Decision::Won => match validity(ttl.ttl, elapsed, ttl.drift) {
+                Some(left) => {
+                    stands.send_replace(Some(true));
+                    self.restore_missing(&round.answers, ttl.px);
+                    self.ttl = ttl.ttl;
+                    self.valid_until = extended_until;
+                    Ok(left)
+                }
+                None => {
+                    self.valid_until = self.valid_until.min(extended_until);
+                    Err(Error::ValidityExpired {
+                        resource: self.ident.name().to_string(),
+                        elapsed,
+                        ttl: ttl.ttl,
+                        drift: ttl.drift,
+                    })
+                }
+            },
+            _ if round.tally.gone() => {
+                self.valid_until = self.valid_until.min(start);
+                Err(self.ident.not_held(round.tally.yes))
+            }
+            _ => {
+                self.valid_until = self.valid_until.min(extended_until);
+                Err(self.ident.unconfirmed(round.tally, round.failures))
+            }
+        }
+    }
+
+    pub(crate) async fn release(self) -> Result<Released, Error> {
+        let ident = &self.ident;
+        if !ident.start_release() {
+            return Err(Error::ShutDown);
+        }
+        ident.redlock.held().remove(ident.entry);
+        let (mut tokens, mut claimed) = (vec![ident.value()], None);
+        match ident.redlock.hand_over(ident).await {
+            None => {}
+            Some(Handover::Done(released)) => return Ok(released),
+            Some(Handover::Failed {
+                claim,
+                tokens: both,
+            }) => {
+                tokens = both;
+                claimed = Some(claim);
+            }
+        }
+        let round = ident.redlock.round_marking(None, Stake::Held, |node| {
+            node.release(ident.lock_keys().to_vec(), tokens.clone())
+        });
+        tokio::pin!(round);
+        // The first poll hands the delete to every node's queue. Whatever this client sends
+        // a node after that runs there after the delete (one queue per node, in order): the
+        // next waiter in this client's line can attempt now, without waiting for the answers.
+        // (If the release fails, so does its attempt: it never gets a lock that is held.)
+        let first = futures::poll!(round.as_mut());
+        if let Some(claim) = claimed {
+            claim.sent();
+        }
+        // After handovers in a row, this client's next waiter is woken by the nodes' messages
+        // alone, as the other clients' waiters are (`handover.rs`).
+        if !Coordinator::yields(ident) {
+            for key in ident.lock_keys() {
+                let Some(key) = key.as_str() else { continue };
+                for token in &tokens {
+                    if let Some(token) = token.as_str() {
+                        ident
+                            .redlock
+                            .wakeups()
+                            .released(key, &waiters::payload(&token));
+                    }
+                }
+            }
+        }
+        let round = match first {
+            std::task::Poll::Ready(round) => round,
+            std::task::Poll::Pending => round.await,
+        };
+        match round.tally.decision() {
+            Decision::Won => Ok(Released {
+                released: round.tally.yes,
+                nodes: round.tally.nodes,
+            }),
+            _ if round.tally.gone() => Err(ident.not_held(round.tally.yes)),
+            _ => Err(ident.unconfirmed(round.tally, round.failures)),
+        }
+    }
+
+    /// Sets our keys again, in the background, on the nodes that answered that they lost
+    /// them. Those that answer so only after the extension was decided restore themselves
+    /// once it stands (in [`extension`](Self::extension)); those that answer that they kept
+    /// them get nothing more. Only after a majority that held the lock all along extended
+    /// it: restoring strengthens a lock we hold, it never revives one we lost.
+    fn restore_missing(&self, answers: &[(usize, Extended)], ttl_ms: i64) {
+        let restore = answers
+            .iter()
+            .filter(|(_, a)| *a == Extended::Missing)
+            .fold(0u64, |mask, (i, _)| mask | 1 << i);
+        if restore != 0 {
+            self.ident.restore(restore, ttl_ms);
+        }
+    }
+}
+
+impl Ident {
+    /// Sets our keys again on the nodes in `mask`, in the background (the RESTORE script),
+    /// and raises their fencing counters to the fencing token handed out, if one was.
+    fn restore(&self, mask: u64, ttl_ms: i64) {
+        let (fence, value) = (self.handed_fence(), self.value());
+        self.redlock.detached(mask, |node| {
+            node.restore(self.keys.to_vec(), self.locks, value.clone(), ttl_ms, fence)
+        });
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        let ident = &self.ident;
+        if ident.start_release() {
+            ident.redlock.held().remove(ident.entry);
+            ident
+                .redlock
+                .release_detached(ident.lock_keys().to_vec(), ident.value());
+        }
+    }
+}

@@ -1,0 +1,614 @@
+//! The keeper: one task per client that extends every lock the client keeps alive.
+//!
+//! A service may keep 100,000 locks. A task and a timer per lock would cost memory per lock
+//! and make each extension its own wake-up and its own round trips. Here the kept locks wait
+//! in one timer heap; a wake-up extends every lock that is due and those due a little later
+//! (the coalescing window), and drives their rounds concurrently, in one
+//! `FuturesUnordered` inside this task, so that each node gets them together (and can batch
+//! them: `node.rs`). The task starts with the client's first kept lock and ends when the
+//! client keeps none; the kept locks talk to it over a channel.
+//!
+//! Every timer in the heap is a hint: when it fires, the lock's state decides what is due.
+//! A lock has one current timer (its sequence number is in the entry); older ones still in
+//! the heap are skipped.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use futures::future::BoxFuture;
+use futures::stream::{FuturesUnordered, StreamExt};
+use futures::FutureExt;
+use tokio::runtime::Handle;
+use tokio::sync::mpsc::{self, UnboundedReceiver, UnboundedSender};
+use tokio::sync::oneshot;
+
+use crate::config::Schedule;
+use crate::engine::held::{Extension, Held};
+use crate::engine::kept::Publisher;
+use crate::error::Error;
+use crate::error::LostReason;
+
+/// At most how early a lock is extended so that it shares a wake-up with others (also at
+/// most a tenth of the time between two of its extensions).
+const COALESCE_MAX: Duration = Duration::from_millis(500);
+
+/// The channel to the running keeper task, if one runs.
+type Slot = Arc<Mutex<Option<UnboundedSender<Command>>>>;
+
+fn lock_slot(slot: &Slot) -> MutexGuard<'_, Option<UnboundedSender<Command>>> {
+    // The slot holds a sender only: nothing can be left half-written.
+    slot.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// A client's registry of kept locks: starts its keeper task when needed.
+#[derive(Debug, Default)]
+pub(crate) struct Keeper {
+    slot: Slot,
+    ids: AtomicU64,
+}
+
+/// A kept lock's place in the keeper.
+#[derive(Debug)]
+pub(crate) struct Ticket {
+    id: u64,
+    keeper: UnboundedSender<Command>,
+}
+
+enum Command {
+    Keep(u64, Box<Entry>),
+    /// Stop keeping a lock: hand it back, or drop it (which releases it in the background).
+    Stop {
+        id: u64,
+        reply: Option<oneshot::Sender<Held>>,
+    },
+    /// Stop keeping every lock and drop them all (the client's shutdown); replies with how
+    /// many there were once they are dropped.
+    LetGo(oneshot::Sender<usize>),
+}
+
+impl Keeper {
+    /// Hands `lock` to the keeper task, started on `runtime` if none runs.
+    pub(crate) fn keep(
+        &self,
+        runtime: &Handle,
+        lock: Held,
+        schedule: Schedule,
+        status: Publisher,
+    ) -> Ticket {
+        let id = self.ids.fetch_add(1, Ordering::Relaxed);
+        let mut command = Command::Keep(id, Box::new(Entry::new(lock, schedule, status)));
+        // Under the slot's lock: the task decides to end under it too, so a lock is never
+        // handed to a task that is ending.
+        let mut slot = lock_slot(&self.slot);
+        if let Some(keeper) = slot.as_ref() {
+            match keeper.send(command) {
+                Ok(()) => {
+                    return Ticket {
+                        id,
+                        keeper: keeper.clone(),
+                    }
+                }
+                // The task is gone (its runtime shut down): start another.
+                Err(mpsc::error::SendError(back)) => command = back,
+            }
+        }
+        let (keeper, commands) = mpsc::unbounded_channel();
+        // The receiver is alive: this cannot fail.
+        let _ = keeper.send(command);
+        runtime.spawn(run(commands, Arc::clone(&self.slot)));
+        *slot = Some(keeper.clone());
+        Ticket { id, keeper }
+    }
+}
+
+impl Keeper {
+    /// Stops keeping every lock and drops them, which starts their releases; their handles
+    /// see them no longer kept. Returns how many there were, once they are dropped.
+    pub(crate) async fn let_go(&self) -> usize {
+        let Some(keeper) = lock_slot(&self.slot).clone() else {
+            return 0; // no keeper task: no kept lock
+        };
+        let (reply, done) = oneshot::channel();
+        if keeper.send(Command::LetGo(reply)).is_err() {
+            return 0; // its runtime shut down, which dropped the locks
+        }
+        done.await.unwrap_or(0)
+    }
+}
+
+impl Ticket {
+    /// Stops keeping the lock and takes it back; `None` if the keeper is gone.
+    ///
+    /// # Cancel safety
+    /// If the future is dropped, the lock is dropped, which releases it in the background.
+    pub(crate) async fn take_back(self) -> Option<Held> {
+        let (reply, lock) = oneshot::channel();
+        let stop = Command::Stop {
+            id: self.id,
+            reply: Some(reply),
+        };
+        self.keeper.send(stop).ok()?;
+        lock.await.ok()
+    }
+
+    /// Stops keeping the lock and drops it; never waits.
+    pub(crate) fn drop_lock(self) {
+        let _ = self.keeper.send(Command::Stop {
+            id: self.id,
+            reply: None,
+        });
+    }
+}
+
+/// Where a kept lock is in its cycle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Waiting to extend at `next_try` (or to give up at the loss instant).
+    Waiting,
+    /// The extension with this sequence number is in flight.
+    Extending(u32),
+    /// Lost and signalled; kept (so that it is released when stopped) but no longer extended.
+    Lost,
+}
+
+/// One kept lock in the keeper.
+struct Entry {
+    lock: Held,
+    status: Publisher,
+    schedule: Schedule,
+    /// The lock's ttl when it was handed over: the length of every extension.
+    ttl: Duration,
+    hold_until: Option<Instant>,
+    next_try: Instant,
+    last_error: Option<String>,
+    hold_reached: bool,
+    phase: Phase,
+    /// The last sequence number handed out (timers and extensions).
+    seq: u32,
+    /// The sequence number of the entry's current timer.
+    timer: u32,
+}
+
+/// What an entry needs next.
+enum Next {
+    /// A wake-up at this instant.
+    Wake(Instant),
+    /// An extension for this ttl, now.
+    Extend(Duration),
+    /// Nothing (lost, or an answer that is no longer awaited).
+    Idle,
+}
+
+/// An extension round that has come back.
+struct Landed {
+    id: u64,
+    seq: u32,
+    for_ttl: Duration,
+    extension: Extension,
+}
+
+impl Entry {
+    fn new(lock: Held, schedule: Schedule, status: Publisher) -> Entry {
+        let kept = Instant::now();
+        let next_try = lock.valid_until() - schedule.extend_at.min(lock.validity());
+        Entry {
+            ttl: lock.ttl(),
+            hold_until: schedule.max_hold.and_then(|limit| kept.checked_add(limit)),
+            next_try,
+            lock,
+            status,
+            schedule,
+            last_error: None,
+            hold_reached: false,
+            phase: Phase::Waiting,
+            seq: 0,
+            timer: 0,
+        }
+    }
+
+    fn next_seq(&mut self) -> u32 {
+        self.seq = self.seq.wrapping_add(1);
+        self.seq
+    }
+
+    /// When the loss is signalled at the latest if no extension succeeds.
+    fn lost_at(&self, now: Instant) -> Instant {
+        self.lock
+            .valid_until()
+            .checked_sub(self.schedule.margin)
+            .unwrap_or(now)
+    }
+
+    /// How much earlier than due an extension may start, to share a wake-up: a tenth of the
+    /// time between two extensions, at most [`COALESCE_MAX`]; none for a retry, which keeps
+    /// its `retry_delay`.
+    fn early(&self) -> Duration {
+        if self.last_error.is_some() {
+            return Duration::ZERO;
+        }
+        (self.ttl.saturating_sub(self.schedule.extend_at) / 10).min(COALESCE_MAX)
+    }
+
+    /// The first wake-up, when the lock is handed over.
+    fn first(&self, now: Instant) -> Next {
+        Next::Wake(self.next_try.min(self.lost_at(now)))
+    }
+
+    /// The entry's timer fired (or falls in the coalescing window of a wake-up at `now`).
+    fn fire(&mut self, now: Instant) -> Next {
+        let lost_at = self.lost_at(now);
+        if self.phase != Phase::Lost && self.status.is_lost() {
+            // A handle found the validity over before this wake-up (`LostReason::KeeperLate`).
+            self.phase = Phase::Lost;
+        }
+        match self.phase {
+            Phase::Lost => return Next::Idle,
+            // The extension in flight raced against the loss instant and lost.
+            Phase::Extending(_) if now >= lost_at => {
+                self.give_up(now);
+                return Next::Idle;
+            }
+            Phase::Extending(_) => return Next::Wake(lost_at),
+            Phase::Waiting => {}
+        }
+        if now >= lost_at {
+            self.give_up(now);
+            return Next::Idle;
+        }
+        if self.hold_reached || now + self.early() < self.next_try {
+            return Next::Wake(self.next_try.min(lost_at));
+        }
+        // How long to extend for: the ttl, cut down to the hold limit.
+        match self.hold_until {
+            Some(until) => {
+                let left = until.saturating_duration_since(now);
+                if left <= self.schedule.margin * 2 || left <= self.ttl / 10 {
+                    // Too little left to be worth an extension: let the lock run out.
+                    self.hold_reached = true;
+                    self.next_try = lost_at;
+                    Next::Wake(lost_at)
+                } else {
+                    Next::Extend(left.min(self.ttl))
+                }
+            }
+            None => Next::Extend(self.ttl),
+        }
+    }
+
+    /// An extension round came back.
+    fn landed(&mut self, seq: u32, for_ttl: Duration, extension: Extension) -> Next {
+        if self.phase != Phase::Extending(seq) {
+            return Next::Idle; // lost meanwhile: the loss instant came first
+        }
+        let now = Instant::now();
+        if now >= self.lost_at(now) {
+            // The loss instant passed before the answer was seen: the instant wins the race.
+            // (Also when the keeper wakes late, after the validity ended: an extension then
+            // must not make the lock look held all along.)
+            self.give_up(now);
+            return Next::Idle;
+        }
+        self.phase = Phase::Waiting;
+        match self.lock.settle_extension(extension) {
+            Ok(_) => {
+                self.last_error = None;
+                if !self.status.extended(self.lock.valid_until()) {
+                    // A handle published the loss first: it stays lost.
+                    self.phase = Phase::Lost;
+                    return Next::Idle;
+                }
+                let extend_at = self.schedule.extend_at.min(for_ttl.mul_f64(0.5));
+                self.next_try = self.lock.valid_until() - extend_at.min(self.lock.validity());
+                Next::Wake(self.next_try.min(self.lost_at(now)))
+            }
+            Err(Error::NotHeld { held, nodes, .. }) => {
+                self.lose(LostReason::NotHeld { held, nodes });
+                Next::Idle
+            }
+            Err(e) => self.failed(now, e),
+        }
+    }
+
+    /// An extension failed (no quorum, too slow): keep the (possibly shorter) validity and
+    /// try again after the retry delay.
+    fn failed(&mut self, now: Instant, error: Error) -> Next {
+        tracing::debug!(resource = %self.lock.resource(), %error, "extension failed; retrying");
+        crate::stats::extension_failed();
+        self.phase = Phase::Waiting;
+        self.last_error = Some(error.to_string());
+        self.status.shortened(self.lock.valid_until());
+        // A retry later than any instant is no retry: the loss instant comes first.
+        self.next_try = now
+            .checked_add(self.schedule.retry_delay)
+            .unwrap_or_else(|| self.lost_at(now));
+        Next::Wake(self.next_try.min(self.lost_at(now)))
+    }
+
+    /// No extension succeeded before the loss instant. If the keeper sees it only after the
+    /// validity ended, it did not run in time (its runtime had no thread free): that is the
+    /// reason, whatever else went wrong.
+    fn give_up(&mut self, now: Instant) {
+        let valid_until = self.lock.valid_until();
+        let reason = match self.schedule.max_hold {
+            _ if now >= valid_until => LostReason::KeeperLate {
+                late: now - valid_until,
+            },
+            Some(limit) if self.hold_reached => LostReason::HoldLimit { limit },
+            _ => LostReason::NotExtended {
+                last_error: self.last_error.take(),
+            },
+        };
+        self.lose(reason);
+    }
+
+    fn lose(&mut self, reason: LostReason) {
+        // Logged and counted there, once per lock.
+        self.status.lost(reason);
+        self.phase = Phase::Lost;
+    }
+}
+
+/// The keeper task's state.
+#[derive(Default)]
+struct Keeping {
+    entries: HashMap<u64, Box<Entry>>,
+    /// (when, entry id, timer sequence number), earliest first.
+    timers: BinaryHeap<Reverse<(Instant, u64, u32)>>,
+    flights: FuturesUnordered<BoxFuture<'static, Landed>>,
+    /// The timers taken from the heap by one wake-up (kept to reuse its allocation).
+    fired: Vec<(Instant, u64, u32)>,
+}
+
+impl Keeping {
+    fn command(&mut self, command: Command, now: Instant) {
+        match command {
+            Command::Keep(id, entry) => {
+                let next = entry.first(now);
+                self.entries.insert(id, entry);
+                self.apply(id, next, now);
+            }
+            Command::Stop { id, reply } => {
+                let Some(entry) = self.entries.remove(&id) else {
+                    return;
+                };
+                let Entry { lock, status, .. } = *entry;
+                drop(status); // the handles learn that the lock is no longer kept
+                if let Some(reply) = reply {
+                    // If nobody waits any more, the lock comes back and is dropped here,
+                    // which releases it in the background.
+                    let _ = reply.send(lock);
+                }
+            }
+            Command::LetGo(reply) => {
+                let kept = self.entries.len();
+                // Each lock's drop starts its release; each publisher's, the handles' end.
+                self.entries.clear();
+                self.timers.clear();
+                let _ = reply.send(kept);
+            }
+        }
+    }
+
+    /// Handles every timer due at `now`, and those due within the coalescing window whose
+    /// extensions may start early.
+    fn wake(&mut self, now: Instant) {
+        let horizon = now + COALESCE_MAX;
+        while let Some(&Reverse(timer)) = self.timers.peek() {
+            if timer.0 > horizon {
+                break;
+            }
+            self.timers.pop();
+            self.fired.push(timer);
+        }
+        let mut fired = std::mem::take(&mut self.fired);
+        for (_, id, seq) in fired.drain(..) {
+            let Some(entry) = self.entries.get_mut(&id) else {
+                continue; // stopped
+            };
+            if entry.timer != seq {
+                continue; // replaced by a later timer
+            }
+            let next = entry.fire(now);
+            self.apply(id, next, now);
+        }
+        self.fired = fired;
+    }
+
+    fn landed(&mut self, landed: Landed) {
+        let Landed {
+            id,
+            seq,
+            for_ttl,
+            extension,
+        } = landed;
+        let Some(entry) = self.entries.get_mut(&id) else {
+            return; // stopped while the round was in flight
+        };
+        let next = entry.landed(seq, for_ttl, extension);
+        self.apply(id, next, Instant::now());
+    }
+
+    fn apply(&mut self, id: u64, mut next: Next, now: Instant) {
+        let Some(entry) = self.entries.get_mut(&id) else {
+            return;
+        };
+        if let Next::Extend(for_ttl) = next {
+            next = match entry.lock.extension(for_ttl) {
+                Ok(round) => {
+                    let seq = entry.next_seq();
+                    entry.phase = Phase::Extending(seq);
+                    self.flights.push(
+                        async move {
+                            Landed {
+                                id,
+                                seq,
+                                for_ttl,
+                                extension: round.await,
+                            }
+                        }
+                        .boxed(),
+                    );
+                    // Raced against the loss instant.
+                    Next::Wake(entry.lost_at(now))
+                }
+                Err(e) => entry.failed(now, e),
+            };
+        }
+        if let Next::Wake(at) = next {
+            entry.timer = entry.next_seq();
+            self.timers.push(Reverse((at, id, entry.timer)));
+        }
+    }
+}
+
+/// The keeper task: runs until the client keeps no lock (or its runtime shuts down, which
+/// drops the locks: their handles then report them no longer kept).
+async fn run(mut commands: UnboundedReceiver<Command>, slot: Slot) {
+    let mut keeping = Keeping::default();
+    let sleep = tokio::time::sleep(Duration::ZERO);
+    tokio::pin!(sleep);
+    let mut armed: Option<Instant> = None;
+    loop {
+        let next = keeping.timers.peek().map(|Reverse((at, ..))| *at);
+        if next != armed {
+            if let Some(at) = next {
+                sleep.as_mut().reset(at.into());
+            }
+            armed = next;
+        }
+        let mut rang = false;
+        tokio::select! {
+            biased;
+            () = &mut sleep, if armed.is_some() => rang = true,
+            command = commands.recv() => match command {
+                Some(command) => keeping.command(command, Instant::now()),
+                None => return,
+            },
+            Some(landed) = keeping.flights.next(), if !keeping.flights.is_empty() => {
+                keeping.landed(landed);
+            }
+        }
+        // Then whatever else is ready, from every source, so that none starves another (a
+        // stream of new kept locks must not hold up the extensions in flight).
+        let now = Instant::now();
+        while let Ok(command) = commands.try_recv() {
+            keeping.command(command, now);
+        }
+        while let Some(Some(landed)) = keeping.flights.next().now_or_never() {
+            keeping.landed(landed);
+        }
+        if rang || armed.is_some_and(|at| at <= Instant::now()) {
+            keeping.wake(Instant::now());
+            armed = None; // re-armed for whatever is first now
+        }
+        if keeping.entries.is_empty() {
+            // End, unless a lock was handed over meanwhile (under the slot's lock, as
+            // `Keeper::keep` sends).
+            let mut slot = lock_slot(&slot);
+            match commands.try_recv() {
+                Ok(command) => {
+                    drop(slot);
+                    keeping.command(command, Instant::now());
+                }
+                Err(_) => {
+                    *slot = None;
+                    return; // rounds still in flight finish in the background (round())
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![cfg(feature = "testkit")]
+    #![allow(clippy::mixed_attributes_style)]
+
+    use std::time::Duration;
+
+    use crate::testkit::LocalQuorum;
+    use crate::{KeepAlive, KeptLock, RedLock, Retry};
+
+    /// Three local nodes and a client connected to all of them.
+    async fn connected() -> (LocalQuorum, RedLock) {
+        let q = LocalQuorum::start(3).await.unwrap();
+        // Without caching the scripts at connection: those tasks would end at any moment and
+        // throw off the count of the runtime's tasks.
+        let config = RedLock::builder()
+            .nodes(q.urls())
+            .quarantine(false)
+            .validate()
+            .unwrap();
+        let redlock = RedLock::without_preload(config).unwrap();
+        assert_eq!(redlock.wait_for_nodes(Duration::from_secs(5)).await, 3);
+        (q, redlock)
+    }
+
+    /// `count` locks `prefix:0..` with `ttl`, each kept alive.
+    async fn keep(redlock: &RedLock, prefix: &str, count: usize, ttl: Duration) -> Vec<KeptLock> {
+        let mut kept = Vec::with_capacity(count);
+        for i in 0..count {
+            let lock = redlock
+                .lock_with(&format!("{prefix}:{i}"), ttl, Retry::attempts(5))
+                .await
+                .unwrap();
+            kept.push(lock.keep_alive(KeepAlive::new()).unwrap());
+        }
+        kept
+    }
+
+    async fn alive_tasks(redlock: &RedLock) -> usize {
+        // Rounds finish their last nodes' commands in background tasks: wait for those.
+        assert!(redlock.settle(Duration::from_secs(5)).await);
+        tokio::runtime::Handle::current()
+            .metrics()
+            .num_alive_tasks()
+    }
+
+    #[tokio::test]
+    async fn one_task_keeps_every_lock_of_a_client_and_ends_with_the_last() {
+        let (_q, redlock) = connected().await;
+        let before = alive_tasks(&redlock).await;
+        let mut kept = keep(&redlock, "kept", 50, Duration::from_secs(10)).await;
+        // A 10 s lock is not extended before 4.5 s: nothing is in flight now.
+        assert_eq!(alive_tasks(&redlock).await, before + 1, "one keeper task");
+        kept.truncate(1);
+        assert_eq!(alive_tasks(&redlock).await, before + 1);
+        kept.clear();
+        tokio::time::timeout(Duration::from_secs(5), async {
+            while alive_tasks(&redlock).await > before {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await
+        .expect("the keeper ends with the last kept lock");
+        // And starts again for the next one.
+        let lock = redlock.lock("kept:again").await.unwrap();
+        let kept = lock.keep_alive(KeepAlive::new()).unwrap();
+        assert_eq!(alive_tasks(&redlock).await, before + 1);
+        kept.release().await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn locks_kept_together_are_all_extended() {
+        let (_q, redlock) = connected().await;
+        let kept = keep(&redlock, "many", 200, Duration::from_secs(1)).await;
+        let handles: Vec<_> = kept.iter().map(|k| k.handle()).collect();
+        tokio::time::timeout(Duration::from_secs(20), async {
+            while handles.iter().any(|h| h.extensions() < 3) {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        })
+        .await
+        .expect("three extensions of every lock");
+        assert!(handles
+            .iter()
+            .all(|h| h.is_held() && h.lost_reason().is_none()));
+        for lock in kept {
+            lock.release().await.unwrap();
+        }
+    }
+}

@@ -1,0 +1,21 @@
+//! The machinery, with no public items of its own: the coordinator's fan-out and
+//! background work ([`coordinator`]), a held lock's extension and release ([`held`]),
+//! handovers ([`handover`]), fencing ([`fencing`]), the line of waiters ([`waiters`]), a
+//! kept lock's shared state ([`kept`]) and the task that keeps locks ([`keeper`]),
+//! election ([`election`]) and its observers ([`observe`]), re-seeding of counters
+//! ([`seeder`]), shutdown ([`shutdown`]) and node inspection ([`inspect`]).
+//!
+//! Imports `error`, `stats`, `algo`, `report`, `config` and `node`; never the public face.
+
+pub(crate) mod coordinator;
+pub(crate) mod election;
+pub(crate) mod fencing;
+pub(crate) mod handover;
+pub(crate) mod held;
+pub(crate) mod inspect;
+pub(crate) mod keeper;
+pub(crate) mod kept;
+pub(crate) mod observe;
+pub(crate) mod seeder;
+pub(crate) mod shutdown;
+pub(crate) mod waiters;

@@ -1,0 +1,173 @@
+//! Re-seeding nodes that may have lost data (design 2.6a; the rules are in `lineage.rs`).
+//!
+//! A node found without a marker of its own is re-seeded once its quarantine ends: every
+//! node is surveyed (its marker, its largest fencing counter, its clock), the floor is
+//! decided from the answers (`lineage::floor`), and the SEED script writes a marker of the
+//! node's own run_id with that floor, if nobody changed the marker meanwhile. From then on
+//! the node's fencing counters count again. Until then, where fewer than a majority of nodes
+//! have counters known to be complete, `fencing_token()` refuses with
+//! `Error::FencingUnavailable`.
+
+use std::sync::{LazyLock, Weak};
+use std::time::Duration;
+
+use fred::types::{Key, Value};
+use futures::future::join_all;
+use tokio::sync::mpsc::UnboundedReceiver;
+
+use crate::algo::keys;
+use crate::algo::lineage::{self, Floor, Marker, Surveyed};
+use crate::node::admission::Reseed;
+use crate::node::probe::command;
+use crate::node::scripts::{self, Script};
+use crate::node::Node;
+
+static SEED: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::SEED));
+
+/// One node's survey: its marker, its largest fencing counter and its clock. `None` if it
+/// did not answer, is not checked, or answered something else.
+async fn survey(node: &Node) -> Option<(Option<String>, Surveyed)> {
+    let run_id = node.admission().run_id()?;
+    let (client, timeout) = (node.client(), node.timeout());
+    let keys = vec![Value::from(keys::NODE_KEY), Value::from(keys::HWM_KEY)];
+    let (values, time) = tokio::join!(
+        command(client, "MGET", keys, timeout),
+        command(client, "TIME", vec![], timeout)
+    );
+    let text = |v: &Value| v.as_string();
+    let (marker, hwm) = match values.ok()? {
+        Value::Array(v) if v.len() == 2 => (text(&v[0]), text(&v[1])),
+        _ => return None,
+    };
+    let hwm = match hwm {
+        None => 0,
+        Some(h) => h.parse().ok()?,
+    };
+    let clock_us = match time.ok()? {
+        Value::Array(v) if v.len() == 2 => {
+            let secs: u64 = text(&v[0])?.parse().ok()?;
+            let micros: u64 = text(&v[1])?.parse().ok()?;
+            secs.checked_mul(1_000_000)?.checked_add(micros)?
+        }
+        _ => return None,
+    };
+    let intact = lineage::lineage(marker.as_deref(), Some(&run_id))
+        .intact()
+        .is_some();
+    Some((
+        marker,
+        Surveyed {
+            intact,
+            hwm,
+            clock_us,
+        },
+    ))
+}
+
+/// What one re-seed attempt came to.
+#[derive(Debug, PartialEq, Eq)]
+enum Outcome {
+    /// Re-seeded, by us or by another client, or nothing left to do.
+    Done,
+    /// Not now: why.
+    Retry(String),
+}
+
+/// One attempt to re-seed node `index`, checked by the check of `generation`.
+async fn reseed(nodes: &[Node], index: usize, generation: u64) -> Outcome {
+    let node = &nodes[index];
+    let Some((current, run_id)) = node.admission().lost() else {
+        return Outcome::Done; // re-seeded, or checked again since
+    };
+    if current != generation {
+        return Outcome::Done; // a newer check sent its own request
+    }
+    let answers = join_all(nodes.iter().map(survey)).await;
+    let Some((old, mine)) = answers[index].clone() else {
+        return Outcome::Retry("the node did not answer the survey".into());
+    };
+    if mine.intact {
+        // Another client re-seeded it since our check.
+        if let Some(text) = old.as_deref() {
+            node.admission().reseeded(generation, text);
+        }
+        return Outcome::Done;
+    }
+    let answered: Vec<Surveyed> = answers.iter().flatten().map(|(_, s)| s.clone()).collect();
+    let floor = match lineage::floor(nodes.len(), &answered) {
+        Floor::Majority(floor) | Floor::Clock(floor) => floor,
+        Floor::Wait => {
+            return Outcome::Retry(format!(
+                "{} of {} nodes answered, too few to tell the largest fencing token handed out",
+                answered.len(),
+                nodes.len()
+            ))
+        }
+    };
+    let marker = Marker::seeded(&run_id, floor).to_string();
+    let keys = vec![
+        Key::from_static_str(keys::NODE_KEY),
+        Key::from_static_str(keys::HWM_KEY),
+    ];
+    let args = vec![
+        Value::from(old.unwrap_or_default()),
+        Value::from(marker.as_str()),
+        Value::from(floor.to_string()),
+    ];
+    let sender = crate::node::batch::sender(node.client(), node.timeout());
+    // Sent again after NOSCRIPT only while the check that found the loss still stands: a new
+    // connection may lead to another server (a SEED there would name the wrong run_id, which
+    // the next check would find and re-seed again, but nothing is gained by it).
+    let same_check = || {
+        node.admission()
+            .lost()
+            .is_some_and(|(g, _)| g == generation)
+    };
+    match crate::node::batch::run_script_if::<i64>(&sender, &SEED, keys, args, same_check).await {
+        Ok(1) => {
+            tracing::info!(
+                node = index,
+                url = node.label(),
+                floor,
+                "node re-seeded: its fencing counters count again"
+            );
+            node.admission().reseeded(generation, &marker);
+            Outcome::Done
+        }
+        Ok(_) => Outcome::Retry("its marker changed during the re-seed".into()),
+        Err(e) => Outcome::Retry(format!("SEED failed: {e}")),
+    }
+}
+
+/// The task that re-seeds the nodes of one client, for as long as the client lives. `nodes`
+/// yields the client's nodes while it does.
+pub(crate) fn start<N>(nodes: Weak<N>, mut requests: UnboundedReceiver<Reseed>)
+where
+    N: AsRef<[Node]> + Send + Sync + 'static,
+{
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        return;
+    };
+    runtime.spawn(async move {
+        while let Some(request) = requests.recv().await {
+            let nodes = Weak::clone(&nodes);
+            tokio::spawn(async move {
+                tokio::time::sleep_until(request.due.into()).await;
+                let mut pause = Duration::from_millis(100);
+                loop {
+                    let Some(all) = nodes.upgrade() else { return };
+                    let outcome = reseed((*all).as_ref(), request.index, request.generation).await;
+                    drop(all);
+                    match outcome {
+                        Outcome::Done => return,
+                        Outcome::Retry(why) => {
+                            tracing::debug!(node = request.index, %why, "re-seed postponed");
+                        }
+                    }
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_secs(2));
+                }
+            });
+        }
+    });
+}

@@ -1,0 +1,415 @@
+//! Waiting for a release instead of polling, in line.
+//!
+//! A release deletes our keys with the RELEASE script, which also publishes, for each key it
+//! deleted, a message on the key's release channel (`quorumlock:released:` + the key) whose
+//! payload is the SHA1 of the released token (never the token).
+//!
+//! Within one client, the callers waiting for a key form a queue, first come first served.
+//! Only the head of the queue makes attempts: after a failed one it waits for a release (a
+//! message from a node, or a release made by this client) or its retry pause, whichever comes
+//! first. The others wait for their turn and make no attempt. A release wakes the head alone,
+//! so one release costs one attempt, not one per waiter; a caller that arrives while others
+//! wait joins the queue instead of trying to barge in before the head.
+//!
+//! A release by this client hands the lock straight to the head of the line when the head is
+//! waiting (`handover.rs`): one round replaces the old token with the head's on every node, and
+//! the head gets the lock without an attempt of its own. The releaser claims the head's ticket
+//! first, so that the head makes no attempt while the handover is under way.
+//!
+//! The first waiter subscribes to the key's channel on every node (one subscriber connection
+//! per node, opened the first time this client waits) and waits until a majority confirmed;
+//! the subscription lasts while the queue is not empty. The head's first attempt after that
+//! is made at once: a release made before the subscription sent no message that we could get
+//! (design 2.4a has the argument that no wake-up is missed).
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use crate::algo::keys;
+use crate::config::Ttl;
+use crate::engine::held::Held;
+use crate::node::subscriber::Inbox;
+
+/// How many recent releases of a key are remembered to recognise their other messages.
+const RECENT: usize = 8;
+
+/// The queues of one client, by key.
+#[derive(Debug, Default)]
+pub(crate) struct Wakeups {
+    keys: Mutex<HashMap<String, Queue>>,
+    /// The messages of one release after which a majority of nodes has deleted the key.
+    quorum: usize,
+}
+
+#[derive(Debug, Default)]
+struct Queue {
+    waiters: VecDeque<Arc<Ticket>>,
+    /// The latest releases seen, with how many of their messages came (`usize::MAX` once
+    /// this client saw it confirmed by a majority).
+    recent: VecDeque<(Box<str>, usize)>,
+}
+
+/// One waiter's place in a queue.
+#[derive(Debug, Default)]
+pub(crate) struct Ticket {
+    notify: Notify,
+    /// Set with a wake-up that means "released: attempt now" (rather than "you are the head
+    /// now").
+    released: AtomicBool,
+    head: AtomicBool,
+    /// [`BUSY`], [`WAITING`] or [`CLAIMED`].
+    state: AtomicU8,
+    /// The ttl the waiter asked for, which a lock handed over to it gets (`None`: it takes
+    /// no handover).
+    ttl: Option<Ttl>,
+    /// A lock handed over to this waiter, until it takes it.
+    handed: Mutex<Option<Held>>,
+}
+
+/// The waiter is attempting, or about to (not in [`wait`]).
+const BUSY: u8 = 0;
+/// The waiter is in [`wait`]: a release may claim it for a handover.
+const WAITING: u8 = 1;
+/// A release is handing the lock over to this waiter: it makes no attempt and does not give
+/// up until the handover ends (with [`Ticket::hand`] or [`Ticket::unclaim`]).
+const CLAIMED: u8 = 2;
+
+impl Ticket {
+    /// Whether this waiter is the head of its line (the one that makes attempts).
+    pub(crate) fn is_head(&self) -> bool {
+        self.head.load(Ordering::SeqCst)
+    }
+
+    fn wake(&self, released: bool) {
+        if released {
+            self.released.store(true, Ordering::SeqCst);
+        }
+        self.notify.notify_one();
+    }
+
+    /// Gives the waiter the lock a handover got for it, and wakes it.
+    pub(crate) fn hand(&self, lock: Held) {
+        if let Ok(mut handed) = self.handed.lock() {
+            *handed = Some(lock);
+        }
+        self.notify.notify_one();
+    }
+
+    /// Ends a claim without a lock: the waiter waits (or attempts) as before. A wake-up
+    /// follows when the lock was released instead.
+    pub(crate) fn unclaim(&self) {
+        let _ = self
+            .state
+            .compare_exchange(CLAIMED, WAITING, Ordering::SeqCst, Ordering::SeqCst);
+        self.notify.notify_one();
+    }
+
+    /// The lock handed over to this waiter, if any.
+    pub(crate) fn take_handed(&self) -> Option<Held> {
+        self.handed.lock().ok().and_then(|mut handed| handed.take())
+    }
+
+    fn has_handed(&self) -> bool {
+        self.handed.lock().is_ok_and(|handed| handed.is_some())
+    }
+
+    /// Leaves [`wait`], unless a release claimed this waiter.
+    fn stop_waiting(&self) -> bool {
+        self.state
+            .compare_exchange(WAITING, BUSY, Ordering::SeqCst, Ordering::SeqCst)
+            .is_ok()
+    }
+}
+
+/// How a wait ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Woken {
+    /// A release: attempt now.
+    Released,
+    /// The head's pause ran out: attempt now.
+    Paused,
+    /// A release handed the lock over: take it with [`Ticket::take_handed`].
+    Handed,
+    /// The waiter's time is up.
+    Deadline,
+}
+
+impl Inbox for Wakeups {
+    fn message(&self, channel: &str, payload: &str) {
+        Wakeups::message(self, channel, payload);
+    }
+}
+
+impl Wakeups {
+    /// The queues of a client of `nodes` nodes.
+    pub(crate) fn new(nodes: usize) -> Wakeups {
+        Wakeups {
+            keys: Mutex::default(),
+            quorum: crate::algo::quorum::quorum(nodes),
+        }
+    }
+
+    /// Whether callers of this client are waiting for `key`.
+    pub(crate) fn queued(&self, key: &str) -> bool {
+        self.keys
+            .lock()
+            .map(|keys| keys.get(key).is_some_and(|q| !q.waiters.is_empty()))
+            .unwrap_or(false)
+    }
+
+    /// Joins the queue for `key`, for a lock of `ttl` (`None`: no handover to this waiter).
+    /// `subscribe` is called, while no other waiter can join or leave, when the queue was
+    /// empty: subscriptions and unsubscriptions then reach each node in the order the queue
+    /// emptied and filled.
+    pub(crate) fn join(
+        &self,
+        key: &str,
+        ttl: Option<Ttl>,
+        subscribe: impl FnOnce(),
+    ) -> Arc<Ticket> {
+        let ticket = Arc::new(Ticket {
+            ttl,
+            ..Ticket::default()
+        });
+        let Ok(mut keys) = self.keys.lock() else {
+            return ticket;
+        };
+        let queue = keys.entry(key.to_string()).or_default();
+        if queue.waiters.is_empty() {
+            ticket.head.store(true, Ordering::SeqCst);
+            subscribe();
+        }
+        queue.waiters.push_back(Arc::clone(&ticket));
+        ticket
+    }
+
+    /// Leaves the queue for `key`. A head that leaves without the lock hands the turn on with
+    /// a wake-up (the lock may be free, or a release woke it that it did not use); one that
+    /// got it hands on the headship only, and its release will wake the next. `unsubscribe`
+    /// is called when the queue is empty.
+    pub(crate) fn leave(
+        &self,
+        key: &str,
+        ticket: &Arc<Ticket>,
+        acquired: bool,
+        unsubscribe: impl FnOnce(),
+    ) {
+        let Ok(mut keys) = self.keys.lock() else {
+            return;
+        };
+        let Some(queue) = keys.get_mut(key) else {
+            return;
+        };
+        let was_head = queue
+            .waiters
+            .front()
+            .is_some_and(|t| Arc::ptr_eq(t, ticket));
+        queue.waiters.retain(|t| !Arc::ptr_eq(t, ticket));
+        if let Some(next) = queue.waiters.front() {
+            if was_head {
+                next.head.store(true, Ordering::SeqCst);
+                next.wake(!acquired);
+            }
+        } else {
+            keys.remove(key);
+            unsubscribe();
+        }
+    }
+
+    /// Claims the head of the line for `key` for a handover, if it is waiting and takes one:
+    /// returns its ticket and the ttl it asked for. The head then neither attempts nor gives
+    /// up until [`Ticket::hand`] or [`Ticket::unclaim`].
+    pub(crate) fn claim_head(&self, key: &str) -> Option<(Arc<Ticket>, Ttl)> {
+        let keys = self.keys.lock().ok()?;
+        let head = keys.get(key)?.waiters.front()?;
+        let ttl = head.ttl?;
+        head.state
+            .compare_exchange(WAITING, CLAIMED, Ordering::SeqCst, Ordering::SeqCst)
+            .ok()?;
+        Some((Arc::clone(head), ttl))
+    }
+
+    /// This client saw its release of `key` confirmed by a majority: wakes the head of the
+    /// queue, and the release's messages from the nodes wake nobody after that.
+    pub(crate) fn released(&self, key: &str, payload: &str) {
+        self.seen(key, payload, true);
+    }
+
+    /// A node announced a release of `key`. The first message of a release wakes the head of
+    /// the queue at once (the other nodes delete at about the same time); the message that
+    /// shows a majority deleted wakes it again, in case the first attempt came too early.
+    /// Other messages wake nobody.
+    fn seen(&self, key: &str, payload: &str, confirmed: bool) {
+        let Ok(mut keys) = self.keys.lock() else {
+            return;
+        };
+        let Some(queue) = keys.get_mut(key) else {
+            return;
+        };
+        let count = match queue.recent.iter_mut().find(|(p, _)| &**p == payload) {
+            Some((_, count)) if *count == usize::MAX => return,
+            Some((_, count)) => {
+                *count = if confirmed { usize::MAX } else { *count + 1 };
+                *count
+            }
+            None => {
+                if queue.recent.len() == RECENT {
+                    queue.recent.pop_front();
+                }
+                let count = if confirmed { usize::MAX } else { 1 };
+                queue.recent.push_back((payload.into(), count));
+                count
+            }
+        };
+        if count == 1 || count == self.quorum || count == usize::MAX {
+            if let Some(head) = queue.waiters.front() {
+                head.wake(true);
+            }
+        }
+    }
+
+    /// Wakes every waiter of every queue, as a release would (the client is shutting down:
+    /// their next attempt fails at once).
+    pub(crate) fn wake_all(&self) {
+        let Ok(keys) = self.keys.lock() else {
+            return;
+        };
+        for ticket in keys.values().flat_map(|queue| &queue.waiters) {
+            ticket.wake(true);
+        }
+    }
+
+    /// A message on a release channel.
+    pub(crate) fn message(&self, channel: &str, payload: &str) {
+        if let Some(key) = channel.strip_prefix(keys::CHANNEL_PREFIX) {
+            self.seen(key, payload, false);
+        }
+    }
+}
+
+/// Waits for this waiter's turn to attempt: a release while it is the head; its `pause` once
+/// it is the head; or `deadline`, whichever comes first.
+pub(crate) async fn wait(ticket: &Ticket, pause: Duration, deadline: Option<Instant>) -> Woken {
+    let far = Instant::now() + Duration::from_secs(3600 * 24 * 365);
+    let deadline = deadline.unwrap_or(far);
+    let mut paused_at: Option<Instant> = None;
+    ticket.state.store(WAITING, Ordering::SeqCst);
+    loop {
+        let notified = ticket.notify.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        if ticket.has_handed() {
+            ticket.state.store(BUSY, Ordering::SeqCst);
+            return Woken::Handed;
+        }
+        // Claimed: a handover is under way, which ends with a lock or a release (one node
+        // timeout at most); no attempt and no giving up before that.
+        let claimed = ticket.state.load(Ordering::SeqCst) == CLAIMED;
+        if !claimed && ticket.released.load(Ordering::SeqCst) {
+            if ticket.stop_waiting() {
+                ticket.released.store(false, Ordering::SeqCst);
+                return Woken::Released;
+            }
+            continue;
+        }
+        let until = if claimed {
+            far
+        } else if ticket.head.load(Ordering::SeqCst) {
+            let at = *paused_at.get_or_insert_with(|| Instant::now() + pause);
+            at.min(deadline)
+        } else {
+            deadline
+        };
+        tokio::select! {
+            () = &mut notified => continue,
+            () = tokio::time::sleep_until(until) => {
+                if !ticket.stop_waiting() {
+                    continue;
+                }
+                return if until >= deadline && paused_at.is_none_or(|at| at > deadline) {
+                    Woken::Deadline
+                } else {
+                    Woken::Paused
+                };
+            }
+        }
+    }
+}
+
+/// The payload of a release message for `token`: its SHA1, as the RELEASE script computes
+/// it (`redis.sha1hex`).
+pub(crate) fn payload(token: &str) -> String {
+    fred::util::sha1_hash(token)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LONG: Duration = Duration::from_secs(3600);
+
+    #[tokio::test]
+    async fn a_release_wakes_the_head_once_whatever_the_number_of_messages() {
+        tokio::time::pause();
+        let wakeups = Wakeups::new(5);
+        let mut subscribed = 0;
+        let a = wakeups.join("k", None, || subscribed += 1);
+        let b = wakeups.join("k", None, || subscribed += 1);
+        assert_eq!(subscribed, 1, "one subscription per queue");
+        assert!(wakeups.queued("k"));
+        // Five nodes publish the same release, before the head waits: one wake-up is kept.
+        for _ in 0..5 {
+            wakeups.message("quorumlock:released:k", "sha-of-token-1");
+        }
+        assert_eq!(wait(&a, LONG, None).await, Woken::Released);
+        // The second waiter is not the head: it is not woken, and makes no attempt of its own.
+        let deadline = Instant::now() + Duration::from_secs(1);
+        assert_eq!(wait(&b, LONG, Some(deadline)).await, Woken::Deadline);
+        // The head got the lock and leaves: b is the head, and waits for the release.
+        wakeups.leave("k", &a, true, || panic!("b still waits"));
+        wakeups.message("quorumlock:released:k", "sha-of-token-2");
+        assert_eq!(wait(&b, LONG, None).await, Woken::Released);
+        let mut unsubscribed = false;
+        wakeups.leave("k", &b, true, || unsubscribed = true);
+        assert!(unsubscribed && !wakeups.queued("k"));
+    }
+
+    #[tokio::test]
+    async fn the_head_attempts_after_its_pause_and_the_others_do_not() {
+        tokio::time::pause();
+        let wakeups = Wakeups::new(5);
+        let a = wakeups.join("k", None, || {});
+        let b = wakeups.join("k", None, || {});
+        assert_eq!(
+            wait(&a, Duration::from_millis(100), None).await,
+            Woken::Paused
+        );
+        let deadline = Instant::now() + LONG;
+        // A head that gives up hands the turn on at once: the lock may be free.
+        wakeups.leave("k", &a, false, || {});
+        assert_eq!(wait(&b, LONG, Some(deadline)).await, Woken::Released);
+    }
+
+    #[tokio::test]
+    async fn other_channels_and_keys_wake_nobody() {
+        tokio::time::pause();
+        let wakeups = Wakeups::new(5);
+        let a = wakeups.join("k", None, || {});
+        wakeups.message("quorumlock:released:other", "x");
+        wakeups.message("elsewhere:k", "x");
+        wakeups.released("k2", "x");
+        assert_eq!(wait(&a, Duration::from_secs(1), None).await, Woken::Paused);
+    }
+
+    #[test]
+    fn the_payload_is_the_tokens_sha1_not_the_token() {
+        let p = payload("secret-token");
+        assert_eq!(p.len(), 40);
+        assert!(!p.contains("secret"));
+    }
+}

@@ -1,0 +1,361 @@
+//! The Lua scripts, in one place. Each runs atomically on one node and touches the lock keys
+//! only while they hold our token (or, to re-create a lost key, while nobody holds them), so
+//! a holder can never delete or extend a lock that expired and was taken by someone else.
+//!
+//! Every script takes the lock keys first (`KEYS[1..n]`) and, when it reads or raises fencing
+//! counters, the matching counters after them (`KEYS[n+1..2n]`), then the node's marker and
+//! its largest counter (`quorumlock:node`, `quorumlock:hwm`: `lineage.rs`); `n` is passed as
+//! an argument, and the scripts that read counters take the marker the client checked as
+//! their last argument.
+//! One resource is the case `n = 1`: a plain lock without fencing does not use a script to
+//! acquire at all (`SET key token NX PX ttl`), so other Redlock clients interoperate.
+//!
+//! They are called with EVALSHA; a node that answers NOSCRIPT (restarted, or SCRIPT FLUSH)
+//! gets the script body once with EVAL, which also caches it there again.
+
+/// Lua that sets `fence` to what the node's fencing counters among `KEYS[n+1..#KEYS-2]` read
+/// as: the largest of them and of the node's floor, 0 when there are no counters (no fencing)
+/// or none exists yet; -1 when the node's marker (`KEYS[#KEYS-1]`, `lineage.rs`) is not the
+/// one the client checked (`ARGV[#ARGV]`): the node may have lost counters since, and what
+/// it holds says nothing. Read with one `MGET`; an error reply if a counter is not a number.
+/// A macro, so that the scripts stay string literals.
+macro_rules! largest_counter {
+    () => {
+        r"local fence = 0
+if #KEYS > n then
+  local m = redis.call('get', KEYS[#KEYS - 1])
+  if m ~= ARGV[#ARGV] then
+    fence = -1
+  else
+    fence = tonumber(string.match(m, '^[^:]+:(%d+)')) or 0
+    for i, v in ipairs(redis.call('mget', unpack(KEYS, n + 1, #KEYS - 2))) do
+      if v then
+        local c = tonumber(v)
+        if not c then return redis.error_reply('quorumlock: fencing counter ' .. KEYS[n + i] .. ' is not a number') end
+        if c > fence then fence = c end
+      end
+    end
+  end
+end
+"
+    };
+}
+
+/// Lua that raises each fencing counter among `KEYS[n+1..#KEYS-2]`, and the node's largest
+/// counter (`KEYS[#KEYS]`, `lineage.rs`), to at least `ARGV[$at]` (never lowers one).
+macro_rules! raise_counters {
+    ($at:literal) => {
+        concat!(
+            "local f = tonumber(ARGV[",
+            $at,
+            r"])
+for i = n + 1, #KEYS do
+  if i ~= #KEYS - 1 then
+    local c = tonumber(redis.call('get', KEYS[i]) or '0')
+    if not c or c < f then redis.call('set', KEYS[i], ARGV[",
+            $at,
+            r"]) end
+  end
+end
+"
+        )
+    };
+}
+
+/// Compare-and-delete of every key that holds any of `ARGV`, running `$deleted` (Lua) after
+/// each delete; returns how many keys were deleted. RELEASE and DISCARD.
+macro_rules! compare_and_delete {
+    ($deleted:literal) => {
+        concat!(
+            r"local n = 0
+for i = 1, #KEYS do
+  local v = redis.call('get', KEYS[i])
+  for j = 1, #ARGV do
+    if v == ARGV[j] then
+      n = n + redis.call('del', KEYS[i])
+",
+            $deleted,
+            r"      break
+    end
+  end
+end
+return n"
+        )
+    };
+}
+
+/// All-or-nothing acquisition of `n` keys, reading their fencing counters.
+///
+/// `ARGV = [token, ttl_ms, n, marker]`. If any lock key exists, sets nothing and returns nil.
+/// Otherwise sets every lock key to the token with the ttl and returns what the fencing
+/// counters read as (`largest_counter!`: -1 when the marker is not `marker`). The
+/// counters are read with one `MGET`; one key is set with one `SET NX PX`, several after one
+/// `EXISTS` of them all, so that the server does little more than for a bare `SET NX`.
+pub(crate) const ACQUIRE: &str = concat!(
+    "local n = tonumber(ARGV[3])\n",
+    largest_counter!(),
+    r"if n == 1 then
+  if not redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return false end
+  return fence
+end
+if redis.call('exists', unpack(KEYS, 1, n)) > 0 then return false end
+for i = 1, n do
+  redis.call('set', KEYS[i], ARGV[1], 'PX', ARGV[2])
+end
+return fence"
+);
+
+/// Reads the fencing counters of a lock we hold: -1 if the node's marker is not the one the
+/// client checked; else, while every lock key holds our token, what the counters read as
+/// (0 when none exists yet); nil if the lock is not ours here. Changes nothing.
+///
+/// `ARGV = [token, n, marker]`.
+pub(crate) const PEEK: &str = concat!(
+    r"local n = tonumber(ARGV[2])
+if redis.call('get', KEYS[#KEYS - 1]) ~= ARGV[3] then return -1 end
+for i = 1, n do
+  if redis.call('get', KEYS[i]) ~= ARGV[1] then return false end
+end
+",
+    largest_counter!(),
+    "return fence"
+);
+
+/// Records a fencing token: -1 if the node's marker is not the one the client checked (it
+/// may have lost counters: a token recorded there would not count); else, while every lock
+/// key still holds our token, raises each fencing counter, and the node's largest, to at
+/// least `ARGV[2]` (never lowers one).
+///
+/// `ARGV = [token, fence, n, marker]`. Returns 1 if recorded, 0 if the lock is not ours here.
+pub(crate) const FENCE: &str = concat!(
+    r"local n = tonumber(ARGV[3])
+if redis.call('get', KEYS[#KEYS - 1]) ~= ARGV[4] then return -1 end
+for i = 1, n do
+  if redis.call('get', KEYS[i]) ~= ARGV[1] then return 0 end
+end
+",
+    raise_counters!("2"),
+    "return 1"
+);
+
+/// Compare-and-pexpire: if every lock key holds our token, resets their ttl and returns 1.
+/// Changes nothing and returns 0 if any holds another token, 2 if none does but some are
+/// missing (the node restarted empty, or missed the acquisition).
+///
+/// `ARGV = [token, ttl_ms, n]`.
+pub(crate) const EXTEND: &str = r"local n = tonumber(ARGV[3])
+local missing = false
+for i = 1, n do
+  local v = redis.call('get', KEYS[i])
+  if not v then missing = true elseif v ~= ARGV[1] then return 0 end
+end
+if missing then return 2 end
+for i = 1, n do
+  redis.call('pexpire', KEYS[i], ARGV[2])
+end
+return 1";
+
+/// Restores a lock on a node that lost it: unless a lock key holds another token, sets every
+/// lock key to our token with the ttl, raises the fencing counters (and the node's largest)
+/// to at least our fencing token, and returns 1; otherwise changes nothing and returns 0.
+/// Sent only after an extension succeeded on a majority that held the lock all along.
+/// Raising never harms, so the node's marker is not checked.
+///
+/// `ARGV = [token, ttl_ms, n, fence]` (`fence` is 0 without fencing).
+pub(crate) const RESTORE: &str = concat!(
+    r"local n = tonumber(ARGV[3])
+for i = 1, n do
+  local v = redis.call('get', KEYS[i])
+  if v and v ~= ARGV[1] then return 0 end
+end
+for i = 1, n do
+  redis.call('set', KEYS[i], ARGV[1], 'PX', ARGV[2])
+end
+",
+    raise_counters!("4"),
+    "return 1"
+);
+
+/// Compare-and-delete: deletes each key that holds our token, and for each announces the
+/// release on the key's channel (`quorumlock:released:` + the key) with the SHA1 of the token,
+/// for the clients that wait for it (`wake.rs`). `ARGV = [token, ...]`: a key is deleted if it
+/// holds any of them (a handover that failed releases the old token and the new one at once,
+/// `handover.rs`). Returns how many keys were deleted. The announcement is a `pcall`: a user
+/// whose ACL forbids `PUBLISH` still releases.
+pub(crate) const RELEASE: &str = compare_and_delete!(
+    "      redis.pcall('publish', 'quorumlock:released:' .. KEYS[i], redis.sha1hex(v))\n"
+);
+
+/// Compare-and-delete without the announcement: RELEASE's twin for the cleanup of an attempt
+/// that failed. Such a token never held the lock, so its deletes free nothing that a waiter
+/// waits for; announcing them would wake every waiter of the key after each failed attempt,
+/// and while a holder keeps the key on a bare majority, the waiters' attempts would then wake
+/// one another without pause (design 2.4a). `ARGV = [token, ...]`; returns how many keys were
+/// deleted.
+pub(crate) const DISCARD: &str = compare_and_delete!("");
+
+/// Hands a lock over from one token to the next, atomically, without the key ever being free
+/// (`handover.rs`): unless a lock key holds a token other than the old one, sets every lock key
+/// to the new token with the ttl and returns the largest fencing counter among `KEYS[n+1..]`
+/// (0 when there are none or they do not exist yet), as ACQUIRE does; otherwise changes nothing
+/// and returns nil. On a node where the old token is gone (expired) and no other holds the
+/// key, this is ACQUIRE for the new token; where the old token is there, it is RELEASE of the
+/// old token followed by ACQUIRE of the new one with nothing in between.
+///
+/// `ARGV = [old token, new token, ttl_ms, n, marker]`.
+pub(crate) const HANDOVER: &str = concat!(
+    r"local n = tonumber(ARGV[4])
+for i = 1, n do
+  local v = redis.call('get', KEYS[i])
+  if v and v ~= ARGV[1] then return false end
+end
+",
+    largest_counter!(),
+    r"for i = 1, n do
+  redis.call('set', KEYS[i], ARGV[2], 'PX', ARGV[3])
+end
+return fence"
+);
+
+/// `SET key token NX PX ttl` as a script, for [`batch`] only (alone it is sent as the plain
+/// command). `ARGV = [token, ttl_ms]`; returns 0 if set (fencing counter 0), nil if not.
+pub(crate) const SET_NX: &str = r"if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 0 end
+return false";
+
+/// Writes a leader's identity record beside its lock (`election.rs`): while the lock key
+/// holds our token, sets the identity key to the record with the ttl and returns 1;
+/// otherwise changes nothing and returns 0.
+///
+/// `KEYS = [lock key, identity key]`, `ARGV = [token, record, ttl_ms]`.
+pub(crate) const IDENTIFY: &str = r"if redis.call('get', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('set', KEYS[2], ARGV[2], 'PX', ARGV[3])
+return 1";
+
+/// Reads who leads on one node (`election.rs`), changing nothing: the SHA1 of the token in
+/// the lock key (nil when the key is missing) and the identity record (nil when missing).
+/// Only the hash leaves the node: the token itself stays with its holder.
+///
+/// `KEYS = [lock key, identity key]`.
+pub(crate) const OBSERVE: &str = r"local v = redis.call('get', KEYS[1])
+local s = false
+if v then s = redis.sha1hex(v) end
+return {s, redis.call('get', KEYS[2])}";
+
+/// Re-seeds a node that may have lost data (`seeder.rs`): if its marker is still what the
+/// survey read (`ARGV[1]`, empty for none), replaces it with `ARGV[2]` and raises its largest
+/// counter to at least the new floor `ARGV[3]`, and returns 1; otherwise changes nothing and
+/// returns 0 (another client re-seeded it meanwhile, or it changed again).
+///
+/// `KEYS = [marker key, largest counter key]`.
+pub(crate) const SEED: &str = r"if (redis.call('get', KEYS[1]) or '') ~= ARGV[1] then return 0 end
+redis.call('set', KEYS[1], ARGV[2])
+local h = tonumber(redis.call('get', KEYS[2]) or '0')
+if not h or h < tonumber(ARGV[3]) then redis.call('set', KEYS[2], ARGV[3]) end
+return 1";
+
+/// Every script, for tests that check the hashes against a real `SCRIPT LOAD`.
+#[cfg(any(test, feature = "testkit"))]
+pub(crate) const ALL: [&str; 11] = [
+    ACQUIRE, PEEK, FENCE, EXTEND, RESTORE, RELEASE, HANDOVER, IDENTIFY, OBSERVE, DISCARD, SEED,
+];
+
+/// The scripts [`batch`] can run, in the order of their numbers in it.
+pub(crate) const BATCHED: [&str; 9] = [
+    SET_NX, ACQUIRE, FENCE, EXTEND, RESTORE, RELEASE, PEEK, HANDOVER, DISCARD,
+];
+
+/// The script that runs several calls of the scripts above in one: concurrent calls bound
+/// for one node are sent as one (see `batch.rs`). Each script becomes a function of
+/// `(KEYS, ARGV)`, the parameters shadowing the globals, so its body is unchanged.
+///
+/// `ARGV = [count, then per call: script number (1-based in BATCHED), its key count, its
+/// argument count, its arguments]`; `KEYS` = the calls' keys, one call after the other.
+/// Returns one element per call, in order: the script's reply (nil for `false`), or a string
+/// `ERR ...` if it failed (a failing call does not stop the others; like a script on its
+/// own, it keeps what it did before failing).
+pub(crate) fn batch() -> String {
+    let mut body = String::from("local scripts = {}\n");
+    for (i, script) in BATCHED.iter().enumerate() {
+        body.push_str(&format!(
+            "scripts[{}] = function(KEYS, ARGV)\n{script}\nend\n",
+            i + 1
+        ));
+    }
+    body.push_str(
+        r"local out = {}
+local k, a = 1, 2
+for j = 1, tonumber(ARGV[1]) do
+  local f, nk, na = scripts[tonumber(ARGV[a])], tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
+  a = a + 3
+  local ok, r = pcall(f, {unpack(KEYS, k, k + nk - 1)}, {unpack(ARGV, a, a + na - 1)})
+  k, a = k + nk, a + na
+  if not ok then
+    if type(r) == 'table' then r = r.err end
+    r = 'ERR ' .. tostring(r)
+  elseif type(r) == 'table' and r.err then
+    r = 'ERR ' .. r.err
+  end
+  out[j] = r
+end
+return out",
+    );
+    body
+}
+
+/// A script and its SHA1, computed once.
+#[derive(Debug)]
+pub(crate) struct Script {
+    pub(crate) body: std::borrow::Cow<'static, str>,
+    pub(crate) sha: String,
+}
+
+impl Script {
+    pub(crate) fn new(body: impl Into<std::borrow::Cow<'static, str>>) -> Script {
+        let body = body.into();
+        let sha = fred::util::sha1_hash(&body);
+        Script { body, sha }
+    }
+}
+
+/// Whether a node's error means "that SHA is not cached here" (fred has no ErrorKind for it).
+pub(crate) fn is_noscript(err: &fred::error::Error) -> bool {
+    err.details().starts_with("NOSCRIPT")
+}
+
+/// The Redis commands `script` calls, in order, as written: the name in each
+/// `redis.call('name', ...)` and `redis.pcall('name', ...)`, with `true` for `pcall` (the
+/// script goes on if the command fails). Where the name is not a string literal, what stands
+/// in its place is returned, so that a check of the names against a list fails on it. The
+/// permission probe's test reads every script with it (`probe.rs`).
+#[cfg(test)]
+pub(crate) fn commands(script: &str) -> impl Iterator<Item = (&str, bool)> + '_ {
+    script.match_indices("redis.").filter_map(move |(at, _)| {
+        let rest = &script[at + "redis.".len()..];
+        let (rest, protected) = match rest.strip_prefix("pcall") {
+            Some(rest) => (rest, true),
+            None => (rest.strip_prefix("call")?, false),
+        };
+        let rest = rest.trim_start().strip_prefix('(')?.trim_start();
+        let name = match rest.chars().next() {
+            Some(quote @ ('\'' | '"')) => rest[1..].split(quote).next().unwrap_or_default(),
+            _ => rest.split([',', ')']).next().unwrap_or_default().trim(),
+        };
+        Some((name, protected))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::algo::keys;
+
+    /// Lua cannot read a Rust constant: the one key shape a script spells out itself (the
+    /// release channel) must be the one `algo::keys` gives.
+    #[test]
+    fn the_release_announcement_uses_the_key_namespace_channel() {
+        let channel = format!("'{}' .. KEYS[i]", keys::CHANNEL_PREFIX);
+        assert!(RELEASE.contains(&channel), "{RELEASE}");
+        assert!(batch().contains(&channel));
+        assert!(!DISCARD.contains(keys::CHANNEL_PREFIX));
+    }
+}

@@ -1,0 +1,125 @@
+//! Whether the RESP decoder under fred bounds the nesting depth of replies.
+//!
+//! The decoder (redis-protocol) is recursive: without a bound, a node that answers an array
+//! nested a few thousand levels deep overflows the stack of the task that decodes it, which
+//! aborts the process. This repository builds with a patched decoder that refuses more than
+//! 32 levels (`vendor/README.md`); an application that depends on the published crate gets the
+//! patch only if it applies it too. This module finds out which decoder was linked, by
+//! decoding one reply just past the bound, once per process.
+
+use std::sync::OnceLock;
+
+use crate::report::{Finding, Severity};
+
+// The decoder probed below must be the one fred decodes replies with: this does not compile
+// if fred links a different redis-protocol crate (another major version) than quorumlock.
+const _: fn(fred::types::RespVersion) -> redis_protocol::resp3::types::RespVersion = |v| v;
+
+/// The patched decoder's bound: a reply nested one level deeper must be refused.
+const PROBE_DEPTH: usize = 33;
+
+/// Whether the linked decoder refuses deeply nested replies (the patched one does). When it
+/// does not, a hostile node can abort the process; [`RedLock`](crate::RedLock) warns when it
+/// is built, and `quorumlock doctor` reports it.
+pub fn decoder_is_bounded() -> bool {
+    static BOUNDED: OnceLock<bool> = OnceLock::new();
+    *BOUNDED.get_or_init(probe)
+}
+
+/// The `[patch]` section that gives an application the bounded decoder: the patched copy in
+/// quorumlock's repository (`vendor/redis-protocol`, found there by its package name).
+pub(crate) fn patch_lines() -> String {
+    format!(
+        "[patch.crates-io]\nredis-protocol = {{ git = \"{}\", branch = \"main\" }}",
+        env!("CARGO_PKG_REPOSITORY")
+    )
+}
+
+/// What this build's decoder means for the process, as a finding: `None` when it bounds
+/// nesting; when it does not, an unsafe finding that says what to add to the application's
+/// `Cargo.toml`, where the patched crate comes from, and how to check. Self-contained: it is
+/// logged by [`RedLockBuilder::build`](crate::RedLockBuilder::build) and printed by
+/// `quorumlock doctor`, far from this repository's files.
+pub(crate) fn finding(bounded: bool) -> Option<Finding> {
+    if bounded {
+        return None;
+    }
+    let message = format!(
+        "this build's RESP decoder (redis-protocol, under fred) does not bound the nesting of \
+         replies: one node that answers an array nested a few thousand levels deep overflows \
+         the stack and aborts the whole process. quorumlock's repository builds with a \
+         patched decoder, but a [patch] does not travel with a published crate: add these \
+         lines to the Cargo.toml at the root of your application's workspace\n\n{}\n\n\
+         (or copy vendor/redis-protocol from that repository into your project and write \
+         `path = \"vendor/redis-protocol\"` instead of git and branch), run \
+         `cargo update -p redis-protocol`, and check that `quorumlock::decoder_is_bounded()` \
+         is true. The quorumlock binary gets the bounded decoder when installed from a \
+         checkout of the repository: `cargo install --path . --features cli`",
+        patch_lines()
+    );
+    Some(Finding::new(Severity::Unsafe, message))
+}
+
+fn probe() -> bool {
+    let mut reply = b"*1\r\n".repeat(PROBE_DEPTH);
+    reply.extend_from_slice(b":1\r\n");
+    // 33 levels take about 660 KiB of stack in a debug build: decode on a thread of our own
+    // rather than on whatever stack the caller has.
+    std::thread::Builder::new()
+        .name("quorumlock-decoder-probe".into())
+        .stack_size(8 << 20)
+        .spawn(move || redis_protocol::resp2::decode::decode(&reply).is_err())
+        .ok()
+        .and_then(|thread| thread.join().ok())
+        // A thread could not be started: assume the worst.
+        .unwrap_or(false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Fails if this repository is built without the patched decoder (vendor/README.md).
+    #[test]
+    fn this_build_has_the_bounded_decoder() {
+        assert!(decoder_is_bounded());
+    }
+
+    #[test]
+    fn an_unbounded_decoder_is_an_unsafe_finding_with_the_patch_lines() {
+        assert_eq!(finding(true), None);
+        let unbounded = finding(false).expect("a finding");
+        assert_eq!(unbounded.severity, Severity::Unsafe);
+        for fragment in [
+            "does not bound the nesting of replies",
+            "aborts the whole process",
+            "\n\n[patch.crates-io]\nredis-protocol = { git = \"https://github.com/quorumlock/quorumlock\", branch = \"main\" }\n\n",
+            "the root of your application's workspace",
+            "path = \"vendor/redis-protocol\"",
+            "cargo update -p redis-protocol",
+            "quorumlock::decoder_is_bounded()",
+        ] {
+            assert!(unbounded.message.contains(fragment), "{fragment}: {}", unbounded.message);
+        }
+        // Nothing in it points at a file that the published crate does not ship.
+        assert!(!unbounded.message.contains("vendor/README.md"));
+    }
+
+    /// The README's first screen and vendor/README.md give the same lines as the warning.
+    #[test]
+    fn the_readmes_give_the_same_patch_lines() {
+        let block = format!("```toml\n{}\n```", patch_lines());
+        assert!(include_str!("../../README.md").contains(&block));
+        assert!(include_str!("../../vendor/README.md").contains(&block));
+    }
+
+    #[test]
+    fn replies_nested_within_the_bound_still_decode() {
+        let mut reply = b"*1\r\n".repeat(PROBE_DEPTH - 1);
+        reply.extend_from_slice(b":1\r\n");
+        assert!(matches!(
+            redis_protocol::resp2::decode::decode(&reply),
+            Ok(Some(_))
+        ));
+    }
+}
