@@ -18,7 +18,6 @@ mod stats;
 pub mod testkit;
 
 pub use algo::quorum::{drift, quorum, validity, DRIFT_FLOOR};
-pub use algo::token::Token;
 pub use api::election::Leadership;
 pub use api::kept::{KeptLock, LockHandle};
 pub use api::lock::Lock;
@@ -33,6 +32,7 @@ pub use config::KeepAlive;
 pub use engine::held::Released;
 pub use engine::observe::Leader;
 pub use engine::shutdown::Shutdown;
+pub use engine::token::Token;
 pub use error::{ConfigError, Error, LostReason, NodeError, NodeErrorKind, MAX_NODES};
 /// The Redis client quorumlock runs on, for nodes given as fred clients or configurations
 /// ([`RedLockBuilder::fred_client`], [`RedLockBuilder::fred_config`]): an application that

@@ -1,6 +1,6 @@
 //! Whether a node still has every write it acknowledged, told by what the node holds rather
 //! than by how it says it is configured (design 2.6a). Pure: the facts come from
-//! `admission.rs` and `seeder.rs`.
+//! `node/admission.rs` and `engine/seeder.rs`.
 //!
 //! Each node carries a **marker**, `quorumlock:node` = `RUN_ID:FLOOR` (`RUN_ID:FLOOR:new` when
 //! the node was provisioned empty). `RUN_ID` is the server process that the marker was written
@@ -157,7 +157,7 @@ pub(crate) fn hold_back(
     }
 }
 
-/// One node's answer to a survey (`seeder.rs`).
+/// One node's answer to a survey (`engine/seeder.rs`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Surveyed {
     /// Whether its marker is intact (written by the server now running).

@@ -3,9 +3,9 @@
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-use crate::algo::token::Token;
 use crate::engine::held::Released;
 use crate::engine::kept::{Kept, KeptHandle};
+use crate::engine::token::Token;
 use crate::error::{Error, LostReason};
 
 /// A lock kept alive in the background, made by [`Lock::keep_alive`](crate::Lock::keep_alive).

@@ -2,10 +2,10 @@
 
 use std::time::{Duration, Instant};
 
-use crate::algo::token::Token;
 use crate::api::kept::KeptLock;
 use crate::config::KeepAlive;
 use crate::engine::held::{Held, Released};
+use crate::engine::token::Token;
 use crate::error::{Error, NodeError};
 
 /// A lock held on a majority of nodes, valid until [`valid_until`](Self::valid_until).

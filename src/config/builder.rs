@@ -100,7 +100,7 @@ impl Retry {
         }
     }
 
-    /// How long a caller may wait in line for its turn (see `wake.rs`): until the deadline
+    /// How long a caller may wait in line for its turn (see `engine/waiters.rs`): until the deadline
     /// of [`Retry::within`], or for [`Retry::attempts`] as long as all its pauses could take.
     pub(crate) fn waiting_budget(&self) -> Duration {
         match self.limit {
@@ -207,7 +207,7 @@ impl Config {
     /// that fix it). [`build`](RedLockBuilder::build) logs each one as a `tracing` warning;
     /// `quorumlock doctor` prints them under `client`.
     pub fn findings(&self) -> Vec<Finding> {
-        self.findings_with(crate::decoder_is_bounded())
+        self.findings_with(crate::report::decoder::decoder_is_bounded())
     }
 
     /// [`findings`](Self::findings) for a build whose decoder is `bounded` or not.

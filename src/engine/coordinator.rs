@@ -4,7 +4,7 @@
 //! Three layers, as in the algorithm's description: [`RedLock::lock_with`] retries with
 //! jitter; `attempt` makes one attempt on all nodes and judges it; `round` sends one
 //! command to every node in parallel and tallies the answers (each node's command runs under
-//! its own timeout, see `node.rs`).
+//! its own timeout, see `node/connection.rs`).
 
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -18,8 +18,8 @@ use tokio::sync::Notify;
 use tracing::Instrument;
 
 use crate::algo::keys;
-use crate::algo::quorum::{quorum, validity, Ballot, Decision, Stake, Tally};
-use crate::algo::token::Token;
+use crate::algo::quorum::{quorum, Ballot, Decision, Stake, Tally};
+use crate::algo::verdict::{self, Timed};
 use crate::config::KeepAlive;
 use crate::config::{Config, Retry, Ttl};
 use crate::engine::fencing;
@@ -27,6 +27,7 @@ use crate::engine::held::{Acquisition, Held, Keys};
 use crate::engine::keeper::Keeper;
 use crate::engine::kept::KeptHandle;
 use crate::engine::shutdown::Holdings;
+use crate::engine::token::Token;
 use crate::engine::waiters::{self, Ticket, Wakeups, Woken};
 use crate::error::{ConfigError, Error, NodeError};
 use crate::node::admission::Fleet;
@@ -47,9 +48,9 @@ struct Inner {
     background: Arc<Background>,
     /// The task that extends this client's kept locks, started with the first one.
     keeper: Keeper,
-    /// The locks this client holds, for its shutdown (`shutdown.rs`).
+    /// The locks this client holds, for its shutdown (`engine/shutdown.rs`).
     held: Holdings,
-    /// The waiters for releases, by key (see `wake.rs`).
+    /// The waiters for releases, by key (see `engine/waiters.rs`).
     wakeups: Arc<Wakeups>,
     counters: Counters,
     /// Set once a fencing token of one of this client's locks was asked for: from then on,
@@ -91,7 +92,7 @@ fn record_attempt(span: &tracing::Span, result: &Result<Held, Error>) {
     }
 }
 
-/// A caller's place in the line for a key (see `wake.rs`); it leaves the line when dropped,
+/// A caller's place in the line for a key (see `engine/waiters.rs`); it leaves the line when dropped,
 /// and the last to leave unsubscribes.
 #[derive(Debug)]
 struct Place {
@@ -306,7 +307,7 @@ impl Coordinator {
         let started = Instant::now();
         let counters = &self.inner.counters;
         // One resource: callers of this client that find it taken wait in line for a release
-        // (`wake.rs`); several: they pause between attempts.
+        // (`engine/waiters.rs`); several: they pause between attempts.
         let key = match target.resources.as_slice() {
             [resource] => Some(keys::lock_key(&self.config().key_prefix, resource)),
             _ => None,
@@ -482,7 +483,7 @@ impl Coordinator {
     }
 
     /// One attempt: set the keys on every node, decided at the quorum. With fencing, nothing
-    /// more: the token is recorded only when the holder asks for it (`fencing.rs`).
+    /// more: the token is recorded only when the holder asks for it (`engine/fencing.rs`).
     async fn attempt(&self, target: &Target, ttl: Ttl) -> Result<Held, Error> {
         let token = Token::generate()?;
         let value = Value::from(token.as_str());
@@ -506,45 +507,41 @@ impl Coordinator {
             self.round(|node| node.acquire(sent.to_vec(), keys.locks, value.clone(), ttl.px))
                 .await
         };
-        let failure = match round.tally.decision() {
-            Decision::Won => {
-                let elapsed = start.elapsed();
-                match validity(ttl.ttl, elapsed, ttl.drift) {
-                    Some(_) => {
-                        guard.disarm();
-                        for failure in &round.failures {
-                            tracing::warn!(resource = %target.name, node = failure.index, error = %failure, "lock acquired without this node");
-                        }
-                        // With the counters, if read: the largest on the majority that
-                        // said yes.
-                        let fencing = fencing::granted(keys, reads_counters, &round);
-                        // Every node that set the keys did so after `start`, so on a
-                        // majority they live until at least start + ttl (less the drift
-                        // allowance).
-                        return Ok(Held::new(Acquisition {
-                            redlock: self.clone(),
-                            name: target.name.clone(),
-                            resources: target.resources.clone(),
-                            keys: keys.clone(),
-                            token,
-                            value: value.clone(),
-                            fencing,
-                            ttl: ttl.ttl,
-                            valid_until: start + ttl.usable,
-                            acquired_on: round.tally.yes,
-                            failures: round.failures,
-                            handovers: 0,
-                        }));
-                    }
-                    None => Error::ValidityExpired {
-                        resource: target.name.clone(),
-                        elapsed,
-                        ttl: ttl.ttl,
-                        drift: ttl.drift,
-                    },
+        let elapsed = start.elapsed();
+        let failure = match verdict::timed(&round.tally, ttl.ttl, ttl.drift, elapsed) {
+            Timed::Valid(_) => {
+                guard.disarm();
+                for failure in &round.failures {
+                    tracing::warn!(resource = %target.name, node = failure.index, error = %failure, "lock acquired without this node");
                 }
+                // With the counters, if read: the largest on the majority that
+                // said yes.
+                let fencing = fencing::granted(keys, reads_counters, &round);
+                // Every node that set the keys did so after `start`, so on a
+                // majority they live until at least start + ttl (less the drift
+                // allowance).
+                return Ok(Held::new(Acquisition {
+                    redlock: self.clone(),
+                    name: target.name.clone(),
+                    resources: target.resources.clone(),
+                    keys: keys.clone(),
+                    token,
+                    value: value.clone(),
+                    fencing,
+                    ttl: ttl.ttl,
+                    valid_until: start + ttl.usable,
+                    acquired_on: round.tally.yes,
+                    failures: round.failures,
+                    handovers: 0,
+                }));
             }
-            _ => self.lost(&target.name, round.tally, round.failures),
+            Timed::Late => Error::ValidityExpired {
+                resource: target.name.clone(),
+                elapsed,
+                ttl: ttl.ttl,
+                drift: ttl.drift,
+            },
+            Timed::Gone | Timed::Short => self.lost(&target.name, round.tally, round.failures),
         };
         // Release on every node, not only those that said yes: a yes may have been lost on
         // the way back, and a node that timed out may still run our SET later (its release

@@ -1,6 +1,6 @@
 //! Leader election on a kept lock (design 2.8): [`RedLock::campaign`] waits for the lock of
 //! an election, keeps it, takes a fencing token as the term, and writes the leader's
-//! identity beside the lock; [`RedLock::leader`] and [`RedLock::observe`] (`leader.rs`) read
+//! identity beside the lock; [`RedLock::leader`] and [`RedLock::observe`] (`engine/observe.rs`) read
 //! who leads.
 
 use std::future::Future;
@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 use fred::types::{Key, Value};
 
 use crate::algo::keys;
-use crate::algo::quorum::{Decision, Stake};
+use crate::algo::quorum::Stake;
+use crate::algo::verdict::{self, Confirmation};
 use crate::config::Candidacy;
 use crate::config::Retry;
 use crate::engine::coordinator::Coordinator;
@@ -202,9 +203,11 @@ async fn identify(
             })
         })
         .await;
-    match round.tally.decision() {
-        Decision::Won => Ok(()),
-        _ => Err(redlock.lost(lock_key.as_str().unwrap_or(""), round.tally, round.failures)),
+    match verdict::confirmation(&round.tally) {
+        Confirmation::Confirmed => Ok(()),
+        Confirmation::Gone | Confirmation::Short => {
+            Err(redlock.lost(lock_key.as_str().unwrap_or(""), round.tally, round.failures))
+        }
     }
 }
 

@@ -9,7 +9,8 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::algo::quorum::{Decision, Stake};
+use crate::algo::quorum::Stake;
+use crate::algo::verdict::{self, Confirmation};
 use crate::engine::coordinator::Round;
 use crate::engine::held::{Ident, Keys};
 use crate::error::NodeErrorKind;
@@ -68,7 +69,7 @@ pub(crate) fn granted(
 }
 
 /// The largest counter among the answers of a round that read them (the nodes that said
-/// yes), if a majority of them could be trusted (`lineage.rs`): `None` otherwise, and the
+/// yes), if a majority of them could be trusted (`algo/lineage.rs`): `None` otherwise, and the
 /// counters are read again by a PEEK round when the token is asked for.
 pub(crate) fn largest(round: &Round<Acquired>) -> Option<u64> {
     let read = || {
@@ -108,9 +109,9 @@ impl Ident {
                         node.peek(keys.to_vec(), locks, value.clone())
                     })
                     .await;
-                match (round.tally.decision(), largest(&round)) {
-                    (Decision::Won, Some(seen)) => seen,
-                    _ if round.tally.gone() => return Err(self.not_held(round.tally.yes)),
+                match (verdict::confirmation(&round.tally), largest(&round)) {
+                    (Confirmation::Confirmed, Some(seen)) => seen,
+                    (Confirmation::Gone, _) => return Err(self.not_held(round.tally.yes)),
                     _ => return Err(self.no_token(round.tally, round.failures)),
                 }
             }
@@ -121,14 +122,14 @@ impl Ident {
                 node.fence(keys.to_vec(), locks, value.clone(), fence)
             })
             .await;
-        match round.tally.decision() {
-            Decision::Won => {
+        match verdict::confirmation(&round.tally) {
+            Confirmation::Confirmed => {
                 // The round counts against the validity, as the acquisition's rounds do.
                 valid()?;
                 Ok(fencing.hand_out(fence))
             }
-            _ if round.tally.gone() => Err(self.not_held(round.tally.yes)),
-            _ => Err(self.no_token(round.tally, round.failures)),
+            Confirmation::Gone => Err(self.not_held(round.tally.yes)),
+            Confirmation::Short => Err(self.no_token(round.tally, round.failures)),
         }
     }
 

@@ -30,12 +30,12 @@ use std::time::Instant;
 
 use fred::types::{Key, Value};
 
-use crate::algo::quorum::{validity, Decision};
-use crate::algo::token::Token;
+use crate::algo::verdict::{self, Timed};
 use crate::config::Ttl;
 use crate::engine::coordinator::Coordinator;
 use crate::engine::fencing;
 use crate::engine::held::{Acquisition, Held, Ident, Keys, Released};
+use crate::engine::token::Token;
 use crate::engine::waiters::Ticket;
 
 /// Handovers in a row after which a release lets every client's waiters race for the lock.
@@ -132,8 +132,10 @@ impl Coordinator {
         let round = self
             .round(|node| node.handover(sent.clone(), keys.locks, old.clone(), new.clone(), ttl.px))
             .await;
-        let won = round.tally.decision() == Decision::Won
-            && validity(ttl.ttl, start.elapsed(), ttl.drift).is_some();
+        let won = matches!(
+            verdict::timed(&round.tally, ttl.ttl, ttl.drift, start.elapsed()),
+            Timed::Valid(_)
+        );
         tracing::debug!(
             resource = %ident.name(),
             yes = round.tally.yes,

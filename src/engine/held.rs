@@ -10,13 +10,14 @@ use tracing::Instrument;
 
 use fred::types::{Key, Value};
 
-use crate::algo::quorum::{validity, Decision, Stake, Tally};
-use crate::algo::token::Token;
+use crate::algo::quorum::{Stake, Tally};
+use crate::algo::verdict::{self, Confirmation, Timed};
 use crate::config::Ttl;
 use crate::engine::coordinator::{Coordinator, Round};
 use crate::engine::fencing::Fencing;
 use crate::engine::handover::Handover;
 use crate::engine::shutdown::Entry;
+use crate::engine::token::Token;
 use crate::engine::waiters;
 use crate::error::{Error, NodeError};
 use crate::node::Extended;
@@ -86,12 +87,12 @@ pub(crate) struct Ident {
     token: Token,
     /// `None` when fencing is off.
     fencing: Option<Fencing>,
-    /// How many handovers in a row led to this lock (see `handover.rs`).
+    /// How many handovers in a row led to this lock (see `engine/handover.rs`).
     handovers: u32,
     /// Set when the lock's release starts (`release`, a drop, or the client's shutdown):
     /// whoever sets it sends the release, once.
     released: AtomicBool,
-    /// The lock's place in its client's registry of held locks (`shutdown.rs`).
+    /// The lock's place in its client's registry of held locks (`engine/shutdown.rs`).
     entry: Entry,
 }
 
@@ -427,30 +428,28 @@ impl Held {
             stands,
         } = extension;
         let extended_until = start + ttl.usable;
-        match round.tally.decision() {
-            Decision::Won => match validity(ttl.ttl, elapsed, ttl.drift) {
-                Some(left) => {
-                    stands.send_replace(Some(true));
-                    self.restore_missing(&round.answers, ttl.px);
-                    self.ttl = ttl.ttl;
-                    self.valid_until = extended_until;
-                    Ok(left)
-                }
-                None => {
-                    self.valid_until = self.valid_until.min(extended_until);
-                    Err(Error::ValidityExpired {
-                        resource: self.ident.name().to_string(),
-                        elapsed,
-                        ttl: ttl.ttl,
-                        drift: ttl.drift,
-                    })
-                }
-            },
-            _ if round.tally.gone() => {
+        match verdict::timed(&round.tally, ttl.ttl, ttl.drift, elapsed) {
+            Timed::Valid(left) => {
+                stands.send_replace(Some(true));
+                self.restore_missing(&round.answers, ttl.px);
+                self.ttl = ttl.ttl;
+                self.valid_until = extended_until;
+                Ok(left)
+            }
+            Timed::Late => {
+                self.valid_until = self.valid_until.min(extended_until);
+                Err(Error::ValidityExpired {
+                    resource: self.ident.name().to_string(),
+                    elapsed,
+                    ttl: ttl.ttl,
+                    drift: ttl.drift,
+                })
+            }
+            Timed::Gone => {
                 self.valid_until = self.valid_until.min(start);
                 Err(self.ident.not_held(round.tally.yes))
             }
-            _ => {
+            Timed::Short => {
                 self.valid_until = self.valid_until.min(extended_until);
                 Err(self.ident.unconfirmed(round.tally, round.failures))
             }
@@ -488,7 +487,7 @@ impl Held {
             claim.sent();
         }
         // After handovers in a row, this client's next waiter is woken by the nodes' messages
-        // alone, as the other clients' waiters are (`handover.rs`).
+        // alone, as the other clients' waiters are (`engine/handover.rs`).
         if !Coordinator::yields(ident) {
             for key in ident.lock_keys() {
                 let Some(key) = key.as_str() else { continue };
@@ -506,13 +505,13 @@ impl Held {
             std::task::Poll::Ready(round) => round,
             std::task::Poll::Pending => round.await,
         };
-        match round.tally.decision() {
-            Decision::Won => Ok(Released {
+        match verdict::confirmation(&round.tally) {
+            Confirmation::Confirmed => Ok(Released {
                 released: round.tally.yes,
                 nodes: round.tally.nodes,
             }),
-            _ if round.tally.gone() => Err(ident.not_held(round.tally.yes)),
-            _ => Err(ident.unconfirmed(round.tally, round.failures)),
+            Confirmation::Gone => Err(ident.not_held(round.tally.yes)),
+            Confirmation::Short => Err(ident.unconfirmed(round.tally, round.failures)),
         }
     }
 

@@ -5,7 +5,7 @@
 //! in one timer heap; a wake-up extends every lock that is due and those due a little later
 //! (the coalescing window), and drives their rounds concurrently, in one
 //! `FuturesUnordered` inside this task, so that each node gets them together (and can batch
-//! them: `node.rs`). The task starts with the client's first kept lock and ends when the
+//! them: `node/connection.rs`). The task starts with the client's first kept lock and ends when the
 //! client keeps none; the kept locks talk to it over a channel.
 //!
 //! Every timer in the heap is a hint: when it fires, the lock's state decides what is due.

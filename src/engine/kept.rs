@@ -1,6 +1,6 @@
 //! Keeping a lock: the client's keeper task extends it before its validity runs out, and a
 //! signal fires, with a margin, before the validity ends if it cannot. The keeper itself,
-//! shared by every kept lock of a [`RedLock`](crate::RedLock), is in `keeper.rs`.
+//! shared by every kept lock of a [`RedLock`](crate::RedLock), is in `engine/keeper.rs`.
 
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -9,10 +9,10 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 
-use crate::algo::token::Token;
 use crate::config::KeepAlive;
 use crate::engine::held::{Held, Ident, Released};
 use crate::engine::keeper::Ticket;
+use crate::engine::token::Token;
 use crate::error::{ConfigError, Error, LostReason};
 
 /// What the keeper publishes to the holder.

@@ -1,11 +1,14 @@
-//! The machinery, with no public items of its own: the coordinator's fan-out and
+//! The machinery: the coordinator's fan-out and
 //! background work ([`coordinator`]), a held lock's extension and release ([`held`]),
 //! handovers ([`handover`]), fencing ([`fencing`]), the line of waiters ([`waiters`]), a
 //! kept lock's shared state ([`kept`]) and the task that keeps locks ([`keeper`]),
 //! election ([`election`]) and its observers ([`observe`]), re-seeding of counters
-//! ([`seeder`]), shutdown ([`shutdown`]) and node inspection ([`inspect`]).
+//! ([`seeder`]), shutdown ([`shutdown`]), node inspection ([`inspect`]) and the drawing of
+//! lock tokens from the operating system's CSPRNG ([`token`]).
 //!
-//! Imports `error`, `stats`, `algo`, `report`, `config` and `node`; never the public face.
+//! Its only public items are values it hands out, re-exported at the crate root
+//! ([`Token`](token::Token), [`Released`](held::Released), [`Shutdown`](shutdown::Shutdown),
+//! [`Leader`](observe::Leader)). Imports `error`, `stats`, `algo`, `report`, `config` and `node`; never the public face.
 
 pub(crate) mod coordinator;
 pub(crate) mod election;
@@ -18,4 +21,5 @@ pub(crate) mod kept;
 pub(crate) mod observe;
 pub(crate) mod seeder;
 pub(crate) mod shutdown;
+pub(crate) mod token;
 pub(crate) mod waiters;

@@ -13,9 +13,9 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 
-use crate::algo::token::Token;
 use crate::engine::coordinator::Coordinator;
 use crate::engine::held::{Held, Ident};
+use crate::engine::token::Token;
 use crate::error::Error;
 
 /// How many independently locked parts the registry has.

@@ -12,7 +12,7 @@
 //! wait joins the queue instead of trying to barge in before the head.
 //!
 //! A release by this client hands the lock straight to the head of the line when the head is
-//! waiting (`handover.rs`): one round replaces the old token with the head's on every node, and
+//! waiting (`engine/handover.rs`): one round replaces the old token with the head's on every node, and
 //! the head gets the lock without an attempt of its own. The releaser claims the head's ticket
 //! first, so that the head makes no attempt while the handover is under way.
 //!

@@ -1,7 +1,7 @@
 //! Whether a node's votes count right now. Every connection (the first and each reconnect)
 //! is checked before its votes count: who the server is, whether it restarted, whether it is
 //! a replica or a server already configured under another URL, whether its ACL lets the
-//! client do everything a lock needs (so that no lock is granted that cannot be released). The rules are in `health.rs`;
+//! client do everything a lock needs (so that no lock is granted that cannot be released). The rules are in `report/facts.rs`;
 //! this file keeps the per-node state and runs the checks.
 
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -28,12 +28,12 @@ pub(crate) struct Fleet {
     pub(crate) keys: KeySpace,
     /// Notified whenever a check ends (see `RedLock::wait_for_quorum`).
     pub(crate) checked: Notify,
-    /// Where a node that may have lost data is sent to be re-seeded (`seeder.rs`), with its
+    /// Where a node that may have lost data is sent to be re-seeded (`engine/seeder.rs`), with its
     /// check's generation and when its quarantine ends.
     reseed: tokio::sync::mpsc::UnboundedSender<Reseed>,
 }
 
-/// A request to re-seed a node (`seeder.rs`).
+/// A request to re-seed a node (`engine/seeder.rs`).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Reseed {
     pub(crate) index: usize,
@@ -81,7 +81,7 @@ pub(crate) struct State {
     generation: u64,
     facts: Option<Facts>,
     /// The node's marker as last checked, while it says that the node lost nothing
-    /// (`lineage.rs`); `None` until then, and from the moment a connection changes.
+    /// (`algo/lineage.rs`); `None` until then, and from the moment a connection changes.
     marker: Option<Arc<str>>,
     /// Why the node's fencing counters are not trusted, while they are not.
     lineage_why: String,
@@ -211,7 +211,7 @@ impl Admission {
             .filter(|_| state.checked)
     }
 
-    /// The node was re-seeded with `marker` (`seeder.rs`): its counters count again, unless
+    /// The node was re-seeded with `marker` (`engine/seeder.rs`): its counters count again, unless
     /// a newer check took over meanwhile.
     pub(crate) fn reseeded(&self, generation: u64, marker: &str) {
         let mut state = self.state();

@@ -303,7 +303,7 @@ pub(crate) type Sender = WithOptions<Client>;
 
 /// `client` with our own options on every command, whatever the client's defaults (an
 /// application's shared client may have none, or re-send commands after a reconnect: see
-/// `byo.rs`).
+/// `config/given.rs`).
 pub(crate) fn sender(client: &Client, timeout: Duration) -> Sender {
     client.with_options(&Options {
         timeout: Some(timeout),

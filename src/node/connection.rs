@@ -56,7 +56,7 @@ pub(crate) struct Acquired(pub(crate) Option<Counters>);
 pub(crate) enum Counters {
     /// The largest of them and of the node's floor (0 when none was read).
     Read(u64),
-    /// The node may have lost counters since it was checked (`lineage.rs`): its vote counts
+    /// The node may have lost counters since it was checked (`algo/lineage.rs`): its vote counts
     /// for the lock, and its counters for nothing.
     Untrusted,
 }
@@ -114,15 +114,15 @@ pub(crate) struct Node {
     suspect: Arc<AtomicBool>,
     /// Whether its votes count now.
     admission: Admission,
-    /// Every script call and set goes through it (see `batch.rs`).
+    /// Every script call and set goes through it (see `node/batch.rs`).
     batch: Batcher,
-    /// The subscriber for release messages, started on first use (see `listen.rs`).
+    /// The subscriber for release messages, started on first use (see `node/subscriber.rs`).
     listener: Listener,
     tasks: Vec<JoinHandle<Result<(), FredError>>>,
 }
 
 impl Node {
-    /// Creates the client (or takes the application's, see `byo.rs`) and starts connecting
+    /// Creates the client (or takes the application's, see `config/given.rs`) and starts connecting
     /// in the background (needs a Tokio runtime).
     pub(crate) fn connect(
         index: usize,
@@ -154,7 +154,7 @@ impl Node {
                 true,
             ),
         };
-        // Connected only when this client first waits for a release (`wake.rs`).
+        // Connected only when this client first waits for a release (`engine/waiters.rs`).
         let listener = Listener::new(
             builder.build_subscriber_client().map_err(invalid)?,
             config.node_timeout,
@@ -440,7 +440,7 @@ impl Node {
     ) -> impl Future<Output = Vote> + Send + 'static {
         let ctx = self.context();
         async move {
-            // Never held back, and sent even after its deadline (see `batch.rs`).
+            // Never held back, and sent even after its deadline (see `node/batch.rs`).
             let expected = keys.len() as i64;
             let reply = ctx.sent(ctx.batch.call(op, false, keys, tokens).await)?;
             ctx.judge(integer("RELEASE", reply).map(|n| n == expected))
@@ -469,7 +469,7 @@ impl Node {
 
     /// A vote by a script that answers nil for no, or what the fencing counters read as for
     /// yes (ACQUIRE, PEEK, HANDOVER), sent once the node's votes count. Where the node may
-    /// have lost counters (`lineage.rs`), an acquisition still votes, its counters untrusted;
+    /// have lost counters (`algo/lineage.rs`), an acquisition still votes, its counters untrusted;
     /// a PEEK, whose only purpose is the counters, fails.
     fn counted_vote(
         &self,
@@ -578,7 +578,7 @@ impl Node {
     }
 
     /// One call of `script` outside the batches, for the rare commands of elections
-    /// (`election.rs`): refused at once where the node's votes do not count, sent only on a
+    /// (`engine/election.rs`): refused at once where the node's votes do not count, sent only on a
     /// checked connection (waiting for one up to the node timeout, as the queue does), and
     /// counted only if the node's votes still count when the answer comes, as every vote.
     pub(crate) fn eval<T, P>(
@@ -595,7 +595,7 @@ impl Node {
         let ctx = self.context();
         async move {
             ctx.admitted().await?;
-            // Only on a checked connection, as the queue sends its votes (`batch.rs`), and
+            // Only on a checked connection, as the queue sends its votes (`node/batch.rs`), and
             // within one node timeout in all.
             let deadline = tokio::time::Instant::now() + ctx.timeout;
             ctx.cleared(deadline).await?;
@@ -724,7 +724,7 @@ struct ErrorContext {
 impl ErrorContext {
     /// Refuses at once a vote-counting command to a node whose votes do not count. A node
     /// whose new connection is being checked gets it queued: its queue waits for the check
-    /// (see `batch.rs`), so that nothing queued after it (its release) overtakes it.
+    /// (see `node/batch.rs`), so that nothing queued after it (its release) overtakes it.
     async fn admitted(&self) -> Result<(), NodeError> {
         match self.admission.excluded() {
             None | Some(Excluded::Unchecked) => Ok(()),

@@ -177,7 +177,7 @@ enum On {
     Both,
 }
 
-/// Every command the scripts run (`scripts.rs`), with the arguments after the key that make
+/// Every command the scripts run (`node/scripts.rs`), with the arguments after the key that make
 /// it change nothing on a key that does not exist, and the keys it is run on. The test
 /// `the_probe_checks_every_command_the_scripts_run` reads the command names out of every
 /// script and fails when a script calls one that is not here (or when one here is called by
@@ -289,7 +289,7 @@ pub(crate) async fn permissions(
 }
 
 /// What leader elections need besides a lock's permissions: `GET` and `SET` of the identity
-/// key beside the election's lock (`quorumlock:leader:` + the lock's key, `election.rs`),
+/// key beside the election's lock (`quorumlock:leader:` + the lock's key, `engine/election.rs`),
 /// checked as [`permissions`] checks, on a probe key that cannot exist. Not part of a node's
 /// admission: a client that only locks never touches these keys. Answers like
 /// `SET on quorumlock:leader:app:*`.

@@ -4,7 +4,7 @@
 //!
 //! Every script takes the lock keys first (`KEYS[1..n]`) and, when it reads or raises fencing
 //! counters, the matching counters after them (`KEYS[n+1..2n]`), then the node's marker and
-//! its largest counter (`quorumlock:node`, `quorumlock:hwm`: `lineage.rs`); `n` is passed as
+//! its largest counter (`quorumlock:node`, `quorumlock:hwm`: `algo/lineage.rs`); `n` is passed as
 //! an argument, and the scripts that read counters take the marker the client checked as
 //! their last argument.
 //! One resource is the case `n = 1`: a plain lock without fencing does not use a script to
@@ -15,7 +15,7 @@
 
 /// Lua that sets `fence` to what the node's fencing counters among `KEYS[n+1..#KEYS-2]` read
 /// as: the largest of them and of the node's floor, 0 when there are no counters (no fencing)
-/// or none exists yet; -1 when the node's marker (`KEYS[#KEYS-1]`, `lineage.rs`) is not the
+/// or none exists yet; -1 when the node's marker (`KEYS[#KEYS-1]`, `algo/lineage.rs`) is not the
 /// one the client checked (`ARGV[#ARGV]`): the node may have lost counters since, and what
 /// it holds says nothing. Read with one `MGET`; an error reply if a counter is not a number.
 /// A macro, so that the scripts stay string literals.
@@ -42,7 +42,7 @@ end
 }
 
 /// Lua that raises each fencing counter among `KEYS[n+1..#KEYS-2]`, and the node's largest
-/// counter (`KEYS[#KEYS]`, `lineage.rs`), to at least `ARGV[$at]` (never lowers one).
+/// counter (`KEYS[#KEYS]`, `algo/lineage.rs`), to at least `ARGV[$at]` (never lowers one).
 macro_rules! raise_counters {
     ($at:literal) => {
         concat!(
@@ -178,9 +178,9 @@ end
 
 /// Compare-and-delete: deletes each key that holds our token, and for each announces the
 /// release on the key's channel (`quorumlock:released:` + the key) with the SHA1 of the token,
-/// for the clients that wait for it (`wake.rs`). `ARGV = [token, ...]`: a key is deleted if it
+/// for the clients that wait for it (`engine/waiters.rs`). `ARGV = [token, ...]`: a key is deleted if it
 /// holds any of them (a handover that failed releases the old token and the new one at once,
-/// `handover.rs`). Returns how many keys were deleted. The announcement is a `pcall`: a user
+/// `engine/handover.rs`). Returns how many keys were deleted. The announcement is a `pcall`: a user
 /// whose ACL forbids `PUBLISH` still releases.
 pub(crate) const RELEASE: &str = compare_and_delete!(
     "      redis.pcall('publish', 'quorumlock:released:' .. KEYS[i], redis.sha1hex(v))\n"
@@ -195,7 +195,7 @@ pub(crate) const RELEASE: &str = compare_and_delete!(
 pub(crate) const DISCARD: &str = compare_and_delete!("");
 
 /// Hands a lock over from one token to the next, atomically, without the key ever being free
-/// (`handover.rs`): unless a lock key holds a token other than the old one, sets every lock key
+/// (`engine/handover.rs`): unless a lock key holds a token other than the old one, sets every lock key
 /// to the new token with the ttl and returns the largest fencing counter among `KEYS[n+1..]`
 /// (0 when there are none or they do not exist yet), as ACQUIRE does; otherwise changes nothing
 /// and returns nil. On a node where the old token is gone (expired) and no other holds the
@@ -222,7 +222,7 @@ return fence"
 pub(crate) const SET_NX: &str = r"if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 0 end
 return false";
 
-/// Writes a leader's identity record beside its lock (`election.rs`): while the lock key
+/// Writes a leader's identity record beside its lock (`engine/election.rs`): while the lock key
 /// holds our token, sets the identity key to the record with the ttl and returns 1;
 /// otherwise changes nothing and returns 0.
 ///
@@ -231,7 +231,7 @@ pub(crate) const IDENTIFY: &str = r"if redis.call('get', KEYS[1]) ~= ARGV[1] the
 redis.call('set', KEYS[2], ARGV[2], 'PX', ARGV[3])
 return 1";
 
-/// Reads who leads on one node (`election.rs`), changing nothing: the SHA1 of the token in
+/// Reads who leads on one node (`engine/election.rs`), changing nothing: the SHA1 of the token in
 /// the lock key (nil when the key is missing) and the identity record (nil when missing).
 /// Only the hash leaves the node: the token itself stays with its holder.
 ///
@@ -241,7 +241,7 @@ local s = false
 if v then s = redis.sha1hex(v) end
 return {s, redis.call('get', KEYS[2])}";
 
-/// Re-seeds a node that may have lost data (`seeder.rs`): if its marker is still what the
+/// Re-seeds a node that may have lost data (`engine/seeder.rs`): if its marker is still what the
 /// survey read (`ARGV[1]`, empty for none), replaces it with `ARGV[2]` and raises its largest
 /// counter to at least the new floor `ARGV[3]`, and returns 1; otherwise changes nothing and
 /// returns 0 (another client re-seeded it meanwhile, or it changed again).
@@ -265,7 +265,7 @@ pub(crate) const BATCHED: [&str; 9] = [
 ];
 
 /// The script that runs several calls of the scripts above in one: concurrent calls bound
-/// for one node are sent as one (see `batch.rs`). Each script becomes a function of
+/// for one node are sent as one (see `node/batch.rs`). Each script becomes a function of
 /// `(KEYS, ARGV)`, the parameters shadowing the globals, so its body is unchanged.
 ///
 /// `ARGV = [count, then per call: script number (1-based in BATCHED), its key count, its
@@ -326,7 +326,7 @@ pub(crate) fn is_noscript(err: &fred::error::Error) -> bool {
 /// `redis.call('name', ...)` and `redis.pcall('name', ...)`, with `true` for `pcall` (the
 /// script goes on if the command fails). Where the name is not a string literal, what stands
 /// in its place is returned, so that a check of the names against a list fails on it. The
-/// permission probe's test reads every script with it (`probe.rs`).
+/// permission probe's test reads every script with it (`node/probe.rs`).
 #[cfg(test)]
 pub(crate) fn commands(script: &str) -> impl Iterator<Item = (&str, bool)> + '_ {
     script.match_indices("redis.").filter_map(move |(at, _)| {
