@@ -40,6 +40,36 @@ async fn a_kept_lock_outlives_its_ttl_and_excludes_others() {
     common::no_holders(&q, "kept").await;
 }
 
+/// Settings the check accepts keep working after the first extension: extending with 80%
+/// of the ttl left and a margin of 60% (the loss signalled with 60% left). The second
+/// extension was once due at half the ttl left, after the loss instant, so the lock was
+/// reported lost after one extension on a healthy quorum.
+#[tokio::test]
+async fn an_early_extension_with_a_wide_margin_keeps_extending() {
+    let q = LocalQuorum::start(3).await.unwrap();
+    let redlock = client(&q).await;
+    let kept = redlock
+        .lock_with("wide", SECOND, Retry::none())
+        .await
+        .unwrap()
+        .keep_alive(
+            KeepAlive::new()
+                .extend_when_left(0.8)
+                .margin(Duration::from_millis(600)),
+        )
+        .unwrap();
+    let handle = kept.handle();
+    common::eventually("four extensions", || async {
+        handle.extensions() >= 4 || handle.lost_reason().is_some()
+    })
+    .await;
+    assert_eq!(handle.lost_reason(), None);
+    assert!(handle.extensions() >= 4);
+    assert!(kept.is_held());
+    kept.release().await.unwrap();
+    common::no_holders(&q, "wide").await;
+}
+
 #[tokio::test]
 async fn loss_is_signalled_before_the_validity_ends_when_a_majority_freezes() {
     let mut q = LocalQuorum::start(3).await.unwrap();

@@ -1,5 +1,5 @@
 //! The decisions, pure: quorum and validity arithmetic, the tally of a round and its
-//! verdict, the lineage of a node's data and the floor of its counters, the key namespace. No I/O, no clock read, no randomness drawn: instants, answers and samples
+//! verdict, the retry and keep-alive schedules, the lineage of a node's data and the floor of its counters, the key namespace. No I/O, no clock read, no randomness drawn: instants, answers and samples
 //! come in as arguments, so every rule here is unit- and property-tested on its own.
 //!
 //! Imports nothing of the crate but `error`.
@@ -7,4 +7,5 @@
 pub(crate) mod keys;
 pub(crate) mod lineage;
 pub(crate) mod quorum;
+pub(crate) mod schedule;
 pub(crate) mod verdict;

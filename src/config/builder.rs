@@ -2,11 +2,10 @@
 
 use std::ffi::OsString;
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
-
-use rand::Rng;
+use std::time::Duration;
 
 use crate::algo::quorum::drift;
+use crate::algo::schedule::{self, RetryLimit};
 use crate::config::given::{Given, Source};
 use crate::config::tls::{Tls, TlsFiles};
 pub(crate) use crate::config::url::NodeUrl;
@@ -42,12 +41,6 @@ pub struct Retry {
     pub(crate) limit: RetryLimit,
     pub(crate) delay: Duration,
     pub(crate) jitter: Duration,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum RetryLimit {
-    Attempts(u32),
-    Within(Duration),
 }
 
 impl Retry {
@@ -100,24 +93,24 @@ impl Retry {
         }
     }
 
-    /// How long a caller may wait in line for its turn (see `engine/waiters.rs`): until the deadline
-    /// of [`Retry::within`], or for [`Retry::attempts`] as long as all its pauses could take.
+    /// How long a caller may wait in line for its turn (see `engine/waiters.rs`): until the
+    /// deadline of [`Retry::within`], or for [`Retry::attempts`] as long as all its pauses
+    /// could take ([`schedule::waiting_budget`]).
     pub(crate) fn waiting_budget(&self) -> Duration {
-        match self.limit {
-            RetryLimit::Attempts(n) => self.delay.saturating_add(self.jitter).saturating_mul(n),
-            RetryLimit::Within(total) => total,
-        }
+        schedule::waiting_budget(self.limit, self.delay, self.jitter)
     }
 
-    /// The pause before attempt `made + 1`, or `None` when no further attempt may start.
-    pub(crate) fn next_pause(&self, made: u32, started: Instant) -> Option<Duration> {
-        let pause = self.delay.saturating_add(random_up_to(self.jitter));
-        match self.limit {
-            RetryLimit::Attempts(n) => (made < n).then_some(pause),
-            RetryLimit::Within(total) => {
-                (started.elapsed().saturating_add(pause) < total).then_some(pause)
-            }
-        }
+    /// The pause before attempt `made + 1` of a call that has run for `elapsed`, with
+    /// `jitter` drawn (uniform, at most [`Retry::jitter`]'s), or `None` when no further
+    /// attempt may start ([`schedule::next_pause`]).
+    pub(crate) fn next_pause(
+        &self,
+        made: u32,
+        elapsed: Duration,
+        jitter: Duration,
+    ) -> Option<Duration> {
+        let pause = self.delay.saturating_add(jitter.min(self.jitter));
+        schedule::next_pause(self.limit, made, elapsed, pause)
     }
 }
 
@@ -126,14 +119,6 @@ impl Default for Retry {
     fn default() -> Retry {
         Retry::attempts(3)
     }
-}
-
-fn random_up_to(max: Duration) -> Duration {
-    let micros = u64::try_from(max.as_micros()).unwrap_or(u64::MAX);
-    if micros == 0 {
-        return Duration::ZERO;
-    }
-    Duration::from_micros(rand::rng().random_range(0..=micros))
 }
 
 /// A validated configuration: what [`RedLockBuilder::build`] runs with.

@@ -6,10 +6,11 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::algo::schedule::RetryLimit;
 use crate::config::given::Given;
 use crate::config::tls::TlsFiles;
 use crate::config::url::{redact, GivenUrl};
-use crate::config::{RedLockBuilder, Retry, RetryLimit};
+use crate::config::{RedLockBuilder, Retry};
 use crate::error::ConfigError;
 
 /// A lock configuration as it is written in a configuration file: every field optional

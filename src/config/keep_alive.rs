@@ -1,7 +1,8 @@
-//! Keep-alive settings: [`KeepAlive`], and its [`Schedule`] once checked against a ttl.
+//! Keep-alive settings: [`KeepAlive`], and the `KeepSchedule` (`algo/schedule.rs`) it makes once checked against a ttl.
 
 use std::time::Duration;
 
+use crate::algo::schedule::KeepSchedule;
 use crate::error::ConfigError;
 
 /// How a [`KeptLock`](crate::KeptLock) is kept: when extensions start, how early loss is signalled, and for
@@ -77,7 +78,7 @@ impl KeepAlive {
 
     /// Checks the settings for a lock of `ttl`, and returns the margin and the validity left
     /// at which extensions start.
-    pub(crate) fn check(&self, ttl: Duration) -> Result<Schedule, ConfigError> {
+    pub(crate) fn check(&self, ttl: Duration) -> Result<KeepSchedule, ConfigError> {
         let fraction = self.extend_when_left;
         if !(fraction.is_finite() && fraction > 0.0 && fraction < 1.0) {
             return Err(ConfigError::InvalidKeepAlive(format!(
@@ -110,21 +111,11 @@ impl KeepAlive {
                 "the retry delay must be greater than zero".into(),
             ));
         }
-        Ok(Schedule {
+        Ok(KeepSchedule {
             extend_at,
             margin,
             max_hold: self.max_hold,
             retry_delay: self.retry_delay,
         })
     }
-}
-
-/// [`KeepAlive`] checked against a ttl.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Schedule {
-    /// The validity left at which extensions start.
-    pub(crate) extend_at: Duration,
-    pub(crate) margin: Duration,
-    pub(crate) max_hold: Option<Duration>,
-    pub(crate) retry_delay: Duration,
 }

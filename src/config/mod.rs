@@ -19,4 +19,3 @@ pub(crate) mod url;
 pub(crate) use builder::*;
 pub use candidacy::Candidacy;
 pub use keep_alive::KeepAlive;
-pub(crate) use keep_alive::Schedule;

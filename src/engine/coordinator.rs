@@ -327,7 +327,9 @@ impl Coordinator {
         }
         loop {
             if let (false, Some(waiting)) = (attempt_now, &place) {
-                let pause = retry.next_pause(0, started).unwrap_or(Duration::ZERO);
+                let pause = retry
+                    .next_pause(0, started.elapsed(), jitter(retry.jitter))
+                    .unwrap_or(Duration::ZERO);
                 match waiters::wait(&waiting.ticket, pause, Some(deadline)).await {
                     Woken::Handed => {
                         if let Some(lock) = waiting.ticket.take_handed() {
@@ -381,7 +383,8 @@ impl Coordinator {
             } else {
                 stats::attempt_failed();
             }
-            let Some(pause) = retry.next_pause(made, started) else {
+            let Some(pause) = retry.next_pause(made, started.elapsed(), jitter(retry.jitter))
+            else {
                 stats::call_ended(started.elapsed(), false);
                 return Err(error);
             };
@@ -893,4 +896,14 @@ impl Drop for CleanupOnDrop<'_> {
                 .discard_detached(self.keys.to_vec(), self.value.clone());
         }
     }
+}
+
+/// A jitter sample for the pause between attempts: uniform from zero to `max`, drawn from
+/// the fast thread-local generator (never the one tokens are drawn from).
+fn jitter(max: Duration) -> Duration {
+    let micros = u64::try_from(max.as_micros()).unwrap_or(u64::MAX);
+    if micros == 0 {
+        return Duration::ZERO;
+    }
+    Duration::from_micros(rand::Rng::random_range(&mut rand::rng(), 0..=micros))
 }

@@ -25,15 +25,11 @@ use tokio::runtime::Handle;
 use tokio::sync::mpsc::{self, UnboundedReceiver, UnboundedSender};
 use tokio::sync::oneshot;
 
-use crate::config::Schedule;
+use crate::algo::schedule::{KeepSchedule, COALESCE_MAX};
 use crate::engine::held::{Extension, Held};
 use crate::engine::kept::Publisher;
 use crate::error::Error;
 use crate::error::LostReason;
-
-/// At most how early a lock is extended so that it shares a wake-up with others (also at
-/// most a tenth of the time between two of its extensions).
-const COALESCE_MAX: Duration = Duration::from_millis(500);
 
 /// The channel to the running keeper task, if one runs.
 type Slot = Arc<Mutex<Option<UnboundedSender<Command>>>>;
@@ -75,7 +71,7 @@ impl Keeper {
         &self,
         runtime: &Handle,
         lock: Held,
-        schedule: Schedule,
+        schedule: KeepSchedule,
         status: Publisher,
     ) -> Ticket {
         let id = self.ids.fetch_add(1, Ordering::Relaxed);
@@ -158,7 +154,7 @@ enum Phase {
 struct Entry {
     lock: Held,
     status: Publisher,
-    schedule: Schedule,
+    schedule: KeepSchedule,
     /// The lock's ttl when it was handed over: the length of every extension.
     ttl: Duration,
     hold_until: Option<Instant>,
@@ -191,9 +187,9 @@ struct Landed {
 }
 
 impl Entry {
-    fn new(lock: Held, schedule: Schedule, status: Publisher) -> Entry {
+    fn new(lock: Held, schedule: KeepSchedule, status: Publisher) -> Entry {
         let kept = Instant::now();
-        let next_try = lock.valid_until() - schedule.extend_at.min(lock.validity());
+        let next_try = schedule.due(lock.valid_until(), lock.validity(), lock.ttl(), lock.ttl());
         Entry {
             ttl: lock.ttl(),
             hold_until: schedule.max_hold.and_then(|limit| kept.checked_add(limit)),
@@ -216,20 +212,14 @@ impl Entry {
 
     /// When the loss is signalled at the latest if no extension succeeds.
     fn lost_at(&self, now: Instant) -> Instant {
-        self.lock
-            .valid_until()
-            .checked_sub(self.schedule.margin)
-            .unwrap_or(now)
+        self.schedule.lost_at(self.lock.valid_until(), now)
     }
 
     /// How much earlier than due an extension may start, to share a wake-up: a tenth of the
     /// time between two extensions, at most [`COALESCE_MAX`]; none for a retry, which keeps
     /// its `retry_delay`.
     fn early(&self) -> Duration {
-        if self.last_error.is_some() {
-            return Duration::ZERO;
-        }
-        (self.ttl.saturating_sub(self.schedule.extend_at) / 10).min(COALESCE_MAX)
+        self.schedule.early(self.ttl, self.last_error.is_some())
     }
 
     /// The first wake-up, when the lock is handed over.
@@ -262,19 +252,14 @@ impl Entry {
             return Next::Wake(self.next_try.min(lost_at));
         }
         // How long to extend for: the ttl, cut down to the hold limit.
-        match self.hold_until {
-            Some(until) => {
-                let left = until.saturating_duration_since(now);
-                if left <= self.schedule.margin * 2 || left <= self.ttl / 10 {
-                    // Too little left to be worth an extension: let the lock run out.
-                    self.hold_reached = true;
-                    self.next_try = lost_at;
-                    Next::Wake(lost_at)
-                } else {
-                    Next::Extend(left.min(self.ttl))
-                }
+        match self.schedule.extend_for(self.hold_until, now, self.ttl) {
+            Some(for_ttl) => Next::Extend(for_ttl),
+            None => {
+                // Too little left to be worth an extension: let the lock run out.
+                self.hold_reached = true;
+                self.next_try = lost_at;
+                Next::Wake(lost_at)
             }
-            None => Next::Extend(self.ttl),
         }
     }
 
@@ -300,8 +285,12 @@ impl Entry {
                     self.phase = Phase::Lost;
                     return Next::Idle;
                 }
-                let extend_at = self.schedule.extend_at.min(for_ttl.mul_f64(0.5));
-                self.next_try = self.lock.valid_until() - extend_at.min(self.lock.validity());
+                self.next_try = self.schedule.due(
+                    self.lock.valid_until(),
+                    self.lock.validity(),
+                    for_ttl,
+                    self.ttl,
+                );
                 Next::Wake(self.next_try.min(self.lost_at(now)))
             }
             Err(Error::NotHeld { held, nodes, .. }) => {
@@ -321,9 +310,7 @@ impl Entry {
         self.last_error = Some(error.to_string());
         self.status.shortened(self.lock.valid_until());
         // A retry later than any instant is no retry: the loss instant comes first.
-        self.next_try = now
-            .checked_add(self.schedule.retry_delay)
-            .unwrap_or_else(|| self.lost_at(now));
+        self.next_try = self.schedule.retry_at(now, self.lost_at(now));
         Next::Wake(self.next_try.min(self.lost_at(now)))
     }
 
