@@ -58,11 +58,11 @@ pub(crate) struct Spec<'a> {
 #[derive(Debug)]
 pub(crate) struct Running {
     pub(crate) child: Child,
-    target: Target,
+    target: SignalTarget,
 }
 
 #[derive(Debug, Clone, Copy)]
-enum Target {
+enum SignalTarget {
     /// The command leads its own process group, with this id (its pid).
     Group(Pid),
     /// The command alone.
@@ -106,9 +106,9 @@ impl Spec<'_> {
             .map(Pid::from_raw)
             .ok_or_else(|| Failure::new(SOFTWARE, "the command's process id is unknown"))?;
         let target = if self.foreground {
-            Target::Process(pid)
+            SignalTarget::Process(pid)
         } else {
-            Target::Group(pid)
+            SignalTarget::Group(pid)
         };
         Ok(Running { child, target })
     }
@@ -118,8 +118,8 @@ impl Running {
     /// What a watchdog must stop if quorumlock dies.
     pub(crate) fn watched(&self) -> Watched {
         match self.target {
-            Target::Group(pgid) => Watched::Group(pgid),
-            Target::Process(pid) => Watched::Process(pid),
+            SignalTarget::Group(pgid) => Watched::Group(pgid),
+            SignalTarget::Process(pid) => Watched::Process(pid),
         }
     }
 
@@ -128,8 +128,8 @@ impl Running {
     /// been reused; a group that has no process left is not an error.
     pub(crate) fn signal(&self, sig: Signal) {
         let sent = match self.target {
-            Target::Group(pgid) => signal::killpg(pgid, sig),
-            Target::Process(pid) => signal::kill(pid, sig),
+            SignalTarget::Group(pgid) => signal::killpg(pgid, sig),
+            SignalTarget::Process(pid) => signal::kill(pid, sig),
         };
         match sent {
             Ok(()) | Err(Errno::ESRCH) => {
@@ -147,7 +147,7 @@ impl Running {
     /// kernel does not reuse while any process of the group is left; with none left, only a
     /// process started since and made a group leader at once could have it.
     pub(crate) fn kill_leftovers(&self) {
-        if let Target::Group(pgid) = self.target {
+        if let SignalTarget::Group(pgid) = self.target {
             match signal::killpg(pgid, Signal::SIGKILL) {
                 Ok(()) => tracing::debug!(?pgid, "killed what was left of the process group"),
                 Err(Errno::ESRCH) => {}

@@ -410,8 +410,8 @@ fn compact(d: Duration) -> String {
 
 /// The JSON document, fields in this order.
 #[derive(Debug, Serialize)]
-struct Document<'a> {
-    nodes: Vec<JsonNode<'a>>,
+struct DoctorDocument<'a> {
+    nodes: Vec<DoctorNode<'a>>,
     client: JsonClient<'a>,
     quorum: usize,
     /// Seconds until quarantine lets a quorum of safe nodes count: 0 when one counts now,
@@ -423,7 +423,7 @@ struct Document<'a> {
 
 /// One report, `null` where unknown; durations in (fractional) milliseconds or seconds.
 #[derive(Debug, Serialize)]
-struct JsonNode<'a> {
+struct DoctorNode<'a> {
     index: usize,
     node: &'a str,
     reachable: bool,
@@ -491,14 +491,18 @@ fn kind_name(kind: NodeErrorKind) -> &'static str {
 }
 
 /// The JSON document: every report's fields, the quorum, the verdict.
-fn to_json<'a>(reports: &'a [NodeReport], client: &'a Client, overall: &Overall) -> Document<'a> {
+fn to_json<'a>(
+    reports: &'a [NodeReport],
+    client: &'a Client,
+    overall: &Overall,
+) -> DoctorDocument<'a> {
     let finding = |f: &'a Finding| JsonFinding {
         severity: f.severity.to_string(),
         message: &f.message,
     };
     let nodes = reports
         .iter()
-        .map(|r| JsonNode {
+        .map(|r| DoctorNode {
             index: r.index,
             node: &r.node,
             reachable: r.reachable,
@@ -526,7 +530,7 @@ fn to_json<'a>(reports: &'a [NodeReport], client: &'a Client, overall: &Overall)
             findings: r.findings.iter().map(finding).collect(),
         })
         .collect();
-    Document {
+    DoctorDocument {
         nodes,
         client: JsonClient {
             decoder_bounded: client.decoder_bounded,

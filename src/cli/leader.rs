@@ -41,7 +41,7 @@ Exit status (the same with --json):
 
 /// The JSON document.
 #[derive(Debug, Serialize)]
-struct Document<'a> {
+struct LeaderDocument<'a> {
     election: &'a str,
     leader: Option<LeaderJson<'a>>,
     nodes: usize,
@@ -77,7 +77,7 @@ pub(crate) async fn leader(args: LeaderArgs) -> Result<u8, Failure> {
     };
     if args.json {
         let leader = seen.as_ref().ok().and_then(Option::as_ref);
-        let document = Document {
+        let document = LeaderDocument {
             election: &args.name,
             leader: leader.map(|l: &Leader| LeaderJson {
                 identity: &l.identity,

@@ -213,10 +213,10 @@ fn summarize<'a>(resource: &str, seen: &'a [Seen]) -> Summary<'a> {
 
 /// The JSON document, fields in this order.
 #[derive(Debug, Serialize)]
-struct Document<'a> {
+struct StatusDocument<'a> {
     resource: &'a str,
     key: &'a str,
-    nodes: Vec<JsonNode<'a>>,
+    nodes: Vec<StatusNode<'a>>,
     quorum: usize,
     held_on: usize,
     free_on: usize,
@@ -227,7 +227,7 @@ struct Document<'a> {
 
 /// One node: `token` and `pttl_ms` when held, `error` when unreachable, `null` otherwise.
 #[derive(Debug, Serialize)]
-struct JsonNode<'a> {
+struct StatusNode<'a> {
     index: usize,
     node: &'a str,
     /// `free`, `held` or `unreachable`.
@@ -243,7 +243,7 @@ fn to_json<'a>(
     nodes: &'a [quorumlock::NodeUrl],
     seen: &'a [Seen],
     summary: &Summary<'a>,
-) -> Document<'a> {
+) -> StatusDocument<'a> {
     let nodes = nodes
         .iter()
         .zip(seen)
@@ -255,7 +255,7 @@ fn to_json<'a>(
                 Seen::Held { token, pttl } => ("held", Some(token.as_str()), Some(*pttl), None),
                 Seen::Failed(why) => ("unreachable", None, None, Some(why.as_str())),
             };
-            JsonNode {
+            StatusNode {
                 index,
                 node,
                 state,
@@ -265,7 +265,7 @@ fn to_json<'a>(
             }
         })
         .collect();
-    Document {
+    StatusDocument {
         resource,
         key,
         nodes,

@@ -196,10 +196,10 @@ pub(crate) fn watchdog(args: WatchdogArgs) -> Result<u8, Failure> {
         };
         match line {
             Ok(line) => match parse(&line) {
-                Some(Order::Done) => return Ok(0),
-                Some(Order::Watch(target)) => watched = Some(target),
-                Some(Order::Until(until)) => lease = Some(until),
-                Some(Order::Stopping) => stopping = true,
+                Some(WatchOrder::Done) => return Ok(0),
+                Some(WatchOrder::Watch(target)) => watched = Some(target),
+                Some(WatchOrder::Until(until)) => lease = Some(until),
+                Some(WatchOrder::Stopping) => stopping = true,
                 None => tracing::warn!(%line, "the watchdog ignores an unknown order"),
             },
             Err(RecvTimeoutError::Timeout) => {}
@@ -236,7 +236,7 @@ pub(crate) fn watchdog(args: WatchdogArgs) -> Result<u8, Failure> {
     }
     // Wait for `run`'s `done` (or its end), so that it learns what happened from the status.
     while let Ok(line) = orders.recv() {
-        if parse(&line) == Some(Order::Done) {
+        if parse(&line) == Some(WatchOrder::Done) {
             break;
         }
     }
@@ -252,7 +252,7 @@ fn monotonic_ns() -> Option<u64> {
 }
 
 #[derive(Debug, PartialEq, Eq)]
-enum Order {
+enum WatchOrder {
     Watch(Watched),
     /// The lease ends at this moment of `CLOCK_MONOTONIC`, in nanoseconds.
     Until(u64),
@@ -260,14 +260,14 @@ enum Order {
     Done,
 }
 
-fn parse(line: &str) -> Option<Order> {
+fn parse(line: &str) -> Option<WatchOrder> {
     let pid = |n: &str| n.parse::<i32>().ok().filter(|n| *n > 1).map(Pid::from_raw);
     match line.trim().split_once(' ') {
-        Some(("group", n)) => pid(n).map(|p| Order::Watch(Watched::Group(p))),
-        Some(("process", n)) => pid(n).map(|p| Order::Watch(Watched::Process(p))),
-        Some(("until", n)) => n.parse().ok().map(Order::Until),
-        None if line.trim() == "done" => Some(Order::Done),
-        None if line.trim() == "stopping" => Some(Order::Stopping),
+        Some(("group", n)) => pid(n).map(|p| WatchOrder::Watch(Watched::Group(p))),
+        Some(("process", n)) => pid(n).map(|p| WatchOrder::Watch(Watched::Process(p))),
+        Some(("until", n)) => n.parse().ok().map(WatchOrder::Until),
+        None if line.trim() == "done" => Some(WatchOrder::Done),
+        None if line.trim() == "stopping" => Some(WatchOrder::Stopping),
         _ => None,
     }
 }
@@ -327,13 +327,16 @@ mod tests {
 
     #[test]
     fn reads_its_orders() {
-        let group = Order::Watch(Watched::Group(Pid::from_raw(42)));
+        let group = WatchOrder::Watch(Watched::Group(Pid::from_raw(42)));
         assert_eq!(parse("group 42"), Some(group));
-        let process = Order::Watch(Watched::Process(Pid::from_raw(7)));
+        let process = WatchOrder::Watch(Watched::Process(Pid::from_raw(7)));
         assert_eq!(parse("process 7\n"), Some(process));
-        assert_eq!(parse("done"), Some(Order::Done));
-        assert_eq!(parse("stopping"), Some(Order::Stopping));
-        assert_eq!(parse("until 123456789"), Some(Order::Until(123_456_789)));
+        assert_eq!(parse("done"), Some(WatchOrder::Done));
+        assert_eq!(parse("stopping"), Some(WatchOrder::Stopping));
+        assert_eq!(
+            parse("until 123456789"),
+            Some(WatchOrder::Until(123_456_789))
+        );
         // Never every process (-1), nor init, nor garbage.
         for bad in [
             "group -1",

@@ -15,7 +15,7 @@ use crate::engine::coordinator::Round;
 use crate::engine::held::{Ident, Keys};
 use crate::error::NodeErrorKind;
 use crate::error::{ConfigError, Error};
-use crate::node::{Acquired, Counters};
+use crate::node::{Acquired, CounterRead};
 
 /// A lock's fencing state, shared by the lock and its handles.
 #[derive(Debug)]
@@ -74,7 +74,7 @@ pub(crate) fn granted(
 pub(crate) fn largest(round: &Round<Acquired>) -> Option<u64> {
     let read = || {
         round.answers.iter().filter_map(|(_, a)| match a.0 {
-            Some(Counters::Read(c)) => Some(c),
+            Some(CounterRead::Read(c)) => Some(c),
             _ => None,
         })
     };

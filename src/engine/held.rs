@@ -16,7 +16,7 @@ use crate::config::Ttl;
 use crate::engine::coordinator::{Coordinator, Round};
 use crate::engine::fencing::Fencing;
 use crate::engine::handover::Handover;
-use crate::engine::shutdown::Entry;
+use crate::engine::shutdown::Registration;
 use crate::engine::token::Token;
 use crate::engine::waiters;
 use crate::error::{Error, NodeError};
@@ -93,7 +93,7 @@ pub(crate) struct Ident {
     /// whoever sets it sends the release, once.
     released: AtomicBool,
     /// The lock's place in its client's registry of held locks (`engine/shutdown.rs`).
-    entry: Entry,
+    entry: Registration,
 }
 
 impl Ident {
@@ -107,7 +107,7 @@ impl Ident {
         self.released.load(Ordering::SeqCst)
     }
 
-    pub(crate) fn entry(&self) -> Entry {
+    pub(crate) fn entry(&self) -> Registration {
         self.entry
     }
 

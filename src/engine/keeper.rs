@@ -32,9 +32,9 @@ use crate::error::Error;
 use crate::error::LostReason;
 
 /// The channel to the running keeper task, if one runs.
-type Slot = Arc<Mutex<Option<UnboundedSender<Command>>>>;
+type TaskSlot = Arc<Mutex<Option<UnboundedSender<Command>>>>;
 
-fn lock_slot(slot: &Slot) -> MutexGuard<'_, Option<UnboundedSender<Command>>> {
+fn lock_slot(slot: &TaskSlot) -> MutexGuard<'_, Option<UnboundedSender<Command>>> {
     // The slot holds a sender only: nothing can be left half-written.
     slot.lock().unwrap_or_else(PoisonError::into_inner)
 }
@@ -42,19 +42,19 @@ fn lock_slot(slot: &Slot) -> MutexGuard<'_, Option<UnboundedSender<Command>>> {
 /// A client's registry of kept locks: starts its keeper task when needed.
 #[derive(Debug, Default)]
 pub(crate) struct Keeper {
-    slot: Slot,
+    slot: TaskSlot,
     ids: AtomicU64,
 }
 
 /// A kept lock's place in the keeper.
 #[derive(Debug)]
-pub(crate) struct Ticket {
+pub(crate) struct KeepTicket {
     id: u64,
     keeper: UnboundedSender<Command>,
 }
 
 enum Command {
-    Keep(u64, Box<Entry>),
+    Keep(u64, Box<KeptEntry>),
     /// Stop keeping a lock: hand it back, or drop it (which releases it in the background).
     Stop {
         id: u64,
@@ -73,16 +73,16 @@ impl Keeper {
         lock: Held,
         schedule: KeepSchedule,
         status: Publisher,
-    ) -> Ticket {
+    ) -> KeepTicket {
         let id = self.ids.fetch_add(1, Ordering::Relaxed);
-        let mut command = Command::Keep(id, Box::new(Entry::new(lock, schedule, status)));
+        let mut command = Command::Keep(id, Box::new(KeptEntry::new(lock, schedule, status)));
         // Under the slot's lock: the task decides to end under it too, so a lock is never
         // handed to a task that is ending.
         let mut slot = lock_slot(&self.slot);
         if let Some(keeper) = slot.as_ref() {
             match keeper.send(command) {
                 Ok(()) => {
-                    return Ticket {
+                    return KeepTicket {
                         id,
                         keeper: keeper.clone(),
                     }
@@ -96,7 +96,7 @@ impl Keeper {
         let _ = keeper.send(command);
         runtime.spawn(run(commands, Arc::clone(&self.slot)));
         *slot = Some(keeper.clone());
-        Ticket { id, keeper }
+        KeepTicket { id, keeper }
     }
 }
 
@@ -115,7 +115,7 @@ impl Keeper {
     }
 }
 
-impl Ticket {
+impl KeepTicket {
     /// Stops keeping the lock and takes it back; `None` if the keeper is gone.
     ///
     /// # Cancel safety
@@ -151,7 +151,7 @@ enum Phase {
 }
 
 /// One kept lock in the keeper.
-struct Entry {
+struct KeptEntry {
     lock: Held,
     status: Publisher,
     schedule: KeepSchedule,
@@ -186,11 +186,11 @@ struct Landed {
     extension: Extension,
 }
 
-impl Entry {
-    fn new(lock: Held, schedule: KeepSchedule, status: Publisher) -> Entry {
+impl KeptEntry {
+    fn new(lock: Held, schedule: KeepSchedule, status: Publisher) -> KeptEntry {
         let kept = Instant::now();
         let next_try = schedule.due(lock.valid_until(), lock.validity(), lock.ttl(), lock.ttl());
-        Entry {
+        KeptEntry {
             ttl: lock.ttl(),
             hold_until: schedule.max_hold.and_then(|limit| kept.checked_add(limit)),
             next_try,
@@ -341,7 +341,7 @@ impl Entry {
 /// The keeper task's state.
 #[derive(Default)]
 struct Keeping {
-    entries: HashMap<u64, Box<Entry>>,
+    entries: HashMap<u64, Box<KeptEntry>>,
     /// (when, entry id, timer sequence number), earliest first.
     timers: BinaryHeap<Reverse<(Instant, u64, u32)>>,
     flights: FuturesUnordered<BoxFuture<'static, Landed>>,
@@ -361,7 +361,7 @@ impl Keeping {
                 let Some(entry) = self.entries.remove(&id) else {
                     return;
                 };
-                let Entry { lock, status, .. } = *entry;
+                let KeptEntry { lock, status, .. } = *entry;
                 drop(status); // the handles learn that the lock is no longer kept
                 if let Some(reply) = reply {
                     // If nobody waits any more, the lock comes back and is dropped here,
@@ -453,7 +453,7 @@ impl Keeping {
 
 /// The keeper task: runs until the client keeps no lock (or its runtime shuts down, which
 /// drops the locks: their handles then report them no longer kept).
-async fn run(mut commands: UnboundedReceiver<Command>, slot: Slot) {
+async fn run(mut commands: UnboundedReceiver<Command>, slot: TaskSlot) {
     let mut keeping = Keeping::default();
     let sleep = tokio::time::sleep(Duration::ZERO);
     tokio::pin!(sleep);

@@ -11,7 +11,7 @@ use tokio::sync::Notify;
 
 use crate::config::KeepAlive;
 use crate::engine::held::{Held, Ident, Released};
-use crate::engine::keeper::Ticket;
+use crate::engine::keeper::KeepTicket;
 use crate::engine::token::Token;
 use crate::error::{ConfigError, Error, LostReason};
 
@@ -149,7 +149,7 @@ impl Drop for Publisher {
 pub(crate) struct Kept {
     handle: KeptHandle,
     /// Its place in the keeper; `None` once stopped.
-    ticket: Option<Ticket>,
+    ticket: Option<KeepTicket>,
 }
 
 #[derive(Debug, Clone)]

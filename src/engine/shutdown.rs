@@ -45,7 +45,7 @@ enum Slot {
 
 /// Where a lock is in the registry: its shard and its slot there.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Entry {
+pub(crate) struct Registration {
     shard: u8,
     slot: u32,
 }
@@ -71,7 +71,7 @@ impl Holdings {
     }
 
     /// Enters a lock whose token is `token` (see `Lock::new`).
-    pub(crate) fn enter(&self, token: &Token, lock: Weak<Ident>) -> Entry {
+    pub(crate) fn enter(&self, token: &Token, lock: Weak<Ident>) -> Registration {
         // Random, so the shards share the locks evenly.
         let shard = token
             .as_str()
@@ -94,11 +94,11 @@ impl Holdings {
                 u32::try_from(slab.slots.len() - 1).unwrap_or(u32::MAX)
             }
         };
-        Entry { shard, slot }
+        Registration { shard, slot }
     }
 
     /// Removes a lock whose release has started.
-    pub(crate) fn remove(&self, entry: Entry) {
+    pub(crate) fn remove(&self, entry: Registration) {
         let mut slab = self.shard(entry.shard);
         let free = slab.free;
         if let Some(slot) = slab.slots.get_mut(entry.slot as usize) {

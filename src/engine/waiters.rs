@@ -41,13 +41,13 @@ const RECENT: usize = 8;
 /// The queues of one client, by key.
 #[derive(Debug, Default)]
 pub(crate) struct Wakeups {
-    keys: Mutex<HashMap<String, Queue>>,
+    keys: Mutex<HashMap<String, Line>>,
     /// The messages of one release after which a majority of nodes has deleted the key.
     quorum: usize,
 }
 
 #[derive(Debug, Default)]
-struct Queue {
+struct Line {
     waiters: VecDeque<Arc<Ticket>>,
     /// The latest releases seen, with how many of their messages came (`usize::MAX` once
     /// this client saw it confirmed by a majority).

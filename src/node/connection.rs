@@ -49,11 +49,11 @@ impl Answer for bool {
 /// The answer to an acquisition: `Some` when the node set our keys, with what its fencing
 /// counters read as; `None` when a key was already there.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Acquired(pub(crate) Option<Counters>);
+pub(crate) struct Acquired(pub(crate) Option<CounterRead>);
 
 /// What a node's fencing counters read as, in a yes vote.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Counters {
+pub(crate) enum CounterRead {
     /// The largest of them and of the node's floor (0 when none was read).
     Read(u64),
     /// The node may have lost counters since it was checked (`algo/lineage.rs`): its vote counts
@@ -352,7 +352,7 @@ impl Node {
             let reply = ctx.sent(ctx.batch.call(Op::SetNx, true, vec![key], args).await)?;
             ctx.vote(reply.and_then(|value| match value {
                 Value::Null => Ok(Acquired(None)),
-                Value::Integer(0) => Ok(Acquired(Some(Counters::Read(0)))),
+                Value::Integer(0) => Ok(Acquired(Some(CounterRead::Read(0)))),
                 other => Err(unexpected("SET NX", &other)),
             }))
             .await
@@ -492,18 +492,18 @@ impl Node {
             let answer = ctx
                 .vote(reply.and_then(|value| match value {
                     Value::Null => Ok(Acquired(None)),
-                    Value::Integer(-1) => Ok(Acquired(Some(Counters::Untrusted))),
+                    Value::Integer(-1) => Ok(Acquired(Some(CounterRead::Untrusted))),
                     Value::Integer(fence) if fence >= 0 => {
-                        Ok(Acquired(Some(Counters::Read(fence as u64))))
+                        Ok(Acquired(Some(CounterRead::Read(fence as u64))))
                     }
                     other => Err(unexpected(script, &other)),
                 }))
                 .await?;
-            let untrusted = answer.0 == Some(Counters::Untrusted);
+            let untrusted = answer.0 == Some(CounterRead::Untrusted);
             match ctx.counters_still_trusted(marker.as_deref(), untrusted) {
                 Ok(()) => Ok(answer),
                 Err(lost) if only_counters => Err(lost),
-                Err(_) => Ok(Acquired(answer.0.map(|_| Counters::Untrusted))),
+                Err(_) => Ok(Acquired(answer.0.map(|_| CounterRead::Untrusted))),
             }
         }
     }
