@@ -2,7 +2,7 @@
 //! resources on the given nodes, run a read-sleep-write critical section on a counter in
 //! another Redis, and record every attempt. The history goes to stdout as JSON lines (one
 //! record per line, tests/chaos/history.rs); progress and errors go to stderr. The driver
-//! (tests/chaos.rs) merges the histories of every client and checks them together: times
+//! (tests/chaos_compose.rs) merges the histories of every client and checks them together: times
 //! are `CLOCK_MONOTONIC`, which the host and its containers share.
 //!
 //! ```text

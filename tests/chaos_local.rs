@@ -2,7 +2,7 @@
 //! `redis-server` processes while nodes are killed, restarted and frozen, each run checked
 //! by the history checker of tests/chaos/ (overlapping critical sections, lost counter
 //! updates, fencing-token regressions, stuck calls). The counter lives in a sixth server
-//! outside the quorum. Each scenario lasts a few seconds; tests/chaos.rs runs the longer
+//! outside the quorum. Each scenario lasts a few seconds; tests/chaos_compose.rs runs the longer
 //! ones against Docker Compose (docs/chaos.md).
 //!
 //! A negative control breaks the delayed-restart assumption on purpose and must be caught.

@@ -336,7 +336,7 @@ async fn exits_64_with_one_line_on_bad_input() {
 /// `run` starts once a quorum is checked, so it refuses a repeat it has seen by then: here
 /// the repeat keeps the distinct servers below a quorum, so both URLs are checked first. (A
 /// repeat still connecting when a quorum of others is ready is not refused, but it never
-/// counts: `two_urls_of_one_server_are_refused` in tests/safeguards.rs.)
+/// counts: `two_urls_of_one_server_are_refused` in tests/nodes_safeguards.rs.)
 #[tokio::test]
 async fn never_shows_the_password_of_a_mistyped_url() {
     let cases: [(&[&str], &str); 4] = [

@@ -33,6 +33,7 @@
 mod alloc;
 mod allocs;
 mod faults;
+#[path = "../common/floor.rs"]
 mod floor;
 mod impls;
 mod majority;

@@ -15,6 +15,7 @@
 //! current-thread Tokio runtime (`QUORUMLOCK_BENCH_RUNTIME=multi` for a two-worker one).
 //! docs/benchmarks.md explains every function, the two modes and the results.
 
+#[path = "../common/floor.rs"]
 mod floor;
 mod interleaved;
 mod results;
@@ -193,7 +194,7 @@ impl Fixture {
         for redlock in [&plain, &fenced, &fenced_token] {
             ready(redlock).await;
         }
-        let floor = Floor::connect(&urls).await;
+        let floor = Floor::connect(&urls, NODE_TIMEOUT, TTL).await;
         let rslock = rslock::LockManager::new(urls);
         Fixture {
             floor,

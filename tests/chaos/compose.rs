@@ -1,4 +1,4 @@
-//! The Docker side of tests/chaos.rs: the compose project of docker-compose.yml brought up
+//! The Docker side of tests/chaos_compose.rs: the compose project of docker-compose.yml brought up
 //! for one scenario and always brought down again, the faults injected into its containers
 //! with the Docker CLI (each recorded in the run's history), and the client containers and
 //! extra networks of the partition scenario.

@@ -1,5 +1,5 @@
 //! Running the `quorumlock` binary, for the tests of its subcommands (tests/cli.rs,
-//! tests/doctor.rs).
+//! tests/cli_doctor.rs).
 
 use std::path::Path;
 use std::process::Stdio;
@@ -48,7 +48,7 @@ pub const UNTIL_STOP: &str =
 
 /// [`binary`] with no quarantine and a generous node timeout (a test may set its own). Some
 /// test servers keep nothing across a restart: the library would quarantine them
-/// (tests/safeguards.rs covers that). And the default servers write every command to disk
+/// (tests/nodes_safeguards.rs covers that). And the default servers write every command to disk
 /// before answering: on a machine busy with other writes, the library's 100 ms would turn a
 /// healthy node into a failed one now and then.
 pub fn quorumlock(urls: &[String]) -> Command {

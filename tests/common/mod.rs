@@ -18,7 +18,7 @@ pub mod tls;
 /// A builder for `quorum` with test-friendly defaults: one attempt; a generous node timeout
 /// so that a loaded CI machine does not turn a healthy node into a failed one; ttls up to a
 /// minute; and no quarantine, so that the same tests also run on nodes that keep nothing
-/// across a restart (`NodeOptions::volatile()`; tests/safeguards.rs covers the quarantine).
+/// across a restart (`NodeOptions::volatile()`; tests/nodes_safeguards.rs covers the quarantine).
 pub fn builder(quorum: &LocalQuorum) -> RedLockBuilder {
     RedLock::builder()
         .nodes(quorum.urls())

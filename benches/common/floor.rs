@@ -1,7 +1,15 @@
-//! The floor: raw fred commands on clients configured as the crate configures its own.
+//! The floor of the benches: raw fred commands on clients configured as the crate configures
+//! its own, with no lock logic. The same `SET key token NX PX ttl` and compare-and-delete
+//! (`EVALSHA`) that a Redlock round sends, so that the lock's figures read as ratios to it.
+//!
+//! One file for every bench that measures the floor, each including it with
+//! `#[path = "../common/floor.rs"] mod floor;`: benches/lock (criterion, whole cycles:
+//! `cycle_quorum`, `cycle_all`, `cycle_single`) and benches/load (the acquisition and the
+//! release as separate steps: `acquire`, `release`). Each uses its part only.
+#![allow(dead_code)]
 
-use std::cell::Cell;
 use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use fred::prelude::{
@@ -10,22 +18,30 @@ use fred::prelude::{
 };
 use futures::stream::{FuturesUnordered, StreamExt};
 
-use crate::{NODES, NODE_TIMEOUT, TTL};
-
-/// The classic compare-and-delete (single key), as used by the floor.
+/// The classic compare-and-delete (single key).
 const DELETE_LUA: &str =
     "if redis.call('get',KEYS[1]) == ARGV[1] then return redis.call('del',KEYS[1]) else return 0 end";
 
-/// Raw fred clients, one per node, configured as the crate configures its own.
+/// Makes the floor's tokens unique across every floor of the process (and every task).
+static NEXT_TOKEN: AtomicU64 = AtomicU64::new(0);
+
+/// Raw fred clients, one per node; shareable between tasks.
 pub(crate) struct Floor {
     clients: Vec<Client>,
     delete_sha: String,
-    /// Makes the tokens unique; the floor does not pay for a CSPRNG draw.
-    next_token: Cell<u64>,
+    ttl: Duration,
+}
+
+/// What the floor's release needs: the key and the token it was set with.
+pub(crate) struct FloorLock {
+    key: Key,
+    token: Value,
 }
 
 impl Floor {
-    pub(crate) async fn connect(urls: &[String]) -> Floor {
+    /// One client per URL: one connection, one attempt per command, `timeout` per command,
+    /// `TCP_NODELAY`, the crate's reconnect policy. The delete script is cached everywhere.
+    pub(crate) async fn connect(urls: &[String], timeout: Duration, ttl: Duration) -> Floor {
         let mut clients = Vec::with_capacity(urls.len());
         for url in urls {
             let config = Config::from_url_centralized(url).expect("node URL");
@@ -39,7 +55,7 @@ impl Floor {
                         ..TcpConfig::default()
                     };
                 })
-                .with_performance_config(|p| p.default_command_timeout = NODE_TIMEOUT)
+                .with_performance_config(|p| p.default_command_timeout = timeout)
                 .set_policy(ReconnectPolicy::new_exponential(0, 50, 2_000, 2))
                 .build()
                 .expect("fred client");
@@ -53,7 +69,7 @@ impl Floor {
         Floor {
             clients,
             delete_sha,
-            next_token: Cell::new(0),
+            ttl,
         }
     }
 
@@ -64,13 +80,13 @@ impl Floor {
         }
     }
 
-    /// A fresh token, as long as the crate's (32 hex digits).
-    fn token(&self) -> Value {
-        let n = self.next_token.get();
-        self.next_token.set(n + 1);
+    /// A fresh token, as long as the crate's (32 hex digits); no CSPRNG draw.
+    fn token() -> Value {
+        let n = NEXT_TOKEN.fetch_add(1, Ordering::Relaxed);
         Value::from(format!("{n:032x}"))
     }
 
+    /// `SET key token NX PX ttl` on one node: true if set.
     fn set_nx(
         &self,
         node: usize,
@@ -78,8 +94,8 @@ impl Floor {
         token: &Value,
     ) -> impl Future<Output = bool> + Send + 'static {
         let (client, key, token) = (self.clients[node].clone(), key.clone(), token.clone());
+        let px = Some(Expiration::PX(self.ttl.as_millis() as i64));
         async move {
-            let px = Some(Expiration::PX(TTL.as_millis() as i64));
             let reply: Result<Option<String>, _> = client
                 .set(key, token, px, Some(SetOptions::NX), false)
                 .await;
@@ -87,6 +103,7 @@ impl Floor {
         }
     }
 
+    /// The compare-and-delete by `EVALSHA` on one node: true if it deleted the key.
     fn delete(
         &self,
         node: usize,
@@ -101,23 +118,33 @@ impl Floor {
         }
     }
 
+    /// The `SET NX PX` on every node, decided at the quorum-th answer either way.
+    async fn set_at_quorum(&self, key: &Key, token: &Value) -> bool {
+        let set = (0..self.clients.len()).map(|i| self.set_nx(i, key, token));
+        at_quorum(set.collect()).await
+    }
+
+    /// The compare-and-delete on every node, decided at the quorum-th answer either way.
+    async fn delete_at_quorum(&self, key: &Key, token: &Value) -> bool {
+        let delete = (0..self.clients.len()).map(|i| self.delete(i, key, token));
+        at_quorum(delete.collect()).await
+    }
+
     /// SET NX PX on every node, decided at the quorum-th answer either way; then the
     /// compare-and-delete on every node, likewise.
     pub(crate) async fn cycle_quorum(&self, key: &Key) -> bool {
-        let token = self.token();
-        let set = (0..NODES).map(|i| self.set_nx(i, key, &token));
-        let acquired = at_quorum(set.collect()).await;
-        let delete = (0..NODES).map(|i| self.delete(i, key, &token));
-        let released = at_quorum(delete.collect()).await;
+        let token = Self::token();
+        let acquired = self.set_at_quorum(key, &token).await;
+        let released = self.delete_at_quorum(key, &token).await;
         acquired && released
     }
 
     /// The same, waiting for every node's answer.
     pub(crate) async fn cycle_all(&self, key: &Key) -> bool {
-        let token = self.token();
-        let set = (0..NODES).map(|i| self.set_nx(i, key, &token));
+        let token = Self::token();
+        let set = (0..self.clients.len()).map(|i| self.set_nx(i, key, &token));
         let acquired = futures::future::join_all(set).await;
-        let delete = (0..NODES).map(|i| self.delete(i, key, &token));
+        let delete = (0..self.clients.len()).map(|i| self.delete(i, key, &token));
         let released = futures::future::join_all(delete).await;
         acquired.iter().chain(&released).all(|ok| *ok)
     }
@@ -126,10 +153,25 @@ impl Floor {
     /// the SET failed: a SET that timed out may still run, and would block the key for a
     /// whole ttl.
     pub(crate) async fn cycle_single(&self, key: &Key) -> bool {
-        let token = self.token();
+        let token = Self::token();
         let acquired = self.set_nx(0, key, &token).await;
         let released = self.delete(0, key, &token).await;
         acquired && released
+    }
+
+    /// The acquisition of `cycle_quorum` alone. The lock comes back in both cases: release
+    /// it even when not acquired, since a `SET` that timed out may still run.
+    pub(crate) async fn acquire(&self, resource: &str) -> (bool, FloorLock) {
+        let lock = FloorLock {
+            key: Key::from(resource),
+            token: Self::token(),
+        };
+        (self.set_at_quorum(&lock.key, &lock.token).await, lock)
+    }
+
+    /// The release of `cycle_quorum` alone.
+    pub(crate) async fn release(&self, lock: FloorLock) -> bool {
+        self.delete_at_quorum(&lock.key, &lock.token).await
     }
 }
 
