@@ -367,6 +367,10 @@ async fn e2_restart_without_persistence_with_quarantine() {
     let report = run.finish(&out_dir()).await;
     assert_clean(&report);
     assert!(
+        !report.recoveries_ms.is_empty(),
+        "no majority outage seen: {report}"
+    );
+    assert!(
         report.recoveries_ms.iter().all(Option::is_some),
         "no lock after the quarantine: {report}"
     );
@@ -428,6 +432,10 @@ async fn f_kill_majority_fails_fast_and_recovers() {
     // Clean includes no stuck call: every attempt failed within its deadline.
     assert_clean(&report);
     assert!(report.no_quorum > 0, "the outage was never seen: {report}");
+    assert!(
+        !report.recoveries_ms.is_empty(),
+        "no majority outage seen: {report}"
+    );
     assert!(
         report.recoveries_ms.iter().all(Option::is_some),
         "no lock after the nodes came back: {report}"
@@ -758,6 +766,7 @@ async fn h_election() {
     drop(compose);
     assert!(problems.is_empty(), "{problems:?}\n{summary}");
     assert_clean(&report);
+    assert!(!next.is_empty(), "no leader was killed: {summary}");
     assert!(
         next.iter().all(|(_, ms)| ms.is_some()),
         "no leader after a kill: {summary}"

@@ -79,7 +79,7 @@ fn main() {
                 .expect("start redis-server");
             let clients = Arc::new(Clients::connect(&quorum.urls()).await);
             if settings.runs('b') {
-                let b = throughput::throughput(&clients, &settings).await;
+                let b = throughput::throughput(&clients, &quorum, &settings).await;
                 results.insert("throughput".into(), b);
             }
             if settings.runs('c') {

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use quorumlock::testkit::{LocalNode, Reply};
+use quorumlock::testkit::{LocalNode, LocalQuorum, Reply};
 use quorumlock::Retry;
 use serde_json::json;
 
@@ -41,6 +41,8 @@ struct Window {
     failed: u64,
     secs: f64,
     cpu_ns: u64,
+    /// CPU time the nodes' servers used in the window, all together (`INFO cpu`).
+    server_cpu_us: f64,
 }
 
 impl Window {
@@ -51,10 +53,42 @@ impl Window {
     fn cpu_us_per_cycle(&self) -> f64 {
         self.cpu_ns as f64 / 1e3 / (self.cycles + self.failed).max(1) as f64
     }
+
+    fn server_us_per_cycle(&self) -> f64 {
+        self.server_cpu_us / (self.cycles + self.failed).max(1) as f64
+    }
+}
+
+/// The CPU time, in µs, that the servers of `quorum` have used since they started, all
+/// together: `used_cpu_sys` + `used_cpu_user` of `INFO cpu` (getrusage, µs resolution). The
+/// `INFO` calls themselves cost a few µs per node, once per window.
+async fn server_cpu_us(quorum: &LocalQuorum) -> f64 {
+    let mut total = 0.0;
+    for node in quorum.nodes() {
+        let info = match node.command(&["INFO", "cpu"]).await {
+            Ok(Reply::Bulk(Some(v))) => String::from_utf8_lossy(&v).into_owned(),
+            other => panic!("INFO cpu: {other:?}"),
+        };
+        for field in ["used_cpu_sys:", "used_cpu_user:"] {
+            let secs: f64 = info
+                .lines()
+                .find_map(|l| l.strip_prefix(field))
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or_else(|| panic!("INFO cpu without {field}"));
+            total += secs * 1e6;
+        }
+    }
+    total
 }
 
 /// `tasks` tasks, each running acquire + release cycles on its own resource.
-async fn run_window(clients: &Arc<Clients>, imp: Impl, tasks: usize, secs: f64) -> Window {
+async fn run_window(
+    clients: &Arc<Clients>,
+    quorum: &LocalQuorum,
+    imp: Impl,
+    tasks: usize,
+    secs: f64,
+) -> Window {
     let (from, until) = window(secs);
     let handles: Vec<_> = (0..tasks)
         .map(|task| {
@@ -77,9 +111,9 @@ async fn run_window(clients: &Arc<Clients>, imp: Impl, tasks: usize, secs: f64) 
         })
         .collect();
     tokio::time::sleep_until(from.into()).await;
-    let cpu = process_cpu_ns();
+    let (cpu, server) = (process_cpu_ns(), server_cpu_us(quorum).await);
     tokio::time::sleep_until(until.into()).await;
-    let cpu_ns = process_cpu_ns() - cpu;
+    let (cpu_ns, server_cpu_us) = (process_cpu_ns() - cpu, server_cpu_us(quorum).await - server);
     let (mut cycles, mut failed) = (0, 0);
     for handle in handles {
         let (ok, bad) = handle.await.expect("task");
@@ -93,11 +127,16 @@ async fn run_window(clients: &Arc<Clients>, imp: Impl, tasks: usize, secs: f64) 
         failed,
         secs,
         cpu_ns,
+        server_cpu_us,
     }
 }
 
 /// Workload b: cycles/s and client CPU per cycle, for each number of tasks.
-pub(crate) async fn throughput(clients: &Arc<Clients>, s: &crate::Settings) -> serde_json::Value {
+pub(crate) async fn throughput(
+    clients: &Arc<Clients>,
+    quorum: &LocalQuorum,
+    s: &crate::Settings,
+) -> serde_json::Value {
     let mut results = Vec::new();
     let mut rows = Vec::new();
     for &tasks in &s.tasks {
@@ -105,12 +144,13 @@ pub(crate) async fn throughput(clients: &Arc<Clients>, s: &crate::Settings) -> s
         for round in 0..s.rounds {
             for imp in order(&Impl::ALL, round) {
                 let i = Impl::ALL.iter().position(|&x| x == imp).unwrap_or(0);
-                let w = run_window(clients, imp, tasks, s.secs).await;
+                let w = run_window(clients, quorum, imp, tasks, s.secs).await;
                 eprintln!(
-                    "b: {tasks} tasks, round {round}: {}: {:.0} cycles/s, {:.0} µs CPU/cycle, {} failed",
+                    "b: {tasks} tasks, round {round}: {}: {:.0} cycles/s, {:.0} µs CPU/cycle, {:.0} µs server CPU/cycle, {} failed",
                     imp.name(),
                     w.rate(),
                     w.cpu_us_per_cycle(),
+                    w.server_us_per_cycle(),
                     w.failed
                 );
                 windows[i].push(w);
@@ -119,14 +159,16 @@ pub(crate) async fn throughput(clients: &Arc<Clients>, s: &crate::Settings) -> s
         for (imp, windows) in Impl::ALL.iter().zip(&windows) {
             let rates: Vec<f64> = windows.iter().map(Window::rate).collect();
             let cpus: Vec<f64> = windows.iter().map(Window::cpu_us_per_cycle).collect();
+            let servers: Vec<f64> = windows.iter().map(Window::server_us_per_cycle).collect();
             let failed: u64 = windows.iter().map(|w| w.failed).sum();
             let cycles: u64 = windows.iter().map(|w| w.cycles).sum();
-            let (rate, cpu) = (median(&rates), median(&cpus));
+            let (rate, cpu, server) = (median(&rates), median(&cpus), median(&servers));
             rows.push(vec![
                 tasks.to_string(),
                 imp.name().to_string(),
                 fmt(rate, 0),
                 fmt(cpu, 1),
+                fmt(server, 1),
                 format!("{failed}/{}", cycles + failed),
             ]);
             results.push(json!({
@@ -134,11 +176,13 @@ pub(crate) async fn throughput(clients: &Arc<Clients>, s: &crate::Settings) -> s
                 "tasks": tasks,
                 "cycles_per_s": rate,
                 "cpu_us_per_cycle": cpu,
+                "server_cpu_us_per_cycle": server,
                 "failed": failed,
                 "cycles": cycles,
                 "rounds": windows.iter().map(|w| json!({
                     "cycles_per_s": w.rate(),
                     "cpu_us_per_cycle": w.cpu_us_per_cycle(),
+                    "server_cpu_us_per_cycle": w.server_us_per_cycle(),
                     "cycles": w.cycles,
                     "failed": w.failed,
                 })).collect::<Vec<_>>(),
@@ -150,7 +194,14 @@ pub(crate) async fn throughput(clients: &Arc<Clients>, s: &crate::Settings) -> s
             "b. throughput: T tasks, each on its own resource (medians of {} rounds × {} s)",
             s.rounds, s.secs
         ),
-        &["T", "impl", "cycles/s", "client CPU µs/cycle", "failed"],
+        &[
+            "T",
+            "impl",
+            "cycles/s",
+            "client CPU µs/cycle",
+            "server CPU µs/cycle",
+            "failed",
+        ],
         &rows,
     );
     json!({ "secs": s.secs, "rounds": s.rounds, "results": results })

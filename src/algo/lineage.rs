@@ -123,6 +123,10 @@ pub(crate) fn lineage(marker: Option<&str>, run_id: Option<&str>) -> Lineage {
     }
 }
 
+/// How much later than `uptime_in_seconds` says a server may have started: the figure is
+/// the difference of two wall-clock times, each truncated to the second.
+pub(crate) const UPTIME_RESOLUTION: Duration = Duration::from_secs(1);
+
 /// How long a just-checked node's votes must wait, and why: `None` if they may count now.
 ///
 /// Whatever the node's persistence: a node that restarted less than the longest ttl ago may
@@ -130,16 +134,23 @@ pub(crate) fn lineage(marker: Option<&str>, run_id: Option<&str>) -> Lineage {
 /// this very process (a fresh marker of its own run_id); a node whose marker says it lost
 /// data waits the longest ttl from when the loss could have happened, its start if it is
 /// younger than that, else from when this client first saw the loss (`lost_for` ago).
+///
+/// `uptime` is the node's `uptime_in_seconds`: the difference of two wall-clock times each
+/// truncated to the second, so the server may have started up to [`UPTIME_RESOLUTION`]
+/// later than it says. The wait counts from the latest start the figure allows: a server
+/// started at 100.9 s and asked at 101.1 s says 1 s, and has been up for 0.2 s.
 pub(crate) fn hold_back(
     lineage: &Lineage,
     uptime: Option<Duration>,
     lost_for: Duration,
     max_ttl: Duration,
 ) -> Option<(Duration, String)> {
-    let young = uptime.filter(|up| *up < max_ttl);
+    let young = uptime
+        .map(|up| up.saturating_sub(UPTIME_RESOLUTION))
+        .filter(|up| *up < max_ttl);
     let up_for = |up: Duration| {
         format!(
-            "up for only {}, less than the longest ttl ({})",
+            "up for perhaps only {}, less than the longest ttl ({})",
             humantime::format_duration(up),
             humantime::format_duration(max_ttl)
         )
@@ -271,11 +282,11 @@ mod tests {
     fn a_node_that_lost_data_waits_the_longest_ttl_whatever_its_uptime() {
         let ttl = Duration::from_secs(30);
         let lost = lineage(None, Some(RUN));
-        // Young: from its start.
+        // Young: from its latest possible start (whole seconds: 12 s may be 11.01 s).
         let (left, why) = hold_back(&lost, Some(Duration::from_secs(12)), Duration::ZERO, ttl)
             .expect("held back");
-        assert_eq!(left, Duration::from_secs(18));
-        assert!(why.contains("up for only 12s") && why.contains("no quorumlock:node"));
+        assert_eq!(left, Duration::from_secs(19));
+        assert!(why.contains("up for perhaps only 11s") && why.contains("no quorumlock:node"));
         // Old (flushed, or another server's data): from when the loss was first seen.
         let old = Some(Duration::from_secs(3600));
         let (left, _) = hold_back(&lost, old, Duration::from_secs(5), ttl).expect("held back");
@@ -292,9 +303,9 @@ mod tests {
         let intact = lineage(Some(&format!("{RUN}:3")), Some(RUN));
         let (left, _) =
             hold_back(&intact, Some(Duration::from_secs(10)), Duration::ZERO, ttl).expect("young");
-        assert_eq!(left, Duration::from_secs(20));
+        assert_eq!(left, Duration::from_secs(21));
         assert_eq!(
-            hold_back(&intact, Some(ttl), Duration::ZERO, ttl),
+            hold_back(&intact, Some(ttl + UPTIME_RESOLUTION), Duration::ZERO, ttl),
             None,
             "up for the longest ttl"
         );
@@ -306,6 +317,26 @@ mod tests {
         // A provisioned marker of another process is a restart like any other.
         let restarted = lineage(Some(&format!("{OTHER}:0:new")), Some(RUN));
         assert!(hold_back(&restarted, Some(Duration::ZERO), Duration::ZERO, ttl).is_some());
+    }
+
+    /// `uptime_in_seconds` is a difference of truncated wall-clock seconds: a server that
+    /// restarted empty 0.2 s ago may say 1 s. Counting the wait from the second it says let
+    /// the votes of a restarted majority count while a lock it had lost was still valid
+    /// elsewhere (a double grant in the local chaos suite, 8 overlaps).
+    #[test]
+    fn an_uptime_in_whole_seconds_never_shortens_the_wait() {
+        let ttl = Duration::from_secs(2);
+        let lost = lineage(None, Some(RUN));
+        for (said, left) in [(0, 2), (1, 2), (2, 1)] {
+            let (waited, _) =
+                hold_back(&lost, Some(Duration::from_secs(said)), Duration::ZERO, ttl)
+                    .expect("held back");
+            assert_eq!(waited, Duration::from_secs(left), "uptime said {said} s");
+        }
+        let intact = lineage(Some(&format!("{RUN}:3")), Some(RUN));
+        let (waited, _) =
+            hold_back(&intact, Some(ttl), Duration::ZERO, ttl).expect("perhaps young");
+        assert_eq!(waited, UPTIME_RESOLUTION);
     }
 
     fn answer(intact: bool, hwm: u64, clock_us: u64) -> Surveyed {
