@@ -223,6 +223,11 @@ struct AfterRestart {
     /// Each worker client's name, and how many nodes it had a checked connection to at the
     /// end of the run.
     connected: Vec<(String, usize)>,
+    /// When nodes 0, 1 and 2 were killed: their new servers started after it.
+    killed_at: u64,
+    /// Each worker client's name and, asked after the run, when its quarantine of nodes 0,
+    /// 1 and 2 ends at the earliest (`None`: over when asked, at `asked`).
+    quarantine_ends: Vec<(String, Option<u64>, u64)>,
 }
 
 /// The negative control's schedule (`run::hold_long`): workers contend for 0.4 s, then a
@@ -244,6 +249,7 @@ async fn restart_a_majority_under_a_held_lock(name: &str, quarantine: bool) -> A
     )
     .await;
     let holding = run::hold_long(&mut run, Duration::from_millis(1_200)).await;
+    let killed_at = mono_ns();
     local.kill(&mut run, &[0, 1, 2]).await;
     local.restart(&mut run, &[0, 1, 2]).await;
     let restarted_at = mono_ns();
@@ -251,6 +257,17 @@ async fn restart_a_majority_under_a_held_lock(name: &str, quarantine: bool) -> A
     let history = run.ctx.history.clone();
     let clients = run.clients.clone();
     let report = run.finish(&out_dir()).await;
+    let mut quarantine_ends = Vec::new();
+    for (name, redlock) in &clients {
+        let reports = redlock.inspect(Duration::from_millis(5)).await;
+        let asked = mono_ns();
+        let left: Option<Vec<Duration>> = (0..3)
+            .map(|n| reports.get(n).and_then(|r| r.quarantined_for))
+            .collect();
+        let end =
+            left.map(|left| asked + left.into_iter().min().unwrap_or_default().as_nanos() as u64);
+        quarantine_ends.push((name.clone(), end, asked));
+    }
     let mut connected = Vec::new();
     for (name, redlock) in clients {
         let n = redlock.wait_for_nodes(Duration::from_secs(5)).await;
@@ -269,6 +286,8 @@ async fn restart_a_majority_under_a_held_lock(name: &str, quarantine: bool) -> A
         restarted_at,
         ops,
         connected,
+        killed_at,
+        quarantine_ends,
     }
 }
 
@@ -302,6 +321,22 @@ async fn an_undelayed_majority_restart_is_harmless_with_quarantine() {
     let after =
         restart_a_majority_under_a_held_lock("local_majority_restart_quarantined", true).await;
     let report = &after.report;
+    // Each client holds the restarted nodes' votes back for the max ttl (2 s) from their
+    // start at the earliest, which came after the kill. (A wait counted from the nodes'
+    // `uptime_in_seconds` as they say it ended up to a second early.)
+    assert!(
+        !after.quarantine_ends.is_empty(),
+        "no worker client: {report}"
+    );
+    let ttl = Duration::from_secs(2).as_nanos() as u64;
+    for (client, end, asked) in &after.quarantine_ends {
+        let end = end.unwrap_or(*asked);
+        assert!(
+            end >= after.killed_at + ttl,
+            "client {client}'s quarantine ends {} ms after the kill: {report}",
+            (end - after.killed_at) / 1_000_000
+        );
+    }
     assert_clean(report);
     assert!(!after.connected.is_empty(), "no worker client: {report}");
     for (client, connected) in &after.connected {

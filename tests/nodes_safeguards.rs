@@ -97,6 +97,57 @@ async fn a_restarted_node_is_quarantined_and_then_readmitted() {
     all_admitted(&redlock).await;
 }
 
+/// The wall clock's time since the Unix epoch.
+fn wall() -> Duration {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("a wall clock after 1970")
+}
+
+/// A node's `uptime_in_seconds` is the difference of two wall-clock times, each truncated
+/// to the second: a server started at x.9 s and asked at x+1.2 s says 1 s, after 0.3 s. Its
+/// quarantine must still last the longest ttl from its start (its kill, at the latest).
+/// Counted from the figure as said, it ended up to a second early: a restarted majority
+/// voted while a lock it had lost was still valid elsewhere (the local chaos suite saw the
+/// double grant).
+#[tokio::test]
+async fn a_quarantine_lasts_the_longest_ttl_when_the_uptime_rounds_up() {
+    let mut q = LocalQuorum::start_with(3, NodeOptions::volatile())
+        .await
+        .unwrap();
+    // Restart node 0 late in a wall-clock second, so that it starts before the next one.
+    let (killed, second) = loop {
+        while !(850..930).contains(&wall().subsec_millis()) {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let second = wall().as_secs();
+        let killed = std::time::Instant::now();
+        q.node_mut(0).restart().await.unwrap();
+        if wall().as_secs() == second {
+            break (killed, second);
+        }
+    };
+    // A client that checks it early in the next second, when it says it is up for 1 s.
+    while wall() < Duration::from_secs(second + 1) + Duration::from_millis(200) {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let redlock = base(&q).connect().await.unwrap();
+    let asked = std::time::Instant::now();
+    let reports = redlock.inspect(Duration::from_millis(5)).await;
+    assert_eq!(
+        reports[0].uptime,
+        Some(Duration::from_secs(1)),
+        "the case under test: {:?}",
+        reports[0]
+    );
+    let left = reports[0].quarantined_for.expect("node 0 is quarantined");
+    assert!(
+        asked + left >= killed + TTL,
+        "quarantine over {:?} after the kill, before the {TTL:?} ttl",
+        (asked + left) - killed
+    );
+}
+
 /// The case the quarantine exists for. A holds a lock on nodes 0 and 1 (node 2 is busy with
 /// another key); node 2's key goes away and node 0 restarts empty. A client without the
 /// safeguard then gets the same lock from nodes 0 and 2 while A's is still valid; a client
