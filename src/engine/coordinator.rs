@@ -32,6 +32,7 @@ use crate::engine::waiters::{self, Ticket, Wakeups, Woken};
 use crate::error::{ConfigError, Error, NodeError};
 use crate::node::admission::Fleet;
 use crate::node::probe::KeySpace;
+use crate::node::scripts::release_args;
 use crate::node::{Answer, Node, NodeResult};
 use crate::stats::{self, Counters, Event, Stats};
 
@@ -740,9 +741,8 @@ impl Coordinator {
     /// no-op without one, the keys then expire after their ttl).
     pub(crate) fn release_detached(&self, keys: Vec<Key>, value: Value) {
         // Made here rather than in the task, so that `settle` counts them from now on.
-        self.detached(u64::MAX, |node| {
-            node.release(keys.clone(), vec![value.clone()])
-        });
+        let args = release_args(&[value]);
+        self.detached(u64::MAX, |node| node.release(keys.clone(), args.clone()));
     }
 
     /// `future`, for `node`, counted as its node's work until it ends or is dropped (see

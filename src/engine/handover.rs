@@ -37,6 +37,7 @@ use crate::engine::fencing;
 use crate::engine::held::{Acquisition, Held, Ident, Keys, Released};
 use crate::engine::token::Token;
 use crate::engine::waiters::Ticket;
+use crate::node::scripts::release_args;
 
 /// Handovers in a row after which a release lets every client's waiters race for the lock.
 pub(crate) const MAX_HANDOVERS: u32 = 16;
@@ -75,7 +76,8 @@ impl Drop for Claim {
             return;
         }
         if let Some((redlock, keys, tokens)) = self.cleanup.take() {
-            redlock.detached(u64::MAX, |node| node.release(keys.clone(), tokens.clone()));
+            let args = release_args(&tokens);
+            redlock.detached(u64::MAX, |node| node.release(keys.clone(), args.clone()));
         }
         self.ticket.unclaim();
     }
@@ -154,10 +156,11 @@ impl Coordinator {
             .iter()
             .fold(0u64, |mask, failure| mask | 1 << failure.index);
         if failed != 0 {
-            let locks = keys.locks().to_vec();
-            self.detached(failed, |node| {
-                node.release(locks.clone(), vec![old.clone()])
-            });
+            let (locks, args) = (
+                keys.locks().to_vec(),
+                release_args(std::slice::from_ref(&old)),
+            );
+            self.detached(failed, |node| node.release(locks.clone(), args.clone()));
         }
         let fencing = fencing::granted(&keys, reads_counters, &round);
         let released = Released {

@@ -20,6 +20,7 @@ use crate::engine::shutdown::Registration;
 use crate::engine::token::Token;
 use crate::engine::waiters;
 use crate::error::{Error, NodeError};
+use crate::node::scripts::release_args;
 use crate::node::Extended;
 
 /// The keys of one lock: the lock keys, then (with fencing) their fencing counters.
@@ -474,8 +475,9 @@ impl Held {
                 claimed = Some(claim);
             }
         }
+        let args = release_args(&tokens);
         let round = ident.redlock.round_marking(None, Stake::Held, |node| {
-            node.release(ident.lock_keys().to_vec(), tokens.clone())
+            node.release(ident.lock_keys().to_vec(), args.clone())
         });
         tokio::pin!(round);
         // The first poll hands the delete to every node's queue. Whatever this client sends

@@ -411,15 +411,16 @@ impl Node {
         }
     }
 
-    /// Compare-and-delete of every lock key: yes if all were ours and are deleted, no if
-    /// any was not ours (or gone). A key counts as ours if it holds any of `tokens` (one,
-    /// or the two of a handover that failed).
+    /// Compare-and-delete of every lock key, announced: yes if all were ours and are
+    /// deleted, no if any was not ours (or gone). A key counts as ours if it holds any of the
+    /// tokens in `args` (one, or the two of a handover that failed), which
+    /// [`release_args`](crate::node::scripts::release_args) makes once for every node.
     pub(crate) fn release(
         &self,
         keys: Vec<Key>,
-        tokens: Vec<Value>,
+        args: Vec<Value>,
     ) -> impl Future<Output = Vote> + Send + 'static {
-        self.compare_and_delete(Op::Release, keys, tokens)
+        self.compare_and_delete(Op::Release, keys, args)
     }
 
     /// [`release`](Self::release) without announcing the deletes (the DISCARD script): the

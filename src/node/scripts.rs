@@ -62,15 +62,18 @@ end
     };
 }
 
-/// Compare-and-delete of every key that holds any of `ARGV`, running `$deleted` (Lua) after
-/// each delete; returns how many keys were deleted. RELEASE and DISCARD.
+/// Compare-and-delete of every key that holds any of the tokens in `ARGV` (every `$step`-th
+/// argument from the first), running `$deleted` (Lua) after each delete; returns how many
+/// keys were deleted. RELEASE and DISCARD.
 macro_rules! compare_and_delete {
-    ($deleted:literal) => {
+    ($step:literal, $deleted:literal) => {
         concat!(
             r"local n = 0
 for i = 1, #KEYS do
   local v = redis.call('get', KEYS[i])
-  for j = 1, #ARGV do
+  for j = 1, #ARGV, ",
+            $step,
+            r" do
     if v == ARGV[j] then
       n = n + redis.call('del', KEYS[i])
 ",
@@ -178,13 +181,27 @@ end
 
 /// Compare-and-delete: deletes each key that holds our token, and for each announces the
 /// release on the key's channel (`quorumlock:released:` + the key) with the SHA1 of the token,
-/// for the clients that wait for it (`engine/waiters.rs`). `ARGV = [token, ...]`: a key is deleted if it
-/// holds any of them (a handover that failed releases the old token and the new one at once,
-/// `engine/handover.rs`). Returns how many keys were deleted. The announcement is a `pcall`: a user
-/// whose ACL forbids `PUBLISH` still releases.
+/// for the clients that wait for it (`engine/waiters.rs`). `ARGV = [token, its SHA1, ...]`
+/// ([`release_args`]; the client hashes each token once, rather than every node on every
+/// release): a key is deleted if it holds any of the tokens (a handover that failed releases
+/// the old token and the new one at once, `engine/handover.rs`). Returns how many keys were
+/// deleted. The announcement is a `pcall`: a user whose ACL forbids `PUBLISH` still releases.
 pub(crate) const RELEASE: &str = compare_and_delete!(
-    "      redis.pcall('publish', 'quorumlock:released:' .. KEYS[i], redis.sha1hex(v))\n"
+    "2",
+    "      redis.pcall('publish', 'quorumlock:released:' .. KEYS[i], ARGV[j + 1])\n"
 );
+
+/// RELEASE's arguments for `tokens`: each token followed by its SHA1 in hex, the payload of
+/// its release message (what `redis.sha1hex` would give, and what waiters compare).
+pub(crate) fn release_args(tokens: &[fred::types::Value]) -> Vec<fred::types::Value> {
+    let mut args = Vec::with_capacity(tokens.len() * 2);
+    for token in tokens {
+        let hash = token.as_str().map(|t| fred::util::sha1_hash(&t));
+        args.push(token.clone());
+        args.push(fred::types::Value::from(hash.unwrap_or_default()));
+    }
+    args
+}
 
 /// Compare-and-delete without the announcement: RELEASE's twin for the cleanup of an attempt
 /// that failed. Such a token never held the lock, so its deletes free nothing that a waiter
@@ -192,7 +209,7 @@ pub(crate) const RELEASE: &str = compare_and_delete!(
 /// and while a holder keeps the key on a bare majority, the waiters' attempts would then wake
 /// one another without pause (design 2.4a). `ARGV = [token, ...]`; returns how many keys were
 /// deleted.
-pub(crate) const DISCARD: &str = compare_and_delete!("");
+pub(crate) const DISCARD: &str = compare_and_delete!("1", "");
 
 /// Hands a lock over from one token to the next, atomically, without the key ever being free
 /// (`engine/handover.rs`): unless a lock key holds a token other than the old one, sets every lock key
