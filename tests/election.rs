@@ -11,14 +11,6 @@ use futures::StreamExt;
 use quorumlock::testkit::LocalQuorum;
 use quorumlock::{Candidacy, ConfigError, Error, KeepAlive, Leader};
 
-fn builder_for(urls: &[String]) -> quorumlock::RedLockBuilder {
-    quorumlock::RedLock::builder()
-        .nodes(urls)
-        .retry(quorumlock::Retry::none())
-        .node_timeout(Duration::from_millis(250))
-        .quarantine(false)
-}
-
 fn named(identity: &str) -> Candidacy {
     Candidacy::new().identity(identity)
 }
@@ -72,7 +64,7 @@ async fn a_dead_leader_is_followed_with_a_higher_term_once_its_lock_expires() {
             .build()
             .unwrap();
         let term = runtime.block_on(async move {
-            let a = connected(builder_for(&urls).ttl(ttl)).await;
+            let a = connected(common::builder_for(&urls).ttl(ttl)).await;
             let first = a.campaign_with("dies", named("a")).await.unwrap();
             let term = first.term();
             std::mem::forget(first);

@@ -111,14 +111,7 @@ async fn a_user_that_may_not_publish_still_releases() {
         .iter()
         .map(|n| format!("redis://mute:mute-pw@{}", n.addr()))
         .collect();
-    let mute = common::connected(
-        RedLock::builder()
-            .nodes(urls)
-            .retry(Retry::none())
-            .node_timeout(Duration::from_millis(250))
-            .quarantine(false),
-    )
-    .await;
+    let mute = common::connected(common::builder_for(urls)).await;
     let lock = mute.try_lock("wake-mute").await.expect("locks");
     let released = lock.release().await.expect("releases without PUBLISH");
     assert!(released.released >= 2, "{released:?}");

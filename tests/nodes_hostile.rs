@@ -130,11 +130,7 @@ fn client(urls: Vec<String>, retry: Retry) -> RedLock {
 }
 
 fn builder(urls: Vec<String>, retry: Retry) -> RedLockBuilder {
-    RedLock::builder()
-        .nodes(urls)
-        .retry(retry)
-        .node_timeout(Duration::from_millis(250))
-        .quarantine(false)
+    common::builder_for(urls).retry(retry)
 }
 
 /// How many of the healthy nodes (the first `healthy`) hold any key.

@@ -416,14 +416,7 @@ async fn a_command_that_only_a_script_runs_is_checked_too() {
         "+select",
     ];
     let urls = acl_user(&q, "nomget", &allowed).await;
-    let redlock = common::connected(
-        RedLock::builder()
-            .nodes(urls)
-            .retry(Retry::none())
-            .node_timeout(Duration::from_millis(250))
-            .quarantine(false),
-    )
-    .await;
+    let redlock = common::connected(common::builder_for(urls)).await;
     match redlock.try_lock("invoice:42").await {
         Err(Error::NoQuorum {
             agreed: 0,

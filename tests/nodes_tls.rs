@@ -9,15 +9,11 @@ use std::time::Duration;
 
 use common::holders;
 use common::tls::{tls_nodes, Pki, TlsNode};
-use quorumlock::{Error, NodeError, NodeErrorKind, RedLock, RedLockBuilder, Retry};
+use quorumlock::{Error, NodeError, NodeErrorKind, RedLock, RedLockBuilder};
 
 /// A builder for `urls` with test-friendly settings (see `common::builder`).
 fn builder(urls: Vec<String>) -> RedLockBuilder {
-    RedLock::builder()
-        .nodes(urls)
-        .retry(Retry::none())
-        .node_timeout(Duration::from_millis(250))
-        .quarantine(false)
+    common::builder_for(urls)
 }
 
 fn urls(nodes: &[TlsNode]) -> Vec<String> {

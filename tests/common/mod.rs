@@ -20,11 +20,21 @@ pub mod tls;
 /// minute; and no quarantine, so that the same tests also run on nodes that keep nothing
 /// across a restart (`NodeOptions::volatile()`; tests/nodes_safeguards.rs covers the quarantine).
 pub fn builder(quorum: &LocalQuorum) -> RedLockBuilder {
+    builder_for(quorum.urls()).max_ttl(Duration::from_secs(60))
+}
+
+/// A builder for the nodes at `urls` (ACL users, TLS, servers not of a [`LocalQuorum`]) with
+/// [`builder`]'s settings but its longest ttl: one attempt, a 250 ms node timeout, no
+/// quarantine.
+pub fn builder_for<I, S>(urls: I) -> RedLockBuilder
+where
+    I: IntoIterator<Item = S>,
+    S: Into<String>,
+{
     RedLock::builder()
-        .nodes(quorum.urls())
+        .nodes(urls)
         .retry(quorumlock::Retry::none())
         .node_timeout(Duration::from_millis(250))
-        .max_ttl(Duration::from_secs(60))
         .quarantine(false)
 }
 
