@@ -18,7 +18,6 @@ use crate::engine::fencing::Fencing;
 use crate::engine::handover::Handover;
 use crate::engine::shutdown::Registration;
 use crate::engine::token::Token;
-use crate::engine::waiters;
 use crate::error::{Error, NodeError};
 use crate::node::scripts::release_args;
 use crate::node::Extended;
@@ -491,14 +490,12 @@ impl Held {
         // After handovers in a row, this client's next waiter is woken by the nodes' messages
         // alone, as the other clients' waiters are (`engine/handover.rs`).
         if !Coordinator::yields(ident) {
+            // The payloads the nodes publish: each token's SHA1, hashed once in `args`.
             for key in ident.lock_keys() {
                 let Some(key) = key.as_str() else { continue };
-                for token in &tokens {
-                    if let Some(token) = token.as_str() {
-                        ident
-                            .redlock
-                            .wakeups()
-                            .released(key, &waiters::payload(&token));
+                for hash in args.iter().skip(1).step_by(2) {
+                    if let Some(hash) = hash.as_str() {
+                        ident.redlock.wakeups().released(key, &hash);
                     }
                 }
             }

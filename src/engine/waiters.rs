@@ -341,12 +341,6 @@ pub(crate) async fn wait(ticket: &Ticket, pause: Duration, deadline: Option<Inst
     }
 }
 
-/// The payload of a release message for `token`: its SHA1, as the RELEASE script computes
-/// it (`redis.sha1hex`).
-pub(crate) fn payload(token: &str) -> String {
-    fred::util::sha1_hash(token)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -404,12 +398,5 @@ mod tests {
         wakeups.message("elsewhere:k", "x");
         wakeups.released("k2", "x");
         assert_eq!(wait(&a, Duration::from_secs(1), None).await, Woken::Paused);
-    }
-
-    #[test]
-    fn the_payload_is_the_tokens_sha1_not_the_token() {
-        let p = payload("secret-token");
-        assert_eq!(p.len(), 40);
-        assert!(!p.contains("secret"));
     }
 }

@@ -365,9 +365,24 @@ pub(crate) fn commands(script: &str) -> impl Iterator<Item = (&str, bool)> + '_ 
 mod tests {
     use super::*;
     use crate::algo::keys;
+    use fred::types::Value;
 
     /// Lua cannot read a Rust constant: the one key shape a script spells out itself (the
     /// release channel) must be the one `algo::keys` gives.
+    /// The release message carries the token's SHA1 (what `redis.sha1hex` gives, 40 hex
+    /// digits), never the token.
+    #[test]
+    fn release_args_pair_each_token_with_its_sha1() {
+        let args = release_args(&[Value::from("secret-token"), Value::from("abc")]);
+        let text: Vec<String> = args.iter().filter_map(|v| v.as_string()).collect();
+        assert_eq!(text.len(), 4);
+        assert_eq!(text[0], "secret-token");
+        assert_eq!(text[1].len(), 40);
+        assert!(!text[1].contains("secret"));
+        assert_eq!(text[2], "abc");
+        assert_eq!(text[3], "a9993e364706816aba3e25717850c26c9cd0d89d");
+    }
+
     #[test]
     fn the_release_announcement_uses_the_key_namespace_channel() {
         let channel = format!("'{}' .. KEYS[i]", keys::CHANNEL_PREFIX);
