@@ -7,7 +7,7 @@ use std::time::Duration;
 use common::{builder, holders};
 use quorumlock::fred::prelude::*;
 use quorumlock::fred::types::{CustomCommand, RespVersion};
-use quorumlock::testkit::{LocalQuorum, NodeOptions};
+use quorumlock::testkit::{LocalQuorum, NodeOptions, Reply};
 use quorumlock::{ConfigError, Error, RedLock, RedLockBuilder, Retry};
 
 /// The application's clients, one per node, as an application makes them.
@@ -265,4 +265,58 @@ async fn no_password_of_a_fred_configuration_is_shown() {
     let down = Config::from_url("redis://app:S3CRET@127.0.0.1:1").unwrap();
     let redlock = RedLock::builder().fred_config(down).build().unwrap();
     assert!(!format!("{redlock:?}").contains("S3CRET"), "{redlock:?}");
+}
+
+/// The scripts too (ACQUIRE once a token was asked for; every release) carry the node timeout
+/// and are never re-sent after a reconnect, whatever the application's client does with its
+/// own commands: a script re-sent on a new connection would run before that connection is
+/// checked, and after the caller gave up.
+#[tokio::test]
+async fn a_shared_client_never_re_sends_the_locks_scripts_after_a_reconnect() {
+    let q = LocalQuorum::start(3).await.unwrap();
+    let clients = app_clients(&q, RespVersion::RESP2);
+    init(&clients).await;
+    let redlock = common::connected(shared(&clients)).await;
+    // Once a token of its locks was asked for, the client acquires with the ACQUIRE script.
+    let warm = redlock.try_lock("warm").await.unwrap();
+    warm.fencing_token().await.unwrap();
+    warm.release().await.unwrap();
+    assert!(redlock.settle(Duration::from_secs(5)).await, "settled");
+    let id: i64 = clients[2]
+        .custom(CustomCommand::new_static("CLIENT", None, false), vec!["ID"])
+        .await
+        .unwrap();
+    // Node 2 holds every write, scripts included, for 3 s; other commands still run.
+    let paused = q
+        .node(2)
+        .command(&["CLIENT", "PAUSE", "3000", "WRITE"])
+        .await;
+    assert_eq!(paused.unwrap(), Reply::Status("OK".into()));
+    let lock = tokio::time::timeout(Duration::from_secs(30), redlock.try_lock("job"))
+        .await
+        .expect("decided without node 2")
+        .unwrap();
+    let token = lock.token().as_str().to_string();
+    // Kept, so that no release follows the acquisition on node 2.
+    std::mem::forget(lock);
+    let id = id.to_string();
+    common::eventually("node 2 holds the acquisition", || async {
+        let list = q.node(2).command(&["CLIENT", "LIST", "ID", &id]).await;
+        matches!(list, Ok(Reply::Bulk(Some(text)))
+            if String::from_utf8_lossy(&text).contains("cmd=evalsha"))
+    })
+    .await;
+    // Its connection is cut while the script waits there; the application's client
+    // reconnects by its own policy.
+    let killed = q.node(2).command(&["CLIENT", "KILL", "ID", &id]).await;
+    assert_eq!(killed.unwrap(), Reply::Integer(1));
+    common::eventually("the application's client is connected again", || async {
+        clients[2].ping::<String>(None).await.is_ok()
+    })
+    .await;
+    // A write waits for the pause to end, behind any script re-sent after the reconnect.
+    let probe = q.node(2).command(&["SET", "probe", "1"]).await;
+    assert_eq!(probe.unwrap(), Reply::Status("OK".into()));
+    let key: Option<String> = clients[2].get("job").await.unwrap();
+    assert_eq!(key, None, "the acquisition was re-sent: token {token}");
 }

@@ -24,9 +24,9 @@ use std::time::Duration;
 
 use fred::clients::{Client, WithOptions};
 use fred::error::{Error as FredError, ErrorKind};
-use fred::interfaces::{ClientLike, KeysInterface, LuaInterface};
+use fred::interfaces::{ClientLike, KeysInterface};
 use fred::types::config::Options;
-use fred::types::{Expiration, Key, SetOptions, Value};
+use fred::types::{CustomCommand, Expiration, Key, SetOptions, Value};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -436,7 +436,7 @@ fn clean_up_after(
         let client = client.clone();
         tokio::spawn(async move {
             let _: Result<Value, FredError> =
-                client.eval(op.script().body.as_ref(), keys, args).await;
+                script_command(&client, op.script(), Form::Body, keys, args).await;
         });
     }
 }
@@ -452,12 +452,9 @@ pub(crate) async fn run_script_if<R: fred::types::FromValue>(
     args: Vec<Value>,
     resend: impl FnOnce() -> bool,
 ) -> Result<R, FredError> {
-    match client
-        .evalsha::<R, _, _, _>(script.sha.as_str(), keys.clone(), args.clone())
-        .await
-    {
+    match script_command::<R, _>(client, script, Form::Sha, keys.clone(), args.clone()).await {
         Err(e) if scripts::is_noscript(&e) && resend() => {
-            client.eval(script.body.as_ref(), keys, args).await
+            script_command(client, script, Form::Body, keys, args).await
         }
         Err(e) if scripts::is_noscript(&e) => Err(FredError::new(
             ErrorKind::IO,
@@ -465,4 +462,40 @@ pub(crate) async fn run_script_if<R: fred::types::FromValue>(
         )),
         other => other,
     }
+}
+
+/// How a script is named in its command: by SHA1 (EVALSHA) or by its body (EVAL).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Form {
+    Sha,
+    Body,
+}
+
+/// EVALSHA or EVAL of `script` as a command of `client` itself, so that it carries
+/// `client`'s options (for a [`Sender`]: the node timeout, never re-sent after a reconnect).
+///
+/// fred implements its `LuaInterface` for `Client` but not for `WithOptions`: its `eval` and
+/// `evalsha`, reached on a `Sender` through `Deref`, would run with the inner client's own
+/// options. On an application's shared client those are the application's (fred's defaults:
+/// no timeout, and a command in flight re-sent on the new connection after a reconnect,
+/// before that connection is checked and after the caller gave up).
+pub(crate) async fn script_command<R: fred::types::FromValue, C: ClientLike>(
+    client: &C,
+    script: &Script,
+    form: Form,
+    keys: Vec<Key>,
+    args: Vec<Value>,
+) -> Result<R, FredError> {
+    let (name, first) = match form {
+        Form::Sha => ("EVALSHA", Value::from(script.sha.as_str())),
+        Form::Body => ("EVAL", Value::from(script.body.as_ref())),
+    };
+    let mut all = Vec::with_capacity(2 + keys.len() + args.len());
+    all.push(first);
+    all.push(Value::Integer(keys.len() as i64));
+    all.extend(keys.into_iter().map(Value::from));
+    all.extend(args);
+    client
+        .custom(CustomCommand::new_static(name, None, false), all)
+        .await
 }
