@@ -6,6 +6,8 @@ mod common;
 use std::time::Duration;
 
 use futures::future::join_all;
+use quorumlock::fred::prelude::*;
+use quorumlock::fred::types::Message;
 use quorumlock::testkit::LocalQuorum;
 
 use common::{builder, calls, connected, get, holders};
@@ -124,4 +126,85 @@ async fn a_failing_call_in_a_batch_does_not_fail_the_others() {
     for lock in held {
         lock.release().await.expect("release");
     }
+}
+
+/// A release and the next acquisition of the same key, queued together for a busy node, reach
+/// it in the order they were made (a batch that reordered its calls, say to send its `SET NX`
+/// calls ahead as native commands, must keep each key's order).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_keeps_a_release_before_the_next_acquisition_of_its_key() {
+    let mut quorum = LocalQuorum::start(3).await.expect("quorum");
+    let redlock = connected(builder(&quorum).node_timeout(Duration::from_secs(20))).await;
+    quorum.node_mut(0).freeze().expect("freeze");
+    // Its acquisition goes out to node 0 at once and waits there; what follows queues.
+    let first = redlock.try_lock("first").await.expect("first");
+    let old = redlock.try_lock("again").await.expect("again");
+    let old_token = old.token().as_str().to_string();
+    old.release().await.expect("release");
+    let new = redlock.try_lock("again").await.expect("again, again");
+    let mut others = Vec::new();
+    for i in 0..4 {
+        others.push(
+            redlock
+                .try_lock(&format!("other:{i}"))
+                .await
+                .expect("other"),
+        );
+    }
+    quorum.node_mut(0).resume().expect("resume");
+    assert!(redlock.settle(Duration::from_secs(30)).await, "settled");
+
+    // Node 0 ran `again`'s release before its next acquisition, which then took the key.
+    assert_ne!(new.token().as_str(), old_token);
+    assert_eq!(
+        get(quorum.node(0), "again").await.as_deref(),
+        Some(new.token().as_str()),
+        "node 0's `again`"
+    );
+    for lock in others.iter().chain([&first]) {
+        assert_eq!(
+            get(quorum.node(0), lock.resource()).await.as_deref(),
+            Some(lock.token().as_str()),
+            "{} on node 0",
+            lock.resource()
+        );
+    }
+}
+
+/// A release that a busy node gets in a batch deletes the key and is announced there as a
+/// release sent alone is: on the key's channel, with the SHA1 of its token, for the clients
+/// that wait for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batched_release_deletes_and_is_announced() {
+    let mut quorum = LocalQuorum::start(3).await.expect("quorum");
+    let redlock = connected(builder(&quorum).node_timeout(Duration::from_secs(20))).await;
+    let config = Config::from_url(&quorum.urls()[0]).expect("URL");
+    let listener = Builder::from_config(config)
+        .build_subscriber_client()
+        .expect("subscriber");
+    listener.init().await.expect("connected");
+    listener
+        .subscribe("quorumlock:released:w")
+        .await
+        .expect("subscribed");
+    let mut messages = listener.message_rx();
+    quorum.node_mut(0).freeze().expect("freeze");
+    // Its acquisition goes out to node 0 at once and waits there; what follows queues.
+    let first = redlock.try_lock("first").await.expect("first");
+    let lock = redlock.try_lock("w").await.expect("w");
+    let token = lock.token().as_str().to_string();
+    lock.release().await.expect("released on nodes 1 and 2");
+    quorum.node_mut(0).resume().expect("resume");
+    assert!(redlock.settle(Duration::from_secs(30)).await, "settled");
+
+    assert_eq!(get(quorum.node(0), "w").await, None, "w left on node 0");
+    let message: Message = tokio::time::timeout(Duration::from_secs(30), messages.recv())
+        .await
+        .expect("announced")
+        .expect("a message");
+    assert_eq!(&*message.channel, "quorumlock:released:w");
+    let hash: String = message.value.convert().expect("a string");
+    assert_eq!(hash, quorumlock::fred::util::sha1_hash(&token));
+    assert!(messages.try_recv().is_err(), "announced once");
+    first.release().await.expect("release");
 }

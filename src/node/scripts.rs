@@ -62,11 +62,27 @@ end
     };
 }
 
+/// Lua that announces the release of key `$key` on its channel (`quorumlock:released:` + the
+/// key, `algo/keys.rs`) with the token's SHA1 `$hash`, for the clients that wait for it
+/// (`engine/waiters.rs`). A `pcall`: a user whose ACL forbids `PUBLISH` still releases.
+/// RELEASE and the batch script's release of one key.
+macro_rules! announce {
+    ($key:literal, $hash:literal) => {
+        concat!(
+            "redis.pcall('publish', 'quorumlock:released:' .. ",
+            $key,
+            ", ",
+            $hash,
+            ")\n"
+        )
+    };
+}
+
 /// Compare-and-delete of every key that holds any of the tokens in `ARGV` (every `$step`-th
 /// argument from the first), running `$deleted` (Lua) after each delete; returns how many
 /// keys were deleted. RELEASE and DISCARD.
 macro_rules! compare_and_delete {
-    ($step:literal, $deleted:literal) => {
+    ($step:literal, $deleted:expr) => {
         concat!(
             r"local n = 0
 for i = 1, #KEYS do
@@ -186,10 +202,8 @@ end
 /// release): a key is deleted if it holds any of the tokens (a handover that failed releases
 /// the old token and the new one at once, `engine/handover.rs`). Returns how many keys were
 /// deleted. The announcement is a `pcall`: a user whose ACL forbids `PUBLISH` still releases.
-pub(crate) const RELEASE: &str = compare_and_delete!(
-    "2",
-    "      redis.pcall('publish', 'quorumlock:released:' .. KEYS[i], ARGV[j + 1])\n"
-);
+pub(crate) const RELEASE: &str =
+    compare_and_delete!("2", concat!("      ", announce!("KEYS[i]", "ARGV[j + 1]")));
 
 /// RELEASE's arguments for `tokens`: each token followed by its SHA1 in hex, the payload of
 /// its release message (what `redis.sha1hex` would give, and what waiters compare).
@@ -298,13 +312,32 @@ pub(crate) fn batch() -> String {
             i + 1
         ));
     }
-    body.push_str(
+    body.push_str(concat!(
         r"local out = {}
 local k, a = 1, 2
 for j = 1, tonumber(ARGV[1]) do
-  local f, nk, na = scripts[tonumber(ARGV[a])], tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
+  local op, nk, na = tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
   a = a + 3
-  local ok, r = pcall(f, {unpack(KEYS, k, k + nk - 1)}, {unpack(ARGV, a, a + na - 1)})
+  local ok, r = true, nil
+  if op == 1 then
+    r = redis.pcall('set', KEYS[k], ARGV[a], 'NX', 'PX', ARGV[a + 1])
+    if r and not r.err then r = 0 end
+  elseif op == 6 and nk == 1 and na == 2 then
+    r = redis.pcall('get', KEYS[k])
+    if type(r) ~= 'table' then
+      if r == ARGV[a] then
+        r = redis.pcall('del', KEYS[k])
+        if r == 1 then
+          ",
+        announce!("KEYS[k]", "ARGV[a + 1]"),
+        r"        end
+      else
+        r = 0
+      end
+    end
+  else
+    ok, r = pcall(scripts[op], {unpack(KEYS, k, k + nk - 1)}, {unpack(ARGV, a, a + na - 1)})
+  end
   k, a = k + nk, a + na
   if not ok then
     if type(r) == 'table' then r = r.err end
@@ -314,8 +347,8 @@ for j = 1, tonumber(ARGV[1]) do
   end
   out[j] = r
 end
-return out",
-    );
+return out"
+    ));
     body
 }
 
@@ -388,6 +421,9 @@ mod tests {
         let channel = format!("'{}' .. KEYS[i]", keys::CHANNEL_PREFIX);
         assert!(RELEASE.contains(&channel), "{RELEASE}");
         assert!(batch().contains(&channel));
+        // The batch script's own release of one key announces on the same channel.
+        let batched = format!("'{}' .. KEYS[k]", keys::CHANNEL_PREFIX);
+        assert!(batch().contains(&batched), "{}", batch());
         assert!(!DISCARD.contains(keys::CHANNEL_PREFIX));
     }
 }
