@@ -928,6 +928,16 @@ pub fn scripts() -> Vec<(&'static str, String)> {
         .collect()
 }
 
+/// The batch script that carries concurrent calls to one node (design 4.3), and the scripts
+/// it runs by number (`BATCHED[op - 1]`), so that tests can compare a batched call with the
+/// same call alone.
+pub fn batch_script() -> (String, Vec<&'static str>) {
+    (
+        crate::node::scripts::batch(),
+        crate::node::scripts::BATCHED.to_vec(),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -8,7 +8,7 @@ use std::time::Duration;
 use futures::future::join_all;
 use quorumlock::fred::prelude::*;
 use quorumlock::fred::types::Message;
-use quorumlock::testkit::LocalQuorum;
+use quorumlock::testkit::{LocalQuorum, Reply};
 
 use common::{builder, calls, connected, get, holders};
 
@@ -207,4 +207,72 @@ async fn a_batched_release_deletes_and_is_announced() {
     assert_eq!(hash, quorumlock::fred::util::sha1_hash(&token));
     assert!(messages.try_recv().is_err(), "announced once");
     first.release().await.expect("release");
+}
+
+/// The batch script runs some calls inline rather than through the call's own script (SET NX,
+/// and the release or discard of one key): each answers exactly as its script does alone, and
+/// leaves the key as it does, whatever the key holds.
+#[tokio::test]
+async fn inline_calls_in_a_batch_answer_as_their_scripts_do() {
+    let quorum = LocalQuorum::start(1).await.expect("node");
+    let node = quorum.node(0);
+    let (batch, scripts) = quorumlock::testkit::batch_script();
+    let hash = quorumlock::fred::util::sha1_hash("ours");
+    // (op, its arguments): SET NX, RELEASE, DISCARD.
+    let calls: [(usize, Vec<&str>); 3] = [
+        (1, vec!["ours", "60000"]),
+        (6, vec!["ours", &hash]),
+        (9, vec!["ours"]),
+    ];
+    // What the key holds before the call.
+    let states: [&[&str]; 4] = [
+        &[],
+        &["SET", "k", "ours"],
+        &["SET", "k", "theirs"],
+        &["RPUSH", "k", "a list"],
+    ];
+    let mut compared = 0;
+    for (op, args) in &calls {
+        for state in states {
+            let mut outcomes = Vec::new();
+            for batched in [false, true] {
+                node.command(&["DEL", "k"]).await.expect("DEL");
+                if !state.is_empty() {
+                    node.command(state).await.expect("set up");
+                }
+                let reply = if batched {
+                    let (op, na) = (op.to_string(), args.len().to_string());
+                    let mut command = vec!["EVAL", &batch, "1", "k", "1", &op, "1", &na];
+                    command.extend(args.iter().copied());
+                    match node.command(&command).await.expect("EVAL batch") {
+                        Reply::Array(Some(mut answers)) if answers.len() == 1 => {
+                            match answers.remove(0) {
+                                Reply::Bulk(Some(text)) if text.starts_with(b"ERR ") => {
+                                    Reply::Error(String::new())
+                                }
+                                answer => answer,
+                            }
+                        }
+                        other => panic!("batch reply {other:?}"),
+                    }
+                } else {
+                    let mut command = vec!["EVAL", scripts[op - 1], "1", "k"];
+                    command.extend(args.iter().copied());
+                    match node.command(&command).await.expect("EVAL") {
+                        Reply::Error(_) => Reply::Error(String::new()),
+                        answer => answer,
+                    }
+                };
+                let kind = node.command(&["TYPE", "k"]).await.expect("TYPE");
+                let held = node.command(&["GET", "k"]).await.expect("GET");
+                outcomes.push((reply, kind, held));
+            }
+            assert_eq!(
+                outcomes[0], outcomes[1],
+                "op {op} on {state:?}: alone, then batched"
+            );
+            compared += 1;
+        }
+    }
+    assert_eq!(compared, 12);
 }

@@ -304,6 +304,14 @@ pub(crate) const BATCHED: [&str; 9] = [
 /// Returns one element per call, in order: the script's reply (nil for `false`), or a string
 /// `ERR ...` if it failed (a failing call does not stop the others; like a script on its
 /// own, it keeps what it did before failing).
+///
+/// The most frequent calls run inline, without their function: `SET NX` (SET_NX) and the
+/// release or discard of one key with one token (RELEASE, DISCARD), each with `redis.pcall`
+/// so that an error stays the call's own. That spares the server a Lua `pcall` and two
+/// argument tables per call, about 10 to 15% of its CPU for a batch of acquisitions and
+/// releases (docs/benchmarks-load.md). `tests/lock_batch.rs`
+/// (`inline_calls_in_a_batch_answer_as_their_scripts_do`) holds each inline call to its
+/// script's answers and effects, for every state of the key.
 pub(crate) fn batch() -> String {
     let mut body = String::from("local scripts = {}\n");
     for (i, script) in BATCHED.iter().enumerate() {
@@ -322,12 +330,12 @@ for j = 1, tonumber(ARGV[1]) do
   if op == 1 then
     r = redis.pcall('set', KEYS[k], ARGV[a], 'NX', 'PX', ARGV[a + 1])
     if r and not r.err then r = 0 end
-  elseif op == 6 and nk == 1 and na == 2 then
+  elseif (op == 6 and nk == 1 and na == 2) or (op == 9 and nk == 1 and na == 1) then
     r = redis.pcall('get', KEYS[k])
     if type(r) ~= 'table' then
       if r == ARGV[a] then
         r = redis.pcall('del', KEYS[k])
-        if r == 1 then
+        if r == 1 and op == 6 then
           ",
         announce!("KEYS[k]", "ARGV[a + 1]"),
         r"        end
