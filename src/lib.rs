@@ -18,6 +18,7 @@ mod stats;
 pub mod testkit;
 
 pub use algo::quorum::{drift, quorum, validity, DRIFT_FLOOR};
+pub use api::blocking;
 pub use api::election::Leadership;
 pub use api::kept::{KeptLock, LockHandle};
 pub use api::lock::Lock;

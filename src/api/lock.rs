@@ -17,9 +17,9 @@ use crate::error::{Error, NodeError};
 ///
 /// # Dropping
 /// Dropping a `Lock` without calling [`release`](Self::release) never blocks: it starts the
-/// release in a background task on the current Tokio runtime and returns at once. Without a
-/// runtime (or if the runtime shuts down first), nothing is sent and the keys expire after
-/// the ttl.
+/// release in a background task on the current Tokio runtime, or, on a thread without one, on
+/// the runtime the client was built in, and returns at once. If that runtime has shut down,
+/// nothing is sent and the keys expire after the ttl.
 #[derive(Debug)]
 #[must_use = "a lock is released in the background as soon as it is dropped"]
 pub struct Lock(pub(super) Held);

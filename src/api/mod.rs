@@ -5,6 +5,7 @@
 //!
 //! Imports every layer below; nothing imports it but `lib.rs` (and `testkit`).
 
+pub mod blocking;
 pub(crate) mod builder;
 pub(crate) mod election;
 pub(crate) mod kept;

@@ -167,7 +167,10 @@ impl Coordinator {
             config,
             nodes,
             fleet,
-            background: Arc::default(),
+            background: Arc::new(Background {
+                home: tokio::runtime::Handle::try_current().ok(),
+                ..Background::default()
+            }),
             keeper: Keeper::default(),
             held: Holdings::default(),
             wakeups,
@@ -781,6 +784,10 @@ impl<F: Future + Send + 'static> Drop for InBackgroundOnDrop<F> {
 /// [`RedLock::settle`] can wait for them.
 #[derive(Debug, Default)]
 pub(crate) struct Background {
+    /// The runtime the client was built in: background work started where no runtime is
+    /// current (a [`Lock`](crate::Lock) dropped on a plain thread, as `blocking` does) goes
+    /// there.
+    home: Option<tokio::runtime::Handle>,
     pending: AtomicUsize,
     /// Per node index: how many of its commands are under way.
     per_node: std::sync::Mutex<Vec<usize>>,
@@ -805,9 +812,13 @@ impl Drop for Counted {
 }
 
 impl Background {
-    /// Spawns `work` on the current runtime (a no-op without one: the keys then expire).
+    /// Spawns `work` on the current runtime, or else on the one the client was built in (a
+    /// no-op if that one is shut down: the keys then expire).
     fn spawn(self: &Arc<Self>, work: impl Future<Output = ()> + Send + 'static) {
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        let Some(runtime) = tokio::runtime::Handle::try_current()
+            .ok()
+            .or_else(|| self.home.clone())
+        else {
             return;
         };
         self.pending.fetch_add(1, Ordering::SeqCst);

@@ -1,0 +1,493 @@
+//! A blocking face over the client, for programs without an async runtime: build tools,
+//! command-line programs, synchronous services (what `reqwest::blocking` and redis-rs's
+//! synchronous API serve).
+//!
+//! [`RedLock`] starts a Tokio runtime of its own, on a thread of its own, and every call
+//! blocks the caller's thread until the async operation it wraps has finished there. The
+//! keeper of a [`KeptLock`] runs on that thread too, so a kept lock is extended, and its loss
+//! noticed, while the caller's thread blocks in its own work, for as long as it likes: the
+//! workaround of a current-thread runtime and `block_on` stops the keeper whenever the
+//! caller's thread blocks (see [`crate::KeptLock`], "What the keeper needs").
+//!
+//! ```no_run
+//! use quorumlock::blocking;
+//! use quorumlock::KeepAlive;
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let builder = quorumlock::RedLock::builder()
+//!     .nodes(["redis://10.0.0.1", "redis://10.0.0.2", "redis://10.0.0.3"]);
+//! let redlock = blocking::RedLock::connect(&builder)?;
+//! let kept = redlock.lock("nightly-export")?.keep_alive(KeepAlive::new())?;
+//! let token = kept.fencing_token()?;
+//! std::thread::sleep(std::time::Duration::from_secs(30)); // blocking work, token in each write
+//! if kept.is_held() {
+//!     kept.release()?;
+//! } else {
+//!     eprintln!("lost while working: {:?}", kept.lost_reason());
+//! }
+//! # let _ = token;
+//! # Ok(()) }
+//! ```
+//!
+//! Calls from inside an async runtime are refused with [`ConfigError::InRuntime`] (they would
+//! block a thread of that runtime): use the async API there.
+
+use std::fmt;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::runtime::Handle;
+use tokio::sync::oneshot;
+
+use crate::config::{Config, KeepAlive, RedLockBuilder, Retry};
+use crate::engine::held::Released;
+use crate::engine::shutdown::Shutdown;
+use crate::engine::token::Token;
+use crate::error::{ConfigError, Error, LostReason, NodeError};
+use crate::stats::Stats;
+
+/// The runtime thread and the client on it, shared by the client and its locks: the runtime
+/// lives while any of them does.
+struct Driver {
+    handle: Handle,
+    redlock: crate::RedLock,
+    /// Tells the runtime thread to finish the client's background work and stop.
+    stop: Mutex<Option<oneshot::Sender<crate::RedLock>>>,
+}
+
+impl fmt::Debug for Driver {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Driver")
+            .field("redlock", &self.redlock)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Driver {
+    /// Starts the runtime thread and builds the client there (`connect` waits for the nodes
+    /// as [`RedLockBuilder::connect`] does).
+    fn start(builder: &RedLockBuilder, connect: bool) -> Result<Arc<Driver>, ConfigError> {
+        outside_runtime()?;
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| ConfigError::RuntimeStart(e.to_string()))?;
+        let handle = runtime.handle().clone();
+        let (stop, stopped) = oneshot::channel::<crate::RedLock>();
+        std::thread::Builder::new()
+            .name("quorumlock".into())
+            .spawn(move || {
+                runtime.block_on(async move {
+                    // Until the last handle is dropped; then the releases it started get the
+                    // time they need (each ends within about a node timeout).
+                    if let Ok(redlock) = stopped.await {
+                        let within = redlock.config().node_timeout() * 2;
+                        redlock.settle(within).await;
+                    }
+                });
+            })
+            .map_err(|e| ConfigError::RuntimeStart(e.to_string()))?;
+        let redlock = if connect {
+            handle.block_on(builder.connect())
+        } else {
+            let _entered = handle.enter();
+            builder.build()
+        };
+        // On an error the sender is dropped here and the thread ends.
+        let redlock = redlock?;
+        Ok(Arc::new(Driver {
+            handle,
+            redlock,
+            stop: Mutex::new(Some(stop)),
+        }))
+    }
+
+    /// Runs `work` to its end on the caller's thread, in the runtime's context: its I/O and
+    /// timers are driven by the runtime thread, and what it spawns runs there.
+    fn block_on<F: Future>(&self, work: F) -> Result<F::Output, ConfigError> {
+        outside_runtime()?;
+        Ok(self.handle.block_on(work))
+    }
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        let stop = self.stop.lock().map(|mut s| s.take()).unwrap_or_default();
+        if let Some(stop) = stop {
+            let _ = stop.send(self.redlock.clone());
+        }
+    }
+}
+
+/// Refuses a blocking call from a thread that runs async tasks.
+fn outside_runtime() -> Result<(), ConfigError> {
+    match Handle::try_current() {
+        Ok(_) => Err(ConfigError::InRuntime),
+        Err(_) => Ok(()),
+    }
+}
+
+/// A Redlock client whose calls block: [`crate::RedLock`] on a runtime thread of its own.
+///
+/// Cheap to clone; share one per process. Dropping the last clone and the last lock stops
+/// its thread once the releases they started have been sent (each within about a node
+/// timeout); call [`shutdown`](Self::shutdown) before the process exits to release every lock
+/// still held and wait for the nodes.
+#[derive(Debug, Clone)]
+pub struct RedLock {
+    driver: Arc<Driver>,
+}
+
+impl RedLock {
+    /// Builds the client, as [`RedLockBuilder::build`] does, without waiting for the nodes.
+    ///
+    /// # Errors
+    /// As [`RedLockBuilder::build`]; [`ConfigError::InRuntime`] from a thread that runs async
+    /// tasks; [`ConfigError::RuntimeStart`] if the runtime thread cannot start.
+    pub fn build(builder: &RedLockBuilder) -> Result<RedLock, ConfigError> {
+        Driver::start(builder, false).map(|driver| RedLock { driver })
+    }
+
+    /// Builds the client and waits for its nodes, as [`RedLockBuilder::connect`] does.
+    ///
+    /// # Errors
+    /// As [`RedLockBuilder::connect`], and as [`build`](Self::build).
+    pub fn connect(builder: &RedLockBuilder) -> Result<RedLock, ConfigError> {
+        Driver::start(builder, true).map(|driver| RedLock { driver })
+    }
+
+    /// The async client underneath, for the operations this face does not wrap (elections,
+    /// inspection, waiting for nodes); run them on a runtime of your own.
+    pub fn as_async(&self) -> &crate::RedLock {
+        &self.driver.redlock
+    }
+
+    /// The validated configuration.
+    pub fn config(&self) -> &Config {
+        self.driver.redlock.config()
+    }
+
+    /// What this client has done since it was built; see [`crate::RedLock::stats`].
+    pub fn stats(&self) -> Stats {
+        self.driver.redlock.stats()
+    }
+
+    /// How many nodes are configured.
+    pub fn nodes(&self) -> usize {
+        self.driver.redlock.nodes()
+    }
+
+    /// How many nodes must agree: `nodes / 2 + 1`.
+    pub fn quorum(&self) -> usize {
+        self.driver.redlock.quorum()
+    }
+
+    /// How many nodes are connected, with their connection checked, right now.
+    pub fn connected_nodes(&self) -> usize {
+        self.driver.redlock.connected_nodes()
+    }
+
+    fn wrap(&self, lock: crate::Lock) -> Lock {
+        Lock {
+            inner: lock,
+            driver: Arc::clone(&self.driver),
+        }
+    }
+
+    /// Locks `resource` with the configured ttl and retry policy; see
+    /// [`crate::RedLock::lock`].
+    ///
+    /// # Errors
+    /// As [`crate::RedLock::lock`]; [`Error::Config`] with [`ConfigError::InRuntime`] from a
+    /// thread that runs async tasks.
+    pub fn lock(&self, resource: &str) -> Result<Lock, Error> {
+        let lock = self.driver.block_on(self.driver.redlock.lock(resource))??;
+        Ok(self.wrap(lock))
+    }
+
+    /// Makes one attempt to lock `resource` with the configured ttl.
+    ///
+    /// # Errors
+    /// As [`lock`](Self::lock).
+    pub fn try_lock(&self, resource: &str) -> Result<Lock, Error> {
+        let lock = self
+            .driver
+            .block_on(self.driver.redlock.try_lock(resource))??;
+        Ok(self.wrap(lock))
+    }
+
+    /// Locks `resource` for `ttl`, retrying by `retry`; see [`crate::RedLock::lock_with`].
+    ///
+    /// # Errors
+    /// As [`crate::RedLock::lock_with`], and as [`lock`](Self::lock).
+    pub fn lock_with(&self, resource: &str, ttl: Duration, retry: Retry) -> Result<Lock, Error> {
+        let locking = self.driver.redlock.lock_with(resource, ttl, retry);
+        let lock = self.driver.block_on(locking)??;
+        Ok(self.wrap(lock))
+    }
+
+    /// Locks several resources at once, all or nothing; see [`crate::RedLock::lock_all`].
+    ///
+    /// # Errors
+    /// As [`crate::RedLock::lock_all`], and as [`lock`](Self::lock).
+    pub fn lock_all<S: AsRef<str>>(&self, resources: &[S]) -> Result<Lock, Error> {
+        let lock = self
+            .driver
+            .block_on(self.driver.redlock.lock_all(resources))??;
+        Ok(self.wrap(lock))
+    }
+
+    /// Runs `work` on the caller's thread while holding `resource`, kept alive with
+    /// [`KeepAlive::new`]'s defaults, then releases the lock.
+    ///
+    /// Blocking work cannot be cancelled: if the lock was lost while `work` ran, the result
+    /// is [`Error::Lost`], never `work`'s output. `work` gets the [`KeptLock`] to ask for the
+    /// fencing token or check [`is_held`](KeptLock::is_held) between steps.
+    ///
+    /// # Errors
+    /// As [`lock`](Self::lock) when the lock cannot be taken (`work` does not run);
+    /// [`Error::Lost`] when it was lost before `work` ended.
+    pub fn with_lock<T>(
+        &self,
+        resource: &str,
+        work: impl FnOnce(&KeptLock) -> T,
+    ) -> Result<T, Error> {
+        let kept = self.lock(resource)?.keep_alive(KeepAlive::new())?;
+        let output = work(&kept);
+        if let Some(reason) = kept.lost_reason() {
+            let resource = kept.resource().to_string();
+            drop(kept);
+            return Err(Error::Lost { resource, reason });
+        }
+        // A failure to release is not the work's: the keys expire by themselves.
+        let _ = kept.release();
+        Ok(output)
+    }
+
+    /// Waits until the client's background work has finished, or until `within` has
+    /// passed; see [`crate::RedLock::settle`].
+    ///
+    /// # Errors
+    /// [`ConfigError::InRuntime`] from a thread that runs async tasks.
+    pub fn settle(&self, within: Duration) -> Result<bool, ConfigError> {
+        self.driver.block_on(self.driver.redlock.settle(within))
+    }
+
+    /// Releases every lock this client holds and stops its work; see
+    /// [`crate::RedLock::shutdown`].
+    ///
+    /// # Errors
+    /// [`ConfigError::InRuntime`] from a thread that runs async tasks.
+    pub fn shutdown(&self) -> Result<Shutdown, ConfigError> {
+        self.driver.block_on(self.driver.redlock.shutdown())
+    }
+}
+
+/// A lock held on a majority of nodes: [`crate::Lock`] with blocking calls.
+///
+/// Dropping it without [`release`](Self::release) releases it in the background, on the
+/// client's runtime thread, and never blocks.
+#[derive(Debug)]
+#[must_use = "a lock is released in the background as soon as it is dropped"]
+pub struct Lock {
+    inner: crate::Lock,
+    driver: Arc<Driver>,
+}
+
+impl Lock {
+    /// The locked resource's name; see [`crate::Lock::resource`].
+    pub fn resource(&self) -> &str {
+        self.inner.resource()
+    }
+
+    /// The names of the locked resources.
+    pub fn resources(&self) -> &[String] {
+        self.inner.resources()
+    }
+
+    /// The lock's token; see [`crate::Lock::token`].
+    pub fn token(&self) -> &Token {
+        self.inner.token()
+    }
+
+    /// The ttl the lock was taken (or last extended) with.
+    pub fn ttl(&self) -> Duration {
+        self.inner.ttl()
+    }
+
+    /// The instant the lock stops being valid; see [`crate::Lock::valid_until`].
+    pub fn valid_until(&self) -> Instant {
+        self.inner.valid_until()
+    }
+
+    /// The validity left: zero once the lock has expired.
+    pub fn validity(&self) -> Duration {
+        self.inner.validity()
+    }
+
+    /// Whether the validity has not ended yet.
+    pub fn is_valid(&self) -> bool {
+        self.inner.is_valid()
+    }
+
+    /// How many nodes had confirmed the lock when it was granted.
+    pub fn acquired_on(&self) -> usize {
+        self.inner.acquired_on()
+    }
+
+    /// Every node that did not vote yes to the acquisition; see [`crate::Lock::failures`].
+    pub fn failures(&self) -> &[NodeError] {
+        self.inner.failures()
+    }
+
+    /// The fencing token; see [`crate::Lock::fencing_token`].
+    ///
+    /// # Errors
+    /// As [`crate::Lock::fencing_token`]; [`Error::Config`] with [`ConfigError::InRuntime`]
+    /// from a thread that runs async tasks.
+    pub fn fencing_token(&self) -> Result<u64, Error> {
+        self.driver.block_on(self.inner.fencing_token())?
+    }
+
+    /// Extends the lock by its ttl, measured from now; see [`crate::Lock::extend`].
+    ///
+    /// # Errors
+    /// As [`crate::Lock::extend`], and as [`fencing_token`](Self::fencing_token).
+    pub fn extend(&mut self) -> Result<Duration, Error> {
+        self.driver.block_on(self.inner.extend())?
+    }
+
+    /// Extends the lock to `ttl` from now; see [`crate::Lock::extend_for`].
+    ///
+    /// # Errors
+    /// As [`crate::Lock::extend_for`], and as [`fencing_token`](Self::fencing_token).
+    pub fn extend_for(&mut self, ttl: Duration) -> Result<Duration, Error> {
+        self.driver.block_on(self.inner.extend_for(ttl))?
+    }
+
+    /// Releases the lock on every node and waits for a majority; see
+    /// [`crate::Lock::release`].
+    ///
+    /// # Errors
+    /// As [`crate::Lock::release`], and as [`fencing_token`](Self::fencing_token) (the lock is
+    /// then released in the background).
+    pub fn release(self) -> Result<Released, Error> {
+        let Lock { inner, driver } = self;
+        match outside_runtime() {
+            Ok(()) => driver.handle.block_on(inner.release()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Keeps the lock alive on the client's runtime thread, while the caller's thread does
+    /// what it likes; see [`crate::Lock::keep_alive`].
+    ///
+    /// # Errors
+    /// As [`crate::Lock::keep_alive`].
+    pub fn keep_alive(self, keep: KeepAlive) -> Result<KeptLock, Error> {
+        let Lock { inner, driver } = self;
+        let kept = {
+            let _entered = driver.handle.enter();
+            inner.keep_alive(keep)?
+        };
+        Ok(KeptLock {
+            handle: kept.handle(),
+            inner: kept,
+            driver,
+        })
+    }
+}
+
+/// A lock kept alive on the client's runtime thread: [`crate::KeptLock`] with blocking calls.
+///
+/// The keeper extends it and notices its loss whatever the caller's thread does; a loss while
+/// that thread was busy is reported by the next call on the lock ([`is_held`](Self::is_held),
+/// [`lost_reason`](Self::lost_reason), [`validity`](Self::validity),
+/// [`fencing_token`](Self::fencing_token), [`release`](Self::release)). Dropping it stops
+/// keeping it and releases it in the background.
+#[derive(Debug)]
+#[must_use = "a kept lock is released as soon as it is dropped"]
+pub struct KeptLock {
+    inner: crate::KeptLock,
+    handle: crate::LockHandle,
+    driver: Arc<Driver>,
+}
+
+impl KeptLock {
+    /// The locked resource's name.
+    pub fn resource(&self) -> &str {
+        self.inner.resource()
+    }
+
+    /// The lock's token.
+    pub fn token(&self) -> &Token {
+        self.handle.token()
+    }
+
+    /// A cloneable async view of the lock, with its loss signal, for code that runs on a
+    /// runtime of its own.
+    pub fn handle(&self) -> crate::LockHandle {
+        self.handle.clone()
+    }
+
+    /// Whether the lock is still held: kept, and within its validity.
+    pub fn is_held(&self) -> bool {
+        self.inner.is_held()
+    }
+
+    /// Why the lock was lost, once it was.
+    pub fn lost_reason(&self) -> Option<LostReason> {
+        self.handle.lost_reason()
+    }
+
+    /// The validity left: zero once the lock is lost.
+    pub fn validity(&self) -> Duration {
+        self.inner.validity()
+    }
+
+    /// The instant the lock stops being valid unless extended again.
+    pub fn valid_until(&self) -> Instant {
+        self.inner.valid_until()
+    }
+
+    /// How many times the keeper has extended the lock.
+    pub fn extensions(&self) -> u64 {
+        self.handle.extensions()
+    }
+
+    /// The fencing token; see [`crate::LockHandle::fencing_token`].
+    ///
+    /// # Errors
+    /// As [`crate::LockHandle::fencing_token`]; [`Error::Config`] with
+    /// [`ConfigError::InRuntime`] from a thread that runs async tasks.
+    pub fn fencing_token(&self) -> Result<u64, Error> {
+        self.driver.block_on(self.inner.fencing_token())?
+    }
+
+    /// Blocks until the lock is lost or `within` has passed; returns why it was lost, or
+    /// `None` if it is still held.
+    ///
+    /// # Errors
+    /// [`ConfigError::InRuntime`] from a thread that runs async tasks.
+    pub fn wait_lost(&self, within: Duration) -> Result<Option<LostReason>, ConfigError> {
+        let lost = self.handle.lost();
+        let waited = self
+            .driver
+            .block_on(async move { tokio::time::timeout(within, lost).await.ok() })?;
+        Ok(waited.or_else(|| self.lost_reason()))
+    }
+
+    /// Stops keeping the lock and releases it; see [`crate::KeptLock::release`].
+    ///
+    /// # Errors
+    /// As [`crate::KeptLock::release`] ([`Error::Lost`] if it had been lost); as
+    /// [`fencing_token`](Self::fencing_token).
+    pub fn release(self) -> Result<Released, Error> {
+        let KeptLock { inner, driver, .. } = self;
+        match outside_runtime() {
+            Ok(()) => driver.handle.block_on(inner.release()),
+            Err(e) => Err(e.into()),
+        }
+    }
+}

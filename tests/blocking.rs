@@ -1,0 +1,187 @@
+//! The blocking client (`quorumlock::blocking`): a runtime thread of its own keeps locks
+//! alive while the caller's thread blocks.
+
+mod common;
+
+use std::sync::mpsc;
+use std::time::Duration;
+
+use quorumlock::testkit::LocalQuorum;
+use quorumlock::{blocking, ConfigError, Error, KeepAlive, RedLockBuilder};
+
+/// The lock's ttl in these tests.
+const TTL: Duration = Duration::from_secs(1);
+
+/// A runtime for the test's own async work (starting servers, reading keys); the blocking
+/// client is never used inside it.
+fn test_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("a runtime")
+}
+
+fn builder(quorum: &LocalQuorum) -> RedLockBuilder {
+    common::builder(quorum).ttl(TTL)
+}
+
+/// How many nodes hold `key`.
+fn holders(rt: &tokio::runtime::Runtime, quorum: &LocalQuorum, key: &str) -> usize {
+    rt.block_on(common::holders(quorum, key))
+}
+
+/// The holder's thread does blocking work for twice the ttl; the client's own thread keeps
+/// the lock meanwhile, and a second client is refused every time it tries.
+#[test]
+fn a_kept_lock_outlasts_blocking_work_of_twice_its_ttl() {
+    let rt = test_runtime();
+    let quorum = rt.block_on(LocalQuorum::start(3)).expect("quorum");
+    let holder = blocking::RedLock::connect(&builder(&quorum)).expect("holder");
+    let other = blocking::RedLock::connect(&builder(&quorum)).expect("other");
+    let kept = holder
+        .lock("job")
+        .expect("lock")
+        .keep_alive(KeepAlive::new())
+        .expect("kept");
+
+    let tries = std::thread::spawn(move || {
+        (0..4)
+            .map(|_| {
+                std::thread::sleep(TTL / 2);
+                other.try_lock("job").map(|lock| lock.token().clone())
+            })
+            .collect::<Vec<_>>()
+    });
+    // The work: the holder's thread does nothing else for twice the ttl.
+    std::thread::sleep(TTL * 2);
+    let tries = tries.join().expect("the other client's thread");
+
+    assert_eq!(tries.len(), 4);
+    for (i, attempt) in tries.iter().enumerate() {
+        assert!(
+            matches!(attempt, Err(Error::Taken { .. })),
+            "attempt {i}: {attempt:?}"
+        );
+    }
+    assert!(kept.is_held(), "{:?}", kept.lost_reason());
+    assert!(kept.extensions() > 0, "extended while the caller blocked");
+    assert_eq!(holders(&rt, &quorum, "job"), 3);
+    // Decided at the quorum; the third node's delete finishes in the background.
+    let released = kept.release().expect("released");
+    assert_eq!(released.released, 2);
+    assert_eq!(holder.settle(Duration::from_secs(10)), Ok(true));
+    assert_eq!(holders(&rt, &quorum, "job"), 0);
+}
+
+/// A lock lost while the holder's thread blocks is reported by its next call.
+#[test]
+fn a_loss_while_blocked_is_reported_at_the_next_call() {
+    let rt = test_runtime();
+    let quorum = rt.block_on(LocalQuorum::start(3)).expect("quorum");
+    let holder = blocking::RedLock::connect(&builder(&quorum)).expect("holder");
+    let other = blocking::RedLock::connect(&builder(&quorum)).expect("other");
+    let kept = holder
+        .lock("job")
+        .expect("lock")
+        .keep_alive(KeepAlive::new())
+        .expect("kept");
+    let handle = kept.handle();
+    // Every node loses the key (a fault the algorithm does not survive).
+    rt.block_on(async {
+        for node in quorum.nodes() {
+            node.command(&["DEL", "job"]).await.expect("DEL");
+        }
+    });
+    let (done, blocked) = mpsc::channel();
+    let thief = std::thread::spawn(move || {
+        // Another client takes the lock.
+        let lock = other
+            .lock_with("job", TTL * 10, quorumlock::Retry::within(TTL * 5))
+            .expect("taken by the other client");
+        // The holder's keeper notices, while the holder's thread is still blocked.
+        let reason = test_runtime().block_on(handle.lost());
+        done.send(()).expect("the holder waits");
+        (lock, reason)
+    });
+    // The holder's thread blocks until the loss was signalled.
+    blocked.recv().expect("the thief's signal");
+    let (lock, reason) = thief.join().expect("the thief's thread");
+
+    assert!(!kept.is_held());
+    assert_eq!(kept.lost_reason(), Some(reason));
+    assert_eq!(kept.validity(), Duration::ZERO);
+    assert!(matches!(kept.fencing_token(), Err(Error::Lost { .. })));
+    assert!(matches!(kept.release(), Err(Error::Lost { .. })));
+    // The other client's lock was not touched.
+    assert_eq!(holders(&rt, &quorum, "job"), 3);
+    lock.release().expect("release");
+}
+
+/// A blocking call from a thread that runs async tasks is refused, with nothing sent.
+#[test]
+fn calls_from_an_async_runtime_are_refused() {
+    let rt = test_runtime();
+    let quorum = rt.block_on(LocalQuorum::start(3)).expect("quorum");
+    let redlock = blocking::RedLock::connect(&builder(&quorum)).expect("client");
+    let b = builder(&quorum);
+    let redlock = rt.block_on(async move {
+        let refused = blocking::RedLock::build(&b).map(|_| ());
+        assert_eq!(refused, Err(ConfigError::InRuntime));
+        let lock = redlock.lock("job").map(|_| ());
+        assert!(
+            matches!(lock, Err(Error::Config(ConfigError::InRuntime))),
+            "{lock:?}"
+        );
+        assert_eq!(redlock.settle(TTL), Err(ConfigError::InRuntime));
+        redlock
+    });
+    assert_eq!(holders(&rt, &quorum, "job"), 0);
+    // Outside the runtime it works, and a lock dropped unreleased is released in the
+    // background by the client's own thread.
+    let lock = redlock.lock("job").expect("lock");
+    assert_eq!(holders(&rt, &quorum, "job"), 3);
+    drop(lock);
+    assert_eq!(redlock.settle(Duration::from_secs(10)), Ok(true));
+    assert_eq!(holders(&rt, &quorum, "job"), 0);
+}
+
+/// The async API's lock, dropped on a thread without a runtime, is released on the runtime
+/// its client was built in.
+#[test]
+fn an_async_lock_dropped_outside_any_runtime_is_released() {
+    let rt = test_runtime();
+    let quorum = rt.block_on(LocalQuorum::start(3)).expect("quorum");
+    let b = builder(&quorum);
+    let redlock = rt
+        .block_on(async move { b.connect().await })
+        .expect("client");
+    let r = redlock.clone();
+    let lock = rt
+        .block_on(async move { r.lock("job").await })
+        .expect("lock");
+    assert_eq!(holders(&rt, &quorum, "job"), 3);
+    // No runtime is current on this thread.
+    drop(lock);
+    let r = redlock.clone();
+    let settled = rt.block_on(async move { r.settle(Duration::from_secs(10)).await });
+    assert!(settled);
+    assert_eq!(holders(&rt, &quorum, "job"), 0);
+}
+
+/// `with_lock` runs blocking work under a kept lock and releases it after.
+#[test]
+fn with_lock_runs_the_work_and_releases() {
+    let rt = test_runtime();
+    let quorum = rt.block_on(LocalQuorum::start(3)).expect("quorum");
+    let redlock = blocking::RedLock::connect(&builder(&quorum)).expect("client");
+    let holders_meanwhile = redlock
+        .with_lock("job", |kept| {
+            assert!(kept.is_held());
+            let token = kept.fencing_token().expect("token");
+            (token, holders(&rt, &quorum, "job"))
+        })
+        .expect("ran");
+    assert_eq!(holders_meanwhile, (1, 3));
+    assert_eq!(holders(&rt, &quorum, "job"), 0);
+}
