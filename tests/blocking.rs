@@ -185,3 +185,27 @@ fn with_lock_runs_the_work_and_releases() {
     assert_eq!(holders_meanwhile, (1, 3));
     assert_eq!(holders(&rt, &quorum, "job"), 0);
 }
+
+/// An election with blocking calls: a second candidate blocks until the first resigns, then
+/// leads with a greater term.
+#[test]
+fn a_blocked_candidate_leads_when_the_leader_resigns() {
+    let rt = test_runtime();
+    let quorum = rt.block_on(LocalQuorum::start(3)).expect("quorum");
+    let first = blocking::RedLock::connect(&builder(&quorum)).expect("first");
+    let second = blocking::RedLock::connect(&builder(&quorum)).expect("second");
+    let leading = first.campaign("scheduler").expect("leads");
+    let term = leading.term();
+    let seen = first.leader("scheduler").expect("a quorum answers");
+    assert_eq!(seen.map(|l| l.term), Some(term));
+
+    let candidate = std::thread::spawn(move || second.campaign("scheduler").map(|l| l.term()));
+    assert!(leading.is_leader());
+    assert_eq!(leading.wait_lost(Duration::ZERO), Ok(None));
+    leading.resign().expect("resigned");
+    let next = candidate
+        .join()
+        .expect("the candidate's thread")
+        .expect("leads after the resignation");
+    assert!(next > term, "term {next} after {term}");
+}

@@ -40,8 +40,9 @@ use std::time::{Duration, Instant};
 use tokio::runtime::Handle;
 use tokio::sync::oneshot;
 
-use crate::config::{Config, KeepAlive, RedLockBuilder, Retry};
+use crate::config::{Candidacy, Config, KeepAlive, RedLockBuilder, Retry};
 use crate::engine::held::Released;
+use crate::engine::observe::Leader;
 use crate::engine::shutdown::Shutdown;
 use crate::engine::token::Token;
 use crate::error::{ConfigError, Error, LostReason, NodeError};
@@ -263,6 +264,40 @@ impl RedLock {
         // A failure to release is not the work's: the keys expire by themselves.
         let _ = kept.release();
         Ok(output)
+    }
+
+    /// Blocks until this candidate leads the election `name`, with [`Candidacy::new`]'s
+    /// defaults; see [`crate::RedLock::campaign`].
+    ///
+    /// # Errors
+    /// As [`crate::RedLock::campaign`], and as [`lock`](Self::lock).
+    pub fn campaign(&self, name: &str) -> Result<Leadership, Error> {
+        self.campaign_with(name, Candidacy::new())
+    }
+
+    /// Blocks until this candidate leads the election `name`; see
+    /// [`crate::RedLock::campaign_with`]. The leadership's lock is kept alive on the client's
+    /// runtime thread.
+    ///
+    /// # Errors
+    /// As [`crate::RedLock::campaign_with`], and as [`lock`](Self::lock).
+    pub fn campaign_with(&self, name: &str, candidacy: Candidacy) -> Result<Leadership, Error> {
+        let campaign = self.driver.redlock.campaign_with(name, candidacy);
+        let inner = self.driver.block_on(campaign)??;
+        Ok(Leadership {
+            handle: inner.handle(),
+            inner,
+            driver: Arc::clone(&self.driver),
+        })
+    }
+
+    /// Who leads the election `name`, as a majority of nodes reports it; see
+    /// [`crate::RedLock::leader`].
+    ///
+    /// # Errors
+    /// As [`crate::RedLock::leader`], and as [`lock`](Self::lock).
+    pub fn leader(&self, name: &str) -> Result<Option<Leader>, Error> {
+        self.driver.block_on(self.driver.redlock.leader(name))?
     }
 
     /// Waits until the client's background work has finished, or until `within` has
@@ -487,6 +522,83 @@ impl KeptLock {
         let KeptLock { inner, driver, .. } = self;
         match outside_runtime() {
             Ok(()) => driver.handle.block_on(inner.release()),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+/// This process's leadership of an election, won by [`RedLock::campaign`]:
+/// [`crate::Leadership`] with blocking calls. Its lock is kept alive on the client's runtime
+/// thread; a loss while the caller's thread was busy is reported by the next call
+/// ([`is_leader`](Self::is_leader), [`lost_reason`](Self::lost_reason)). Dropping it resigns
+/// in the background.
+#[derive(Debug)]
+#[must_use = "leadership is given up as soon as it is dropped"]
+pub struct Leadership {
+    inner: crate::Leadership,
+    handle: crate::LockHandle,
+    driver: Arc<Driver>,
+}
+
+impl Leadership {
+    /// The election's name.
+    pub fn name(&self) -> &str {
+        self.inner.name()
+    }
+
+    /// The term: greater than the term of every earlier leader of this election.
+    pub fn term(&self) -> u64 {
+        self.inner.term()
+    }
+
+    /// The identity observers see.
+    pub fn identity(&self) -> &str {
+        self.inner.identity()
+    }
+
+    /// Whether this process still leads.
+    pub fn is_leader(&self) -> bool {
+        self.inner.is_leader()
+    }
+
+    /// Why the leadership was lost, once it was.
+    pub fn lost_reason(&self) -> Option<LostReason> {
+        self.handle.lost_reason()
+    }
+
+    /// The instant until which the leadership can be relied on, as of the last extension.
+    pub fn valid_until(&self) -> Instant {
+        self.inner.valid_until()
+    }
+
+    /// A cloneable async view of the leadership's lock, with its loss signal.
+    pub fn handle(&self) -> crate::LockHandle {
+        self.handle.clone()
+    }
+
+    /// Blocks until the leadership is lost or `within` has passed; returns why it was lost,
+    /// or `None` while it lasts.
+    ///
+    /// # Errors
+    /// [`ConfigError::InRuntime`] from a thread that runs async tasks.
+    pub fn wait_lost(&self, within: Duration) -> Result<Option<LostReason>, ConfigError> {
+        let lost = self.handle.lost();
+        let waited = self
+            .driver
+            .block_on(async move { tokio::time::timeout(within, lost).await.ok() })?;
+        Ok(waited.or_else(|| self.lost_reason()))
+    }
+
+    /// Gives the leadership up and waits for the nodes; see [`crate::Leadership::resign`].
+    ///
+    /// # Errors
+    /// As [`crate::Leadership::resign`]; [`Error::Config`] with [`ConfigError::InRuntime`]
+    /// from a thread that runs async tasks (the leadership is then given up in the
+    /// background).
+    pub fn resign(self) -> Result<Released, Error> {
+        let Leadership { inner, driver, .. } = self;
+        match outside_runtime() {
+            Ok(()) => driver.handle.block_on(inner.resign()),
             Err(e) => Err(e.into()),
         }
     }
