@@ -1,5 +1,8 @@
 //! The live demo: eight workers in four independent clients contending for one resource on a
-//! quorum of Redis masters, and an exclusion check at the end.
+//! quorum of Redis masters, and an exclusion check at the end. The workers wait in line for
+//! the resource (woken by its release, never polling), write to a ledger that refuses any
+//! write whose fencing token is not greater than the last one it took, and a ninth lock, kept
+//! alive in the background, is held through every fault.
 //!
 //! By default it starts a local quorum of five `redis-server` processes and freezes and kills
 //! some of them while the workers run:
@@ -11,7 +14,8 @@
 //! With `QUORUMLOCK_NODES` set (comma-separated URLs, as for `RedLockBuilder::from_env`) it uses
 //! those nodes instead, the five masters of docker-compose.yml for instance, and injects no
 //! faults: it does not own those servers. The other `QUORUMLOCK_*` variables apply too, except
-//! the ttl (2 s) and the retry policy (one attempt), which are the demo's own.
+//! the ttl (2 s) and the retry policy (waiting until the end of the run), which are the
+//! demo's own.
 //!
 //! ```sh
 //! QUORUMLOCK_NODES=redis://127.0.0.1:7001,redis://127.0.0.1:7002,redis://127.0.0.1:7003,redis://127.0.0.1:7004,redis://127.0.0.1:7005 \
@@ -26,11 +30,14 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use quorumlock::testkit::{LocalQuorum, NodeOptions};
-use quorumlock::{Error, RedLock, RedLockBuilder, Retry};
+use quorumlock::{Error, KeepAlive, RedLock, RedLockBuilder, Retry};
 
 /// The variable that names existing nodes (read by `RedLockBuilder::from_env`).
 const NODES_VAR: &str = "QUORUMLOCK_NODES";
 const RESOURCE: &str = "demo:ledger";
+/// The resource of the lock kept alive through the whole run.
+const KEPT: &str = "demo:report";
+const TTL: Duration = Duration::from_secs(2);
 const RUN_FOR: Duration = Duration::from_secs(10);
 const CLIENTS: usize = 4;
 const WORKERS_PER_CLIENT: usize = 2;
@@ -43,10 +50,14 @@ struct Ledger {
     balance: AtomicU64,  // read-sleep-write: a lost update shows up as a short count
     overlaps: AtomicU64, // times a worker found someone else inside
     acquired: AtomicU64,
-    conflicts: AtomicU64,   // attempts that found the resource held elsewhere
-    failed: AtomicU64,      // attempts that failed for other reasons (no quorum, ...)
-    last_token: AtomicU64,  // the largest fencing token seen in a critical section
-    regressions: AtomicU64, // tokens not greater than the one before them
+    gave_up: AtomicU64, // waits that the end of the run cut short
+    failed: AtomicU64,  // attempts that failed for other reasons (no quorum, ...)
+    /// The fenced storage: the largest fencing token it took a write with. A write with a
+    /// token not greater than this one is refused, as storage that checks tokens does.
+    last_token: AtomicU64,
+    accepted: AtomicU64,
+    refused: AtomicU64,   // writes refused for an old token
+    untokened: AtomicU64, // holders that got no token in time, and so wrote nothing
     latencies_us: Mutex<Vec<u64>>,
 }
 
@@ -84,7 +95,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
         }
     };
-    let builder = builder.ttl(Duration::from_secs(2)).retry(Retry::none());
+    let builder = builder.ttl(TTL);
     let config = match builder.validate() {
         Ok(config) => config,
         Err(e) => fail(&e),
@@ -130,6 +141,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         );
         std::process::exit(2);
     }
+    // A long job under a lock kept alive in the background: it must live through every
+    // fault below.
+    let kept = match clients[0].lock(KEPT).await {
+        Ok(lock) => lock.keep_alive(KeepAlive::new())?,
+        Err(e) => fail(&e),
+    };
     let start = Instant::now();
     let mut workers = Vec::new();
     for (c, redlock) in clients.iter().enumerate() {
@@ -201,6 +218,21 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     for w in workers {
         w.await?;
     }
+    let kept_through = kept.is_held();
+    let kept_extensions = kept.handle().extensions();
+    let kept_lost = kept.handle().lost_reason();
+    let _ = kept.release().await;
+    let stats = clients
+        .iter()
+        .map(RedLock::stats)
+        .fold((0, 0, 0, 0), |t, s| {
+            (
+                t.0 + s.attempts,
+                t.1 + s.acquired,
+                t.2 + s.woken,
+                t.3 + s.handed_over,
+            )
+        });
     // The end of the process: whatever a client still holds is released on every node now,
     // rather than left to expire.
     for redlock in &clients {
@@ -209,7 +241,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     if tty {
         println!();
     }
-    let ok = summary(&ledger);
+    let ok = summary(&ledger, stats);
+    println!(
+        "  kept lock         `{KEPT}` {} for the whole run, {kept_extensions} extensions{}",
+        if kept_through { "held" } else { "LOST" },
+        kept_lost.map(|r| format!(": {r}")).unwrap_or_default()
+    );
+    let ok = ok && kept_through;
     drop(quorum);
     if !ok {
         std::process::exit(1);
@@ -226,7 +264,12 @@ fn fail(e: &dyn std::fmt::Display) -> ! {
 async fn worker(id: usize, redlock: RedLock, ledger: Arc<Ledger>, start: Instant) {
     while start.elapsed() < RUN_FOR {
         let t = Instant::now();
-        match redlock.try_lock(RESOURCE).await {
+        // Wait in line until the end of the run: the release of the holder wakes the next
+        // waiter (or hands the lock straight to it within one client); nobody polls.
+        let left = RUN_FOR
+            .saturating_sub(start.elapsed())
+            .max(Duration::from_millis(1));
+        match redlock.lock_with(RESOURCE, TTL, Retry::within(left)).await {
             Ok(lock) => {
                 let took = t.elapsed();
                 ledger.acquired.fetch_add(1, Ordering::Relaxed);
@@ -234,7 +277,7 @@ async fn worker(id: usize, redlock: RedLock, ledger: Arc<Ledger>, start: Instant
                     l.push(took.as_micros() as u64);
                 }
                 // The token goes with the writes to storage: asked for (and recorded on a
-                // majority) before the first one. One not recorded in time is not used.
+                // majority) before the first one. A holder without a token writes nothing.
                 let token = lock.fencing_token().await.ok();
                 if ledger
                     .holder
@@ -243,14 +286,21 @@ async fn worker(id: usize, redlock: RedLock, ledger: Arc<Ledger>, start: Instant
                 {
                     ledger.overlaps.fetch_add(1, Ordering::SeqCst);
                 }
-                if let Some(token) = token {
-                    if ledger.last_token.fetch_max(token, Ordering::SeqCst) >= token {
-                        ledger.regressions.fetch_add(1, Ordering::SeqCst);
-                    }
-                }
                 let balance = ledger.balance.load(Ordering::SeqCst);
                 tokio::time::sleep(Duration::from_millis(1)).await;
                 ledger.balance.store(balance + 1, Ordering::SeqCst);
+                match token {
+                    // The fenced write: refused unless its token is the greatest yet.
+                    Some(token) if ledger.last_token.fetch_max(token, Ordering::SeqCst) < token => {
+                        ledger.accepted.fetch_add(1, Ordering::SeqCst);
+                    }
+                    Some(_) => {
+                        ledger.refused.fetch_add(1, Ordering::SeqCst);
+                    }
+                    None => {
+                        ledger.untokened.fetch_add(1, Ordering::SeqCst);
+                    }
+                }
                 let _ = ledger
                     .holder
                     .compare_exchange(id, 0, Ordering::SeqCst, Ordering::SeqCst);
@@ -261,11 +311,9 @@ async fn worker(id: usize, redlock: RedLock, ledger: Arc<Ledger>, start: Instant
                 }
             }
             Err(Error::Taken { .. }) => {
-                ledger.conflicts.fetch_add(1, Ordering::Relaxed);
-                // A random pause, as Redlock requires: clients that retry in step split the
-                // votes between them again and again.
-                let pause = rand::Rng::random_range(&mut rand::rng(), 500..4_000);
-                tokio::time::sleep(Duration::from_micros(pause)).await;
+                // It waited until the end of the run.
+                ledger.gave_up.fetch_add(1, Ordering::Relaxed);
+                break;
             }
             Err(_) => {
                 ledger.failed.fetch_add(1, Ordering::Relaxed);
@@ -286,40 +334,46 @@ fn percentile(sorted: &[u64], p: f64) -> f64 {
 fn progress(ledger: &Ledger, start: Instant, status: &str) -> String {
     let l = ledger.sorted_latencies();
     format!(
-        "  t={:>4.1}s  acquisitions {:>6}  conflicts {:>6}  failed {:>4}  acquire p50 {:.2} ms  [{status}]",
+        "  t={:>4.1}s  acquisitions {:>6}  failed {:>4}  wait p50 {:.2} ms  fenced writes {:>6}  [{status}]",
         start.elapsed().as_secs_f64(),
         ledger.acquired.load(Ordering::Relaxed),
-        ledger.conflicts.load(Ordering::Relaxed),
         ledger.failed.load(Ordering::Relaxed),
         percentile(&l, 0.5),
+        ledger.accepted.load(Ordering::Relaxed),
     )
 }
 
-fn summary(ledger: &Ledger) -> bool {
+fn summary(
+    ledger: &Ledger,
+    (attempts, acquired_by_clients, woken, handed_over): (u64, u64, u64, u64),
+) -> bool {
     let l = ledger.sorted_latencies();
     let acquired = ledger.acquired.load(Ordering::SeqCst);
     let balance = ledger.balance.load(Ordering::SeqCst);
     let overlaps = ledger.overlaps.load(Ordering::SeqCst);
-    let regressions = ledger.regressions.load(Ordering::SeqCst);
-    let ok = overlaps == 0 && balance == acquired && regressions == 0;
+    let refused = ledger.refused.load(Ordering::SeqCst);
+    let ok = overlaps == 0 && balance == acquired && refused == 0;
     println!("\nsummary");
     println!("  acquisitions      {acquired}");
     println!(
-        "  conflicts         {} (attempts that found `{RESOURCE}` held)",
-        ledger.conflicts.load(Ordering::SeqCst)
+        "  attempts          {:.2} per acquisition ({attempts} attempts; {handed_over} locks handed straight to a waiter without one, {woken} waits ended by a release; {} workers still waiting at the end)",
+        attempts as f64 / acquired.max(1) as f64,
+        ledger.gave_up.load(Ordering::SeqCst)
     );
     println!(
         "  other failures    {} (no quorum or validity used up)",
         ledger.failed.load(Ordering::SeqCst)
     );
     println!(
-        "  acquire latency   p50 {:.2} ms   p99 {:.2} ms   max {:.2} ms",
+        "  wait for the lock p50 {:.2} ms   p99 {:.2} ms   max {:.2} ms",
         percentile(&l, 0.5),
         percentile(&l, 0.99),
         percentile(&l, 1.0)
     );
     println!(
-        "  fencing tokens    up to {}, {regressions} out of order",
+        "  fenced storage    {} writes taken, {refused} refused for an old token, {} holders without a token (wrote nothing), last token {}",
+        ledger.accepted.load(Ordering::SeqCst),
+        ledger.untokened.load(Ordering::SeqCst),
         ledger.last_token.load(Ordering::SeqCst)
     );
     println!(
