@@ -478,6 +478,9 @@ pub enum ConfigError {
     /// An empty resource name.
     #[error("the resource name is empty")]
     EmptyResource,
+    /// An empty token given to [`RedLock::break_lock`](crate::RedLock::break_lock).
+    #[error("the token is empty")]
+    EmptyToken,
     /// A multi-resource lock with no resources.
     #[error("no resources to lock")]
     NoResources,

@@ -42,6 +42,12 @@ pub(crate) fn release_channel(lock: &str) -> String {
     format!("{CHANNEL_PREFIX}{lock}")
 }
 
+/// Whether `key` is one quorumlock keeps for itself (a fencing counter, an identity record,
+/// a node's marker or largest counter, a permission probe's key), never a lock's key.
+pub(crate) fn is_internal(key: &str) -> bool {
+    is_reserved(key) || key == NODE_KEY || key == HWM_KEY || key.contains(PROBE_INFIX)
+}
+
 /// Whether a lock key would collide with the keys quorumlock derives from lock keys.
 pub(crate) fn is_reserved(lock: &str) -> bool {
     lock.starts_with(FENCE_PREFIX) || lock.starts_with(IDENTITY_PREFIX)
@@ -55,6 +61,22 @@ pub(crate) fn probe_key(prefix: &str, tag: u128) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn internal_keys_are_told_from_lock_keys() {
+        for key in [
+            fence_key("job"),
+            identity_key("app:scheduler"),
+            NODE_KEY.to_string(),
+            HWM_KEY.to_string(),
+            probe_key("app:", 7),
+        ] {
+            assert!(is_internal(&key), "{key}");
+        }
+        for key in ["job", "app:invoice:42", "quorumlock", "quorumlock:hwm:x"] {
+            assert!(!is_internal(key), "{key}");
+        }
+    }
 
     #[test]
     fn derived_keys_are_reserved_and_lock_keys_are_not() {

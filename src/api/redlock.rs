@@ -10,6 +10,7 @@ use crate::api::kept::LockHandle;
 use crate::api::lock::Lock;
 use crate::config::{Candidacy, Config, RedLockBuilder, Retry};
 use crate::engine::coordinator::Coordinator;
+use crate::engine::held::Released;
 use crate::engine::observe::Leader;
 use crate::engine::shutdown::Shutdown;
 use crate::error::{ConfigError, Error};
@@ -267,6 +268,24 @@ impl RedLock {
     /// commands, quarantine, and a verdict. Writes nothing to any node.
     pub async fn inspect(&self, clock_window: Duration) -> Vec<NodeReport> {
         self.0.inspect(clock_window).await
+    }
+
+    /// Breaks the lock on `resource` held with `token`: deletes its key on every node where
+    /// it still holds that token (compare-and-delete, never a bare `DEL`), and announces the
+    /// release to the clients waiting for it, as the holder's own release would. For an
+    /// operator whose holder is gone for good (a crashed process with a long ttl); what
+    /// `quorumlock release --force` does after reading the token from the nodes.
+    ///
+    /// Breaking a lock whose holder still works on it lets a second holder in beside it:
+    /// only fencing tokens, checked by the storage, keep the first one's late writes out.
+    ///
+    /// # Errors
+    /// [`Error::NotHeld`] when a majority answered that the key does not hold `token` (it
+    /// expired, was released, or is held with another token); [`Error::NoQuorum`] when too
+    /// few nodes answered to tell; [`Error::Config`] for an empty, reserved or empty-token
+    /// request (nothing is sent then).
+    pub async fn break_lock(&self, resource: &str, token: &str) -> Result<Released, Error> {
+        self.0.break_lock(resource, token).await
     }
 
     /// Refuses a configuration in which two URLs reach the same server (the same `run_id`),

@@ -9,7 +9,9 @@ mod doctor;
 mod elect;
 mod exit;
 mod leader;
+mod ls;
 mod options;
+mod release;
 mod run;
 mod status;
 mod watchdog;
@@ -52,6 +54,10 @@ enum Command {
     Leader(leader::LeaderArgs),
     /// Check every node against the algorithm's assumptions, with a verdict (read-only)
     Doctor(doctor::DoctorArgs),
+    /// List the locks held on the nodes, with their holders, fencing tokens and ttls (read-only)
+    Ls(ls::LsArgs),
+    /// Break the lock of a holder that is gone (--force), after showing what it deletes
+    Release(release::ReleaseArgs),
     /// Started by `run`: stops the command if `run` dies (not for use by hand)
     #[command(name = watchdog::SUBCOMMAND, hide = true)]
     Watchdog(watchdog::WatchdogArgs),
@@ -93,6 +99,8 @@ async fn dispatch(command: Command) -> Result<u8, Failure> {
         Command::Doctor(args) => doctor::doctor(args).await,
         Command::Elect(args) => elect::elect(args).await,
         Command::Leader(args) => leader::leader(args).await,
+        Command::Ls(args) => ls::ls(args).await,
+        Command::Release(args) => release::release(args).await,
         Command::Watchdog(args) => watchdog::watchdog(args),
     }
 }

@@ -48,7 +48,7 @@ Exit status (the same with --json):
 
 /// What one node said about the key.
 #[derive(Debug, Clone, PartialEq)]
-enum Seen {
+pub(super) enum Seen {
     Free,
     Held { token: String, pttl: i64 },
     Failed(String),
@@ -101,17 +101,9 @@ pub(crate) async fn status(args: StatusArgs) -> Result<u8, Failure> {
 }
 
 /// Reads the key on one node; never writes.
-async fn probe(config: Config, key: &str, timeout: Duration) -> Seen {
+pub(super) async fn probe(config: Config, key: &str, timeout: Duration) -> Seen {
     let read = async {
-        let client = Builder::from_config(config)
-            .with_connection_config(|c| {
-                c.connection_timeout = timeout;
-                c.internal_command_timeout = timeout;
-                c.max_command_attempts = 1;
-            })
-            .with_performance_config(|p| p.default_command_timeout = timeout)
-            .build()?;
-        let _connection = client.init().await?;
+        let client = reader(config, timeout).await?;
         let value: Value = client.get(key).await?;
         let seen = match value.as_bytes() {
             None => Seen::Free,
@@ -133,8 +125,26 @@ async fn probe(config: Config, key: &str, timeout: Duration) -> Seen {
     }
 }
 
+/// A connection of its own to one node, for reading: the timeout on every command, no
+/// command re-sent after a reconnect.
+pub(super) async fn reader(
+    config: Config,
+    timeout: Duration,
+) -> Result<fred::clients::Client, fred::error::Error> {
+    let client = Builder::from_config(config)
+        .with_connection_config(|c| {
+            c.connection_timeout = timeout;
+            c.internal_command_timeout = timeout;
+            c.max_command_attempts = 1;
+        })
+        .with_performance_config(|p| p.default_command_timeout = timeout)
+        .build()?;
+    let _connection = client.init().await?;
+    Ok(client)
+}
+
 /// A fred error in a few words: an I/O error's OS message rather than its `Debug` form.
-fn describe(e: &fred::error::Error) -> String {
+pub(super) fn describe(e: &fred::error::Error) -> String {
     let details = e.details();
     let os_message = details
         .split_once("message: \"")
@@ -279,14 +289,14 @@ fn to_json<'a>(
 }
 
 /// The first 8 characters of a token.
-fn short(token: &str) -> String {
+pub(super) fn short(token: &str) -> String {
     match token.char_indices().nth(8) {
         Some((end, _)) => format!("{}…", &token[..end]),
         None => token.to_string(),
     }
 }
 
-fn expiry(pttl: i64) -> String {
+pub(super) fn expiry(pttl: i64) -> String {
     match u64::try_from(pttl) {
         Ok(ms) => format!("expires in {}", format_duration(Duration::from_millis(ms))),
         Err(_) => "no expiry: not a lock's key?".to_string(),

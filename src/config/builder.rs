@@ -4,6 +4,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::algo::keys;
 use crate::algo::quorum::drift;
 use crate::algo::schedule::{self, RetryLimit};
 use crate::config::given::{Given, Source};
@@ -174,6 +175,21 @@ impl Config {
     /// Whether locks hand out fencing tokens when asked.
     pub fn fencing(&self) -> bool {
         self.fencing
+    }
+    /// The Redis key of `resource`'s lock: the [key prefix](Self::key_prefix) and the name.
+    pub fn lock_key(&self, resource: &str) -> String {
+        keys::lock_key(&self.key_prefix, resource)
+    }
+    /// The key of `resource`'s fencing counter on each node (`quorumlock:fence:` + the
+    /// lock's key): the greatest fencing token recorded there.
+    pub fn fencing_key(&self, resource: &str) -> String {
+        keys::fence_key(&self.lock_key(resource))
+    }
+    /// Whether `key` is one quorumlock keeps for itself on the nodes (fencing counters,
+    /// election identity records, a node's marker and largest counter, permission probes),
+    /// never a lock's key: what an operator's listing of the locks leaves out.
+    pub fn is_internal_key(key: &str) -> bool {
+        keys::is_internal(key)
     }
     /// Whether restarted nodes are quarantined.
     pub fn quarantine(&self) -> bool {

@@ -19,11 +19,11 @@ use tracing::Instrument;
 
 use crate::algo::keys;
 use crate::algo::quorum::{quorum, Ballot, Decision, Stake, Tally};
-use crate::algo::verdict::{self, Timed};
+use crate::algo::verdict::{self, Confirmation, Timed};
 use crate::config::KeepAlive;
 use crate::config::{Config, Retry, Ttl};
 use crate::engine::fencing;
-use crate::engine::held::{Acquisition, Held, Keys};
+use crate::engine::held::{Acquisition, Held, Keys, Released};
 use crate::engine::keeper::Keeper;
 use crate::engine::kept::KeptHandle;
 use crate::engine::shutdown::Holdings;
@@ -447,6 +447,41 @@ impl Coordinator {
             tracing::debug!(key, confirmed, "subscribed to the release channel");
         }
         place
+    }
+
+    /// Deletes `resource`'s key on every node where it holds `token`, with the RELEASE
+    /// script (compare-and-delete, announced to the waiters as a release is): an operator
+    /// breaking the lock of a holder that is gone (`RedLock::break_lock`, design 3.4b).
+    /// Decided as a release is ([`verdict::confirmation`]).
+    pub(crate) async fn break_lock(&self, resource: &str, token: &str) -> Result<Released, Error> {
+        if token.is_empty() {
+            return Err(ConfigError::EmptyToken.into());
+        }
+        let target = self.target(&[resource])?;
+        let locks = target.keys.locks().to_vec();
+        let args = release_args(&[Value::from(token)]);
+        let round = self
+            .round_marking(None, Stake::Held, |node| {
+                node.release(locks.clone(), args.clone())
+            })
+            .await;
+        match verdict::confirmation(&round.tally) {
+            Confirmation::Confirmed => Ok(Released {
+                released: round.tally.yes,
+                nodes: round.tally.nodes,
+            }),
+            Confirmation::Gone => Err(Error::NotHeld {
+                resource: target.name,
+                held: round.tally.yes,
+                nodes: self.nodes(),
+            }),
+            Confirmation::Short => Err(Error::NoQuorum {
+                resource: target.name,
+                needed: round.tally.quorum(),
+                agreed: round.tally.yes,
+                failures: round.failures,
+            }),
+        }
     }
 
     /// Checks resource names and makes their keys.

@@ -1,0 +1,163 @@
+//! The operator's verbs: `quorumlock ls` lists the locks held without taking any, and
+//! `quorumlock release --force` breaks the lock of a holder that is gone.
+
+mod common;
+
+use std::time::Duration;
+
+use common::cli::{outcome, quorumlock};
+use common::{client, get, holders};
+use quorumlock::testkit::LocalQuorum;
+use quorumlock::{KeepAlive, RedLock, Retry};
+
+fn sha1_short(token: &str) -> String {
+    quorumlock::fred::util::sha1_hash(token)[..12].to_string()
+}
+
+#[tokio::test]
+async fn ls_lists_the_held_locks_with_their_holders_and_fencing_tokens() {
+    let q = LocalQuorum::start(3).await.unwrap();
+    let redlock = client(&q).await;
+    let invoice = redlock.lock("invoice:42").await.unwrap();
+    let token = invoice.fencing_token().await.unwrap();
+    let report = redlock.lock("report").await.unwrap();
+    // Released: its fencing counter stays on the nodes, and is not a lock.
+    redlock.lock("done").await.unwrap().release().await.unwrap();
+    assert!(redlock.settle(Duration::from_secs(5)).await);
+
+    let out = outcome(quorumlock(&q.urls()).arg("ls")).await;
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    assert_eq!(lines.len(), 3, "{out:?}");
+    assert!(
+        lines[0].starts_with(&format!(
+            "invoice:42  holder {}  fencing {token}  ttl ",
+            sha1_short(invoice.token().as_str())
+        )),
+        "{out:?}"
+    );
+    assert!(lines[0].ends_with("on 3 of 3 nodes"), "{out:?}");
+    assert!(
+        lines[1].starts_with(&format!(
+            "report  holder {}  fencing -  ttl ",
+            sha1_short(report.token().as_str())
+        )),
+        "{out:?}"
+    );
+    assert_eq!(
+        lines[2],
+        "2 locks on the 3 of 3 nodes that answered (quorum 2)"
+    );
+    assert!(
+        !out.stdout.contains(invoice.token().as_str()),
+        "the token stays secret"
+    );
+
+    // A prefix; and the JSON document.
+    let out = outcome(quorumlock(&q.urls()).args(["ls", "--json", "inv"])).await;
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let doc: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    let locks = doc["locks"].as_array().unwrap();
+    assert_eq!(locks.len(), 1, "{doc}");
+    assert_eq!(locks[0]["resource"], "invoice:42");
+    assert_eq!(locks[0]["fencing_token"], token);
+    assert_eq!(locks[0]["agreeing"], 3);
+    assert_eq!(locks[0]["tokens"][0]["nodes"], serde_json::json!([0, 1, 2]));
+    assert_eq!(doc["answered"], 3);
+    invoice.release().await.unwrap();
+    report.release().await.unwrap();
+}
+
+#[tokio::test]
+async fn release_force_breaks_an_abandoned_lock_and_wakes_its_waiters() {
+    let q = LocalQuorum::start(3).await.unwrap();
+    let holder = client(&q).await;
+    let lock = holder.lock("nightly").await.unwrap();
+    let token = lock.token().as_str().to_string();
+    // The holder is gone without releasing (its keys would live for the whole ttl).
+    std::mem::forget(lock);
+    drop(holder);
+
+    // Without --force: a usage error, nothing deleted.
+    let out = outcome(quorumlock(&q.urls()).args(["release", "nightly"])).await;
+    assert_eq!(out.code, Some(64), "{out:?}");
+    assert_eq!(holders(&q, "nightly").await, 3);
+
+    // Another client waits in line for it.
+    let waiter = client(&q).await;
+    let waiting = tokio::spawn(async move {
+        waiter
+            .lock_with(
+                "nightly",
+                Duration::from_secs(10),
+                Retry::within(Duration::from_secs(60)),
+            )
+            .await
+            .map(|lock| (lock, waiter))
+    });
+    let out =
+        outcome(quorumlock(&q.urls()).args(["release", "--force", "--watch", "200ms", "nightly"]))
+            .await;
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(
+        out.stdout.starts_with(&format!(
+            "`nightly` is held by {} on nodes [0, 1, 2]",
+            sha1_short(&token)
+        )),
+        "{out:?}"
+    );
+    assert!(
+        out.stdout
+            .contains(&format!("released {} on ", sha1_short(&token))),
+        "{out:?}"
+    );
+    let (lock, waiter) = waiting.await.unwrap().expect("the waiter got the lock");
+    assert_ne!(lock.token().as_str(), token);
+    assert!(
+        waiter.stats().woken >= 1,
+        "woken by the release: {:?}",
+        waiter.stats()
+    );
+    lock.release().await.unwrap();
+}
+
+#[tokio::test]
+async fn release_force_refuses_a_lock_kept_alive_unless_told_twice() {
+    let q = LocalQuorum::start(3).await.unwrap();
+    let holder: RedLock = client(&q).await;
+    let kept = holder
+        .lock_with("kept", Duration::from_secs(1), Retry::none())
+        .await
+        .unwrap()
+        .keep_alive(KeepAlive::new())
+        .unwrap();
+    // Watched for longer than the keeper's pause between extensions (half the ttl).
+    let out =
+        outcome(quorumlock(&q.urls()).args(["release", "--force", "--watch", "1500ms", "kept"]))
+            .await;
+    assert_eq!(out.code, Some(75), "{out:?}");
+    assert!(out.stdout.contains("a holder keeps it alive"), "{out:?}");
+    assert!(kept.is_held());
+    assert_eq!(
+        get(q.node(0), "kept").await.as_deref(),
+        Some(kept.handle().token().as_str())
+    );
+
+    let out = outcome(
+        quorumlock(&q.urls()).args(["release", "-ff", "--watch", "1500ms", "--json", "kept"]),
+    )
+    .await;
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let doc: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(doc["kept_alive"], true, "{doc}");
+    assert_eq!(
+        doc["released"][0]["error"],
+        serde_json::Value::Null,
+        "{doc}"
+    );
+    // The keeper finds its keys gone.
+    let reason = tokio::time::timeout(Duration::from_secs(10), kept.handle().lost())
+        .await
+        .expect("the loss is signalled");
+    assert_eq!(kept.handle().lost_reason(), Some(reason));
+}
