@@ -61,7 +61,7 @@ pub(crate) async fn status(args: StatusArgs) -> Result<u8, Failure> {
     let mut vars = Vars::from_env()?;
     vars.flag(NODES, args.nodes.nodes.clone());
     let config = vars.builder()?.validate()?;
-    let key = format!("{}{}", config.key_prefix(), args.resource);
+    let key = config.lock_key(&args.resource);
     let timeout = config.connect_timeout();
     let clients = (0..config.nodes().len())
         .map(|i| config.node_client_config(i).transpose())
