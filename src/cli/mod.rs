@@ -182,7 +182,7 @@ mod tests {
         let text = e.map(|e| one_line(&e.render().to_string()));
         let text = text.unwrap_or_default();
         assert!(text.contains("<COMMAND>"), "{text}");
-        assert!(text.ends_with("<RESOURCE> -- <COMMAND>...)"), "{text}");
+        assert!(text.ends_with("<RESOURCE> <COMMAND>...)"), "{text}");
         assert!(!text.contains('\n') && !text.starts_with("error"), "{text}");
     }
 }
