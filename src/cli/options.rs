@@ -232,12 +232,16 @@ mod tests {
             assert_eq!(flag_duration(flag), Ok(expected), "{flag}");
             assert_eq!(positive_duration(flag), Ok(expected), "{flag}");
         }
-        for bad in ["", ".", "-5", "+5", "1e3", "0x10", "5 5", "1.2.3", "inf", "NaN", "5 s x"] {
+        for bad in [
+            "", ".", "-5", "+5", "1e3", "0x10", "5 5", "1.2.3", "inf", "NaN", "5 s x",
+        ] {
             assert!(flag_duration(bad).is_err(), "{bad}");
         }
         let e = flag_duration("0.0000000001").err().unwrap_or_default();
         assert!(e.contains("at most 9 decimals"), "{e}");
-        let e = flag_duration("99999999999999999999").err().unwrap_or_default();
+        let e = flag_duration("99999999999999999999")
+            .err()
+            .unwrap_or_default();
         assert!(e.contains("too long"), "{e}");
         let e = flag_duration("soon").err().unwrap_or_default();
         assert!(e.contains("such as 5 (seconds), 500ms"), "{e}");

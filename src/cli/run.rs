@@ -9,8 +9,7 @@ use clap::Args;
 use humantime::format_duration;
 use nix::sys::signal::Signal;
 use quorumlock::{
-    ConfigError, Error, KeepAlive, KeptLock, Lock, LockHandle, LostReason, RedLock, Retry,
-    ENV_VARS,
+    ConfigError, Error, KeepAlive, KeptLock, Lock, LockHandle, LostReason, RedLock, Retry, ENV_VARS,
 };
 
 use super::child::{exit_code, Relay, Running, Spec};
@@ -493,7 +492,9 @@ mod tests {
     /// As `flock FILE COMMAND`: no `--` needed, and what follows RESOURCE is COMMAND's.
     #[test]
     fn the_command_needs_no_separator_and_keeps_its_own_flags() {
-        let run = parse(&["q", "-w", "5", "--ttl", "2", "r", "ls", "-l", "-n", "--", "x"]);
+        let run = parse(&[
+            "q", "-w", "5", "--ttl", "2", "r", "ls", "-l", "-n", "--", "x",
+        ]);
         let run = run.expect("parses");
         assert_eq!(run.resource, "r");
         assert_eq!(run.wait, Some(Duration::from_secs(5)));
