@@ -369,3 +369,89 @@ async fn a_signal_while_waiting_ends_the_wait_and_leaves_nothing() {
     std::fs::write(dir.path().join("stop"), "").unwrap();
     assert_eq!(finished(first).await.status.code(), Some(0));
 }
+
+/// `--hold-at-least` (ShedLock's lockAtLeastFor): a job that ends sooner leaves the lock
+/// taken until then, and the binary exits; other hosts' runs are refused meanwhile.
+#[tokio::test]
+async fn hold_at_least_keeps_the_lock_after_a_short_job() {
+    let q = LocalQuorum::start(3).await.unwrap();
+    let dir = scratch();
+    for (hold, resource) in [("30s", "held-on"), ("30", "held-on-bare")] {
+        let flags = ["--hold-at-least", hold];
+        let out = outcome(&mut run_sh(&q, &flags, resource, "echo done", &dir)).await;
+        assert_eq!(out.code, Some(0), "{hold}: {out:?}");
+        assert_eq!((out.stdout.as_str(), out.stderr.as_str()), ("done\n", ""));
+        // The binary has exited: its key is on a majority, with a ttl left.
+        let ttls = pttls(&q, resource).await;
+        let set: Vec<i64> = ttls.iter().copied().filter(|ms| *ms != -2).collect();
+        assert!(set.len() >= 2, "{hold}: PTTL {ttls:?}");
+        assert!(
+            set.iter().all(|ms| *ms > 0 && *ms <= 30_000),
+            "{hold}: PTTL {ttls:?}"
+        );
+        let out = outcome(&mut run_sh(&q, &["-n"], resource, "touch ran", &dir)).await;
+        assert_eq!(out.code, Some(75), "{hold}: {out:?}");
+        assert!(out.stderr.contains("held by another owner"), "{out:?}");
+        assert!(!dir.path().join("ran").exists(), "{hold}: the command ran");
+    }
+    // Without it, the lock is released when the job ends.
+    let out = outcome(&mut run_sh(&q, &[], "let-go", "echo done", &dir)).await;
+    assert_eq!(out.code, Some(0), "{out:?}");
+    common::no_holders(&q, "let-go").await;
+    let out = outcome(&mut run_sh(&q, &["-n"], "let-go", "touch ran", &dir)).await;
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(dir.path().join("ran").exists());
+}
+
+/// A job that outlasts `--hold-at-least` releases the lock as usual when it ends. The
+/// command starts after the lock was taken, so once it has started and the hold has passed
+/// (a pause of the hold's length, the one thing waited out here), the job ends after it.
+#[tokio::test]
+async fn hold_at_least_releases_after_a_longer_job() {
+    let q = LocalQuorum::start(3).await.unwrap();
+    let dir = scratch();
+    let script = format!("touch started; {UNTIL_STOP}");
+    let flags = ["--hold-at-least", "0.5"];
+    let run = tokio::spawn(run_sh(&q, &flags, "long-job", &script, &dir).output());
+    appears(&dir.path().join("started")).await;
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    std::fs::write(dir.path().join("stop"), "").unwrap();
+    let out = finished(run).await;
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert_eq!(out.stderr, b"", "{out:?}");
+    common::no_holders(&q, "long-job").await;
+}
+
+#[tokio::test]
+async fn hold_at_least_must_be_positive_and_within_the_longest_ttl() {
+    let q = LocalQuorum::start(3).await.unwrap();
+    let dir = scratch();
+    for (flags, expected) in [
+        (&["--hold-at-least", "0"][..], "greater than zero"),
+        (&["--hold-at-least", "0s"], "greater than zero"),
+        (
+            &["--hold-at-least", "2m"],
+            "longer than the longest ttl allowed, 1m",
+        ),
+        (&["--hold-at-least", "soon"], "--hold-at-least"),
+    ] {
+        let mut cli = run_sh(&q, flags, "hold-bad", "touch ran", &dir);
+        let out = outcome(cli.env("QUORUMLOCK_MAX_TTL", "1m")).await;
+        assert_eq!(out.code, Some(64), "{flags:?}: {out:?}");
+        assert_eq!(out.stderr.lines().count(), 1, "{flags:?}: {out:?}");
+        assert!(out.stderr.contains(expected), "{flags:?}: {out:?}");
+    }
+    assert!(!dir.path().join("ran").exists(), "the command ran");
+    // Without QUORUMLOCK_MAX_TTL, the longest ttl is raised to the hold.
+    let mut cli = run_sh(&q, &["--hold-at-least", "2m"], "hold-bad", "true", &dir);
+    let out = outcome(&mut cli).await;
+    assert_eq!((out.code, out.stderr.as_str()), (Some(0), ""), "{out:?}");
+    let ttls = pttls(&q, "hold-bad").await;
+    let set: Vec<i64> = ttls.iter().copied().filter(|ms| *ms != -2).collect();
+    assert!(set.len() >= 2, "PTTL {ttls:?}");
+    // Longer than the 1m the cases above were limited to.
+    assert!(
+        set.iter().all(|ms| *ms > 60_000 && *ms <= 120_000),
+        "PTTL {ttls:?}"
+    );
+}

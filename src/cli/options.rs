@@ -17,6 +17,7 @@ pub(crate) const RETRY_ATTEMPTS: &str = "QUORUMLOCK_RETRY_ATTEMPTS";
 pub(crate) const RETRY_WITHIN: &str = "QUORUMLOCK_RETRY_WITHIN";
 pub(crate) const RETRY_DELAY: &str = "QUORUMLOCK_RETRY_DELAY";
 pub(crate) const RETRY_JITTER: &str = "QUORUMLOCK_RETRY_JITTER";
+pub(crate) const MAX_TTL: &str = "QUORUMLOCK_MAX_TTL";
 
 /// `--nodes`, for every subcommand that talks to the nodes.
 #[derive(Debug, Args)]

@@ -3,7 +3,7 @@
 
 use std::ffi::OsString;
 use std::future::Future;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use clap::Args;
 use humantime::format_duration;
@@ -15,7 +15,7 @@ use quorumlock::{
 use super::child::{exit_code, Relay, Running, Spec};
 use super::exit::{code_of, Failure, LOST, TAKEN, UNAVAILABLE};
 use super::options::{
-    flag_duration, positive_duration, var_duration, NodesArg, Vars, NODES, RETRY_ATTEMPTS,
+    flag_duration, positive_duration, var_duration, NodesArg, Vars, MAX_TTL, NODES, RETRY_ATTEMPTS,
     RETRY_WITHIN, TTL,
 };
 use super::watchdog::Watchdog;
@@ -51,6 +51,14 @@ pub(crate) struct RunArgs {
     /// so that a cron job that skips a run mails nothing; other errors are still printed
     #[arg(short, long)]
     quiet: bool,
+
+    /// Keep other hosts from running COMMAND again until this long after the lock was taken
+    /// (ShedLock's lockAtLeastFor): if COMMAND ends sooner, the lock is left to expire then
+    /// instead of being released, and quorumlock exits; positive, and at most
+    /// $QUORUMLOCK_MAX_TTL if set (else the longest ttl allowed is raised to it) [default:
+    /// released when COMMAND ends]
+    #[arg(long, value_name = "DURATION", value_parser = positive_duration)]
+    hold_at_least: Option<Duration>,
 
     /// If the lock is lost, COMMAND gets SIGTERM at least 2 x grace before the lock's
     /// validity ends, and SIGKILL grace later; 2 x grace must be under ttl/2 [default: ttl/10]
@@ -218,15 +226,47 @@ pub(crate) async fn run(args: RunArgs) -> Result<u8, Failure> {
     }
     let env = Vars::from_env()?;
     let wait = args.wait(&env);
-    let builder = args.vars(env).builder()?;
-    let config = builder.validate()?;
+    let mut vars = args.vars(env);
+    let mut builder = vars.builder()?;
+    let mut config = builder.validate()?;
     let (grace, keep) = grace_for(config.ttl(), args.grace)?;
+    let longer = args.hold_at_least.filter(|hold| *hold > config.max_ttl());
+    if let Some(hold) = longer.filter(|_| !vars.is_set(MAX_TTL)) {
+        // The longest ttl defaults to the ttl; the lock left for the hold lives longer.
+        vars.set(MAX_TTL, var_duration(hold));
+        builder = vars.builder()?;
+        config = builder.validate()?;
+    }
+    if let Some(hold) = args.hold_at_least.filter(|hold| *hold > config.max_ttl()) {
+        return Err(Failure::usage(format!(
+            "--hold-at-least {} is longer than the longest ttl allowed, {} (QUORUMLOCK_MAX_TTL)",
+            format_duration(hold),
+            format_duration(config.max_ttl())
+        )));
+    }
     // Caught from now on: a Ctrl-C while waiting for the lock ends quorumlock cleanly.
     let mut relay = Relay::install()?;
     let redlock = builder.build()?;
-    let outcome = locked(&redlock, &args, wait, grace, keep, &mut relay).await;
-    shut_down(&redlock, &args.resource).await;
+    let mut left = None;
+    let outcome = locked(&redlock, &args, wait, grace, keep, &mut relay, &mut left).await;
+    match left {
+        Some(lock) => leave(&redlock, lock).await,
+        None => shut_down(&redlock, &args.resource).await,
+    }
     outcome
+}
+
+/// The way out when `--hold-at-least` leaves `lock` to expire by its ttl: waits for the
+/// commands still in flight (as `shut_down` does), but releases nothing.
+async fn leave(redlock: &RedLock, lock: Lock) {
+    tracing::debug!(resource = %lock.resource(), validity = ?lock.validity(), "left to expire");
+    // A dropped `Lock` is released in the background, and the client's shutdown releases
+    // every lock it holds: the library has no call that lets a lock expire by itself. So
+    // neither happens to this one; the process exits next.
+    std::mem::forget(lock);
+    if !redlock.settle(redlock.config().node_timeout() * 2).await {
+        tracing::debug!("some nodes did not answer in time");
+    }
 }
 
 /// Every way out once the client is built: releases whatever it still holds (a lock taken
@@ -248,6 +288,7 @@ async fn locked(
     grace: Duration,
     keep: KeepAlive,
     relay: &mut Relay,
+    left: &mut Option<Lock>,
 ) -> Result<u8, Failure> {
     // A signal while waiting ends the wait at once: the attempt in flight is dropped (the
     // keys it set are released in the background, which `shut_down` waits for).
@@ -259,6 +300,7 @@ async fn locked(
         },
         sig = relay.recv() => return Ok(128 + sig as u8),
     };
+    let taken_at = Instant::now();
     let kept = lock.keep_alive(keep)?;
     // The command gets the token in its environment, so it is asked for (and recorded on a
     // majority) before the command starts.
@@ -284,8 +326,112 @@ async fn locked(
         foreground: args.foreground,
     };
     let outcome = supervise(&spec, grace, relay, &kept.handle(), kept.lost()).await;
-    release(kept).await;
+    let hold_until = (args.hold_at_least)
+        .and_then(|hold| taken_at.checked_add(hold))
+        .filter(|until| outcome.is_ok() && kept.is_held() && *until > Instant::now());
+    match hold_until {
+        Some(until) => *left = hold(redlock, kept, until).await,
+        None => release(kept).await,
+    }
     outcome
+}
+
+/// `--hold-at-least`: COMMAND ended before `until`, and the lock must stay taken until then.
+/// Returns the lock to leave to expire at `until`, or `None` after a warning if it could not
+/// be kept that long (it is then released as usual).
+///
+/// The kept lock cannot be extended (its keeper has it) and its release deletes the keys. So
+/// this client asks for the lock again, for the time left, and the kept lock's release then
+/// hands it over to that request (`engine/handover.rs`): one round per node replaces our
+/// token with the new one, and the key is never free in between. The new lock is then
+/// extended so that it expires at `until`.
+async fn hold(redlock: &RedLock, kept: KeptLock, until: Instant) -> Option<Lock> {
+    let resource = kept.resource().to_string();
+    let warn = |why: String| {
+        eprintln!(
+            "quorumlock: warning: could not keep the lock on `{resource}` for --hold-at-least \
+             ({why}); released it"
+        );
+    };
+    let rest = until.saturating_duration_since(Instant::now());
+    // No attempt of its own while it waits (the pause is a quarter of a year, and must be
+    // shorter than the limit for any retry at all): only the handover ends the wait.
+    let patient = Retry::within(FOREVER)
+        .delay(FOREVER / 4)
+        .jitter(Duration::ZERO);
+    let mut successor = Box::pin(redlock.lock_with(&resource, rest, patient));
+    // Its first attempt finds our key ("taken"), it joins this client's line for the key and
+    // subscribes, its next attempt finds our key again, and then it waits: from there on a
+    // release of ours hands it the lock. Nothing but the count of "taken" attempts shows
+    // that it waits; if that is not seen in time, the lock is released as usual.
+    let config = redlock.config();
+    let bound = config.connect_timeout() + config.node_timeout() * 4;
+    let taken = redlock.stats().taken;
+    let waiting = tokio::time::timeout(bound, async {
+        loop {
+            tokio::select! {
+                biased;
+                early = &mut successor => break Err(early),
+                () = tokio::time::sleep(Duration::from_millis(1)) => {
+                    if redlock.stats().taken >= taken + 2 {
+                        break Ok(());
+                    }
+                }
+            }
+        }
+    })
+    .await;
+    match waiting {
+        Ok(Ok(())) => {}
+        early => {
+            let why = match early {
+                Ok(Err(Err(e))) => format!("asking for it again: {e}"),
+                Ok(Err(Ok(_))) => "it was taken again too early".to_string(),
+                _ => "no handover could be prepared in time".to_string(),
+            };
+            drop(successor);
+            release(kept).await;
+            warn(why);
+            return None;
+        }
+    }
+    let handed = redlock.stats().handed_over;
+    if let Err(e) = kept.release().await {
+        tracing::debug!(%resource, error = %e, "release for the handover");
+    }
+    let mut lock = match tokio::time::timeout(bound, successor).await {
+        Ok(Ok(lock)) => lock,
+        Ok(Err(e)) => {
+            warn(format!("the handover failed: {e}"));
+            return None;
+        }
+        Err(_) => {
+            warn("the handover took too long".into());
+            return None;
+        }
+    };
+    if redlock.stats().handed_over == handed {
+        // Released, then taken again by an attempt: another client could have had it in
+        // between (the count of "taken" attempts said wrongly that the request waited).
+        eprintln!(
+            "quorumlock: warning: the lock on `{resource}` was free for a moment before \
+             --hold-at-least took it again"
+        );
+    }
+    let rest = until.saturating_duration_since(Instant::now());
+    match lock.extend_for(rest).await {
+        Ok(validity) => {
+            tracing::debug!(%resource, ?validity, "held until --hold-at-least ends");
+            Some(lock)
+        }
+        Err(e) => {
+            if let Err(e) = lock.release().await {
+                tracing::debug!(%resource, error = %e, "release after the failed extension");
+            }
+            warn(format!("extending it failed: {e}"));
+            None
+        }
+    }
 }
 
 /// Runs COMMAND while a kept lock is held: stops it (SIGTERM, then SIGKILL after `grace`)
@@ -463,6 +609,7 @@ mod tests {
             nonblock: false,
             conflict_exit_code: TAKEN,
             quiet: false,
+            hold_at_least: None,
             grace: None,
             foreground: false,
             resource: "r".into(),
