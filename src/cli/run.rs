@@ -337,8 +337,9 @@ async fn locked(
 }
 
 /// `--hold-at-least`: COMMAND ended before `until`, and the lock must stay taken until then.
-/// Returns the lock to leave to expire at `until`, or `None` after a warning if it could not
-/// be kept that long (it is then released as usual).
+/// Returns the lock to leave to expire at `until`; or `None` once the lock is released: at
+/// `until` when only a few node timeouts were left, or at once after a warning if it could
+/// not be kept that long.
 ///
 /// The kept lock cannot be extended (its keeper has it) and its release deletes the keys. So
 /// this client asks for the lock again, for the time left, and the kept lock's release then
@@ -353,7 +354,16 @@ async fn hold(redlock: &RedLock, kept: KeptLock, until: Instant) -> Option<Lock>
              ({why}); released it"
         );
     };
+    let config = redlock.config();
+    let bound = config.connect_timeout() + config.node_timeout() * 4;
     let rest = until.saturating_duration_since(Instant::now());
+    if rest <= config.node_timeout() * 4 {
+        // Less time left than a handover can take: kept until then (a few node timeouts at
+        // most), then released.
+        tokio::time::sleep_until(tokio::time::Instant::from_std(until)).await;
+        release(kept).await;
+        return None;
+    }
     // No attempt of its own while it waits (the pause is a quarter of a year, and must be
     // shorter than the limit for any retry at all): only the handover ends the wait.
     let patient = Retry::within(FOREVER)
@@ -364,8 +374,6 @@ async fn hold(redlock: &RedLock, kept: KeptLock, until: Instant) -> Option<Lock>
     // subscribes, its next attempt finds our key again, and then it waits: from there on a
     // release of ours hands it the lock. Nothing but the count of "taken" attempts shows
     // that it waits; if that is not seen in time, the lock is released as usual.
-    let config = redlock.config();
-    let bound = config.connect_timeout() + config.node_timeout() * 4;
     let taken = redlock.stats().taken;
     let waiting = tokio::time::timeout(bound, async {
         loop {
