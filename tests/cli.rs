@@ -138,7 +138,7 @@ async fn exits_75_when_the_resource_is_held_elsewhere_and_leaves_the_holders_key
     let redlock = client(&q).await;
     let held = redlock.lock("busy").await.unwrap();
     let dir = scratch();
-    for flags in [&[][..], &["--wait", "300ms"]] {
+    for flags in [&["-n"][..], &["--wait", "300ms"]] {
         let mut cli = run_sh(&q, flags, "busy", "touch ran");
         let out = outcome(cli.current_dir(dir.path())).await;
         assert_eq!(out.code, Some(75), "{flags:?}: {out:?}");
@@ -296,7 +296,6 @@ async fn exits_64_with_one_line_on_bad_input() {
         (&["run", "quorumlock:fence:r", "--", "true"], &[], "reserved"),
         (&["run", "r"], &[], "<COMMAND>"),
         (&["run", "r", "--"], &[], "<COMMAND>"),
-        (&["run", "r", "true"], &[], "unexpected argument 'true'"),
         (&["run", "--frobnicate", "r", "--", "true"], &[], "--frobnicate"),
         (&["lock", "r"], &[], "unrecognized subcommand"),
         (&["status", ""], &[], "resource name is empty"),

@@ -39,7 +39,9 @@ struct Cli {
 
 const AFTER_HELP: &str = "\
 Nodes come from --nodes or QUORUMLOCK_NODES, e.g.
-  QUORUMLOCK_NODES=redis://a:6379,redis://b:6379,redis://c:6379 quorumlock run job -- ./job.sh
+  QUORUMLOCK_NODES=redis://a:6379,redis://b:6379,redis://c:6379 quorumlock run job ./job.sh
+Duration flags take 500ms, 10s, 2m, or a bare number of seconds (-w 5, --ttl 30); the
+QUORUMLOCK_* variables are the library's and need a unit (QUORUMLOCK_TTL=30s).
 `quorumlock help run` lists the exit codes and environment variables.";
 
 #[derive(Debug, Subcommand)]
@@ -190,7 +192,7 @@ mod tests {
         let text = e.map(|e| one_line(&e.render().to_string()));
         let text = text.unwrap_or_default();
         assert!(text.contains("<COMMAND>"), "{text}");
-        assert!(text.ends_with("<RESOURCE> -- <COMMAND>...)"), "{text}");
+        assert!(text.ends_with("<RESOURCE> <COMMAND>...)"), "{text}");
         assert!(!text.contains('\n') && !text.starts_with("error"), "{text}");
     }
 }

@@ -17,6 +17,7 @@ pub(crate) const RETRY_ATTEMPTS: &str = "QUORUMLOCK_RETRY_ATTEMPTS";
 pub(crate) const RETRY_WITHIN: &str = "QUORUMLOCK_RETRY_WITHIN";
 pub(crate) const RETRY_DELAY: &str = "QUORUMLOCK_RETRY_DELAY";
 pub(crate) const RETRY_JITTER: &str = "QUORUMLOCK_RETRY_JITTER";
+pub(crate) const MAX_TTL: &str = "QUORUMLOCK_MAX_TTL";
 
 /// `--nodes`, for every subcommand that talks to the nodes.
 #[derive(Debug, Args)]
@@ -28,18 +29,58 @@ pub(crate) struct NodesArg {
     pub(crate) nodes: Option<String>,
 }
 
-/// A humantime duration (`500ms`, `10s`, `2m`) greater than zero.
+/// A duration flag's value greater than zero: a humantime duration (`500ms`, `10s`, `2m`),
+/// or a bare number of seconds (`30`, `0.5`), as flock(1) takes `-w 5`.
 pub(crate) fn positive_duration(s: &str) -> Result<Duration, String> {
-    match duration(s)? {
+    match flag_duration(s)? {
         d if d.is_zero() => Err("must be greater than zero".into()),
         d => Ok(d),
     }
 }
 
-/// A humantime duration (`500ms`, `10s`, `2m`), zero included.
+/// A duration flag's value, zero included: a humantime duration (`500ms`, `10s`, `2m`), or a
+/// bare number of seconds (`5`, `0.5`, `0`). Only flags take bare numbers: the variables are
+/// the library's, read by [`duration`], and need a unit.
+pub(crate) fn flag_duration(s: &str) -> Result<Duration, String> {
+    match bare_seconds(s.trim()) {
+        Some(seconds) => seconds,
+        None => duration(s).map_err(|e| e.replace("such as", "such as 5 (seconds),")),
+    }
+}
+
+/// A humantime duration (`500ms`, `10s`, `2m`), zero included, with its unit: what the
+/// `QUORUMLOCK_*` variables hold (a bare number is refused, as the library refuses it).
 pub(crate) fn duration(s: &str) -> Result<Duration, String> {
     humantime::parse_duration(s.trim())
         .map_err(|e| format!("{e} (expected a duration such as 500ms, 10s or 2m)"))
+}
+
+/// `s` as a decimal number of seconds (`5`, `0.5`, `.5`, `5.`), to the nanosecond; `None` if
+/// `s` is not made of digits and at most one point (then it is a humantime duration, or
+/// nothing). Exact: no floating point, so `0.001` is one millisecond.
+fn bare_seconds(s: &str) -> Option<Result<Duration, String>> {
+    let (whole, fraction) = s.split_once('.').unwrap_or((s, ""));
+    let digits = |part: &str| part.bytes().all(|b| b.is_ascii_digit());
+    if whole.len() + fraction.len() == 0 || !digits(whole) || !digits(fraction) {
+        return None;
+    }
+    let too_long = || format!("{s} seconds: too long");
+    let seconds = match whole {
+        "" => 0,
+        whole => match whole.parse::<u64>() {
+            Ok(n) => n,
+            Err(_) => return Some(Err(too_long())),
+        },
+    };
+    if fraction.len() > 9 {
+        return Some(Err(format!(
+            "{s} seconds: at most 9 decimals (nanoseconds)"
+        )));
+    }
+    // Nine digits at most, padded with zeros to nine: the nanoseconds, under 10^9.
+    let nanos = (fraction.bytes().chain(std::iter::repeat(b'0')).take(9))
+        .fold(0u32, |n, digit| n * 10 + u32::from(digit - b'0'));
+    Some(Ok(Duration::new(seconds, nanos)))
 }
 
 /// The `QUORUMLOCK_*` variables as a subcommand sees them: flags first, then the
@@ -165,10 +206,48 @@ mod tests {
     #[test]
     fn zero_is_a_duration_but_not_a_positive_one() {
         assert_eq!(duration("0s"), Ok(Duration::ZERO));
+        assert_eq!(flag_duration("0"), Ok(Duration::ZERO));
         assert!(positive_duration("0s").is_err());
         assert!(positive_duration("0ms").is_err());
+        assert!(positive_duration("0").is_err());
+        assert!(positive_duration("0.0").is_err());
         assert_eq!(positive_duration(" 2m "), Ok(Duration::from_secs(120)));
         assert!(duration("soon").is_err());
+        assert!(flag_duration("soon").is_err());
+    }
+
+    #[test]
+    fn a_flag_takes_bare_seconds_and_a_variable_needs_a_unit() {
+        let ms = Duration::from_millis;
+        for (flag, expected) in [
+            ("5", ms(5000)),
+            (" 30 ", ms(30_000)),
+            ("0.5", ms(500)),
+            (".25", ms(250)),
+            ("2.", ms(2000)),
+            ("0.001", ms(1)),
+            ("1.000000001", Duration::new(1, 1)),
+            ("10s", ms(10_000)),
+            ("1m 30s", ms(90_000)),
+        ] {
+            assert_eq!(flag_duration(flag), Ok(expected), "{flag}");
+            assert_eq!(positive_duration(flag), Ok(expected), "{flag}");
+        }
+        for bad in [
+            "", ".", "-5", "+5", "1e3", "0x10", "5 5", "1.2.3", "inf", "NaN", "5 s x",
+        ] {
+            assert!(flag_duration(bad).is_err(), "{bad}");
+        }
+        let e = flag_duration("0.0000000001").err().unwrap_or_default();
+        assert!(e.contains("at most 9 decimals"), "{e}");
+        let e = flag_duration("99999999999999999999")
+            .err()
+            .unwrap_or_default();
+        assert!(e.contains("too long"), "{e}");
+        let e = flag_duration("soon").err().unwrap_or_default();
+        assert!(e.contains("such as 5 (seconds), 500ms"), "{e}");
+        // The variables keep the library's rule.
         assert!(duration("10").is_err());
+        assert!(duration("0.5").is_err());
     }
 }

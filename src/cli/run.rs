@@ -3,20 +3,20 @@
 
 use std::ffi::OsString;
 use std::future::Future;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use clap::Args;
 use humantime::format_duration;
 use nix::sys::signal::Signal;
 use quorumlock::{
-    ConfigError, Error, KeepAlive, KeptLock, LockHandle, LostReason, RedLock, ENV_VARS,
+    ConfigError, Error, KeepAlive, KeptLock, Lock, LockHandle, LostReason, RedLock, Retry, ENV_VARS,
 };
 
 use super::child::{exit_code, Relay, Running, Spec};
 use super::exit::{code_of, Failure, LOST, TAKEN, UNAVAILABLE};
 use super::options::{
-    duration, positive_duration, var_duration, NodesArg, Vars, NODES, RETRY_ATTEMPTS, RETRY_WITHIN,
-    TTL,
+    flag_duration, positive_duration, var_duration, NodesArg, Vars, MAX_TTL, NODES, RETRY_ATTEMPTS,
+    RETRY_WITHIN, TTL,
 };
 use super::watchdog::Watchdog;
 
@@ -34,8 +34,8 @@ pub(crate) struct RunArgs {
 
     /// How long to keep trying, with random pauses, while the resource is held elsewhere
     /// or no quorum answers; 0 makes one attempt [default: $QUORUMLOCK_RETRY_WITHIN or
-    /// $QUORUMLOCK_RETRY_ATTEMPTS, or 0]
-    #[arg(short, long, value_name = "DURATION", value_parser = duration)]
+    /// $QUORUMLOCK_RETRY_ATTEMPTS, or wait until the lock is free, as flock(1) does]
+    #[arg(short, long, value_name = "DURATION", value_parser = flag_duration)]
     wait: Option<Duration>,
 
     /// Make one attempt and fail at once if the resource is held elsewhere, whatever
@@ -46,6 +46,19 @@ pub(crate) struct RunArgs {
     /// The exit status when the resource is held elsewhere (still, after --wait), 0 to 255
     #[arg(short = 'E', long, value_name = "N", default_value_t = TAKEN)]
     conflict_exit_code: u8,
+
+    /// Print nothing when the resource is held elsewhere (with -n, or still after --wait),
+    /// so that a cron job that skips a run mails nothing; other errors are still printed
+    #[arg(short, long)]
+    quiet: bool,
+
+    /// Keep other hosts from running COMMAND again until this long after the lock was taken
+    /// (ShedLock's lockAtLeastFor): if COMMAND ends sooner, the lock is left to expire then
+    /// instead of being released, and quorumlock exits; positive, and at most
+    /// $QUORUMLOCK_MAX_TTL if set (else the longest ttl allowed is raised to it) [default:
+    /// released when COMMAND ends]
+    #[arg(long, value_name = "DURATION", value_parser = positive_duration)]
+    hold_at_least: Option<Duration>,
 
     /// If the lock is lost, COMMAND gets SIGTERM at least 2 x grace before the lock's
     /// validity ends, and SIGKILL grace later; 2 x grace must be under ttl/2 [default: ttl/10]
@@ -61,9 +74,35 @@ pub(crate) struct RunArgs {
     #[arg(value_name = "RESOURCE")]
     resource: String,
 
-    /// The command to run while holding the lock, and its arguments
-    #[arg(last = true, required = true, value_name = "COMMAND")]
+    /// The command to run while holding the lock, and its arguments: from COMMAND on,
+    /// everything is COMMAND's, options included (`run job ls -l` runs `ls -l`); a `--`
+    /// before COMMAND is optional
+    #[arg(
+        required = true,
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "COMMAND"
+    )]
     command: Vec<OsString>,
+}
+
+/// The default wait: until the lock is free. The library has no unbounded retry, so it is a
+/// year (humantime's, 365.25 days), which no scheduled job waits out.
+const FOREVER: Duration = Duration::from_secs(31_557_600);
+
+/// How `run` tries to take the lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Wait {
+    /// One attempt (`-n`, `-w 0`).
+    Once,
+    /// Retries for this long (`-w`).
+    Within(Duration),
+    /// As `QUORUMLOCK_RETRY_WITHIN` or `QUORUMLOCK_RETRY_ATTEMPTS` say.
+    FromEnv,
+    /// Until the lock is free (the default): the first attempt's errors but "held
+    /// elsewhere" end the run at once, so that an unreachable quorum or a TLS mistake is
+    /// reported instead of waited out; after that, every error is retried.
+    Forever,
 }
 
 /// The long help's epilogue, with the library's variables listed from [`ENV_VARS`].
@@ -82,6 +121,19 @@ fn after_help() -> String {
     let vars = lines.join("\n  ");
     format!(
         "\
+Without -n or --wait (nor $QUORUMLOCK_RETRY_WITHIN or $QUORUMLOCK_RETRY_ATTEMPTS), run waits
+until the lock is free, as flock(1), etcdctl lock and consul lock do, so that scripts written
+for them keep their meaning: it waits for the holder's release message (and tries again after
+each retry pause, for a holder that died). A first attempt that fails for another reason
+than the lock being held (no quorum reachable) ends it at once. A scheduled job that must
+not pile up behind a long run uses -n (skip, quietly with -q -E 0) or --wait to bound the
+wait. SIGINT, SIGTERM or SIGHUP while waiting end the wait at once (exit 128+N), releasing
+whatever the attempt in flight had set.
+
+Durations on the command line are humantime strings (500ms, 10s, 2m, 1h 30m) or a bare
+number of seconds, as in flock(1): -w 5, -w 0.5, --ttl 30. The QUORUMLOCK_* variables are
+the library's and need a unit: QUORUMLOCK_TTL=30s, not 30.
+
 COMMAND runs with stdin, stdout and stderr inherited, and with QUORUMLOCK_RESOURCE and
 QUORUMLOCK_FENCING_TOKEN (decimal, greater than every token handed out for the resource
 before; unset when fencing is off) added to its environment. The lock is released when COMMAND ends.
@@ -98,8 +150,8 @@ Exit status:
   64         usage or configuration error
   69         no quorum of nodes could be reached, or it answered too late
   70         internal error
-  75         the resource is held elsewhere (still, after --wait); --conflict-exit-code
-             changes it
+  75         the resource is held elsewhere (with -n, or still after --wait);
+             --conflict-exit-code changes it, --quiet prints nothing then
   76         the lock was lost while COMMAND ran; COMMAND was stopped before the lock's
              validity ended
   126, 127   COMMAND cannot be executed, or was not found
@@ -110,31 +162,39 @@ The library's variables apply (see its README); flags override them:
 
 Example:
   QUORUMLOCK_NODES=redis://a:6379,redis://b:6379,redis://c:6379 \\
-    quorumlock run --ttl 1m --wait 10s nightly-report -- ./report.sh --all"
+    quorumlock run --ttl 1m --wait 10 nightly-report ./report.sh --all
+  In a crontab, skipping a run while another host has it, silently:
+    quorumlock run -n -q -E 0 nightly-report ./report.sh"
     )
 }
 
 impl RunArgs {
+    /// How this run waits for the lock, given the environment's variables.
+    fn wait(&self, vars: &Vars) -> Wait {
+        match (self.nonblock, self.wait) {
+            (true, _) => Wait::Once,
+            (false, Some(d)) if d.is_zero() => Wait::Once,
+            (false, Some(d)) => Wait::Within(d),
+            _ if vars.is_set(RETRY_WITHIN) || vars.is_set(RETRY_ATTEMPTS) => Wait::FromEnv,
+            _ => Wait::Forever,
+        }
+    }
+
     /// The variables this run uses: flags over the environment over the defaults.
     fn vars(&self, mut vars: Vars) -> Vars {
         vars.flag(NODES, self.nodes.nodes.clone());
         vars.flag(TTL, self.ttl.map(var_duration));
-        let wait = if self.nonblock {
-            Some(Duration::ZERO)
-        } else {
-            self.wait
-        };
-        match wait {
-            Some(d) if d.is_zero() => {
+        match self.wait(&vars) {
+            Wait::Once => {
                 vars.unset(RETRY_WITHIN);
                 vars.set(RETRY_ATTEMPTS, "1");
             }
-            Some(d) => {
+            Wait::Within(d) => {
                 vars.unset(RETRY_ATTEMPTS);
                 vars.set(RETRY_WITHIN, var_duration(d));
             }
-            None if vars.is_set(RETRY_WITHIN) || vars.is_set(RETRY_ATTEMPTS) => {}
-            None => vars.set(RETRY_ATTEMPTS, "1"),
+            Wait::FromEnv => {}
+            Wait::Forever => vars.set(RETRY_WITHIN, var_duration(FOREVER)),
         }
         vars
     }
@@ -164,15 +224,49 @@ pub(crate) async fn run(args: RunArgs) -> Result<u8, Failure> {
     if args.resource.is_empty() {
         return Err(ConfigError::EmptyResource.into());
     }
-    let builder = args.vars(Vars::from_env()?).builder()?;
-    let config = builder.validate()?;
+    let env = Vars::from_env()?;
+    let wait = args.wait(&env);
+    let mut vars = args.vars(env);
+    let mut builder = vars.builder()?;
+    let mut config = builder.validate()?;
     let (grace, keep) = grace_for(config.ttl(), args.grace)?;
+    let longer = args.hold_at_least.filter(|hold| *hold > config.max_ttl());
+    if let Some(hold) = longer.filter(|_| !vars.is_set(MAX_TTL)) {
+        // The longest ttl defaults to the ttl; the lock left for the hold lives longer.
+        vars.set(MAX_TTL, var_duration(hold));
+        builder = vars.builder()?;
+        config = builder.validate()?;
+    }
+    if let Some(hold) = args.hold_at_least.filter(|hold| *hold > config.max_ttl()) {
+        return Err(Failure::usage(format!(
+            "--hold-at-least {} is longer than the longest ttl allowed, {} (QUORUMLOCK_MAX_TTL)",
+            format_duration(hold),
+            format_duration(config.max_ttl())
+        )));
+    }
     // Caught from now on: a Ctrl-C while waiting for the lock ends quorumlock cleanly.
     let mut relay = Relay::install()?;
     let redlock = builder.build()?;
-    let outcome = locked(&redlock, &args, grace, keep, &mut relay).await;
-    shut_down(&redlock, &args.resource).await;
+    let mut left = None;
+    let outcome = locked(&redlock, &args, wait, grace, keep, &mut relay, &mut left).await;
+    match left {
+        Some(lock) => leave(&redlock, lock).await,
+        None => shut_down(&redlock, &args.resource).await,
+    }
     outcome
+}
+
+/// The way out when `--hold-at-least` leaves `lock` to expire by its ttl: waits for the
+/// commands still in flight (as `shut_down` does), but releases nothing.
+async fn leave(redlock: &RedLock, lock: Lock) {
+    tracing::debug!(resource = %lock.resource(), validity = ?lock.validity(), "left to expire");
+    // A dropped `Lock` is released in the background, and the client's shutdown releases
+    // every lock it holds: the library has no call that lets a lock expire by itself. So
+    // neither happens to this one; the process exits next.
+    std::mem::forget(lock);
+    if !redlock.settle(redlock.config().node_timeout() * 2).await {
+        tracing::debug!("some nodes did not answer in time");
+    }
 }
 
 /// Every way out once the client is built: releases whatever it still holds (a lock taken
@@ -190,28 +284,23 @@ pub(super) async fn shut_down(redlock: &RedLock, resource: &str) {
 async fn locked(
     redlock: &RedLock,
     args: &RunArgs,
+    wait: Wait,
     grace: Duration,
     keep: KeepAlive,
     relay: &mut Relay,
+    left: &mut Option<Lock>,
 ) -> Result<u8, Failure> {
+    // A signal while waiting ends the wait at once: the attempt in flight is dropped (the
+    // keys it set are released in the background, which `shut_down` waits for).
     let lock = tokio::select! {
-        locked = async {
-            // Waits, up to the connect timeout, for a quorum of nodes to connect and be
-            // checked, so that the first attempt does not fail only because they are still
-            // connecting; not for all of them: one frozen node would cost every call the
-            // whole timeout. Refuses two URLs of one server among the nodes checked by then
-            // (a repeat found later is never counted either).
-            redlock
-                .wait_for_quorum(redlock.config().connect_timeout())
-                .await;
-            redlock.check_distinct()?;
-            redlock
-                .lock(&args.resource)
-                .await
-                .map_err(|e| conflict(e, args.conflict_exit_code))
-        } => locked?,
+        locked = acquire(redlock, &args.resource, wait) => match locked {
+            Ok(lock) => lock,
+            Err(Error::Taken { .. }) if args.quiet => return Ok(args.conflict_exit_code),
+            Err(e) => return Err(conflict(e, args.conflict_exit_code)),
+        },
         sig = relay.recv() => return Ok(128 + sig as u8),
     };
+    let taken_at = Instant::now();
     let kept = lock.keep_alive(keep)?;
     // The command gets the token in its environment, so it is asked for (and recorded on a
     // majority) before the command starts.
@@ -237,8 +326,120 @@ async fn locked(
         foreground: args.foreground,
     };
     let outcome = supervise(&spec, grace, relay, &kept.handle(), kept.lost()).await;
-    release(kept).await;
+    let hold_until = (args.hold_at_least)
+        .and_then(|hold| taken_at.checked_add(hold))
+        .filter(|until| outcome.is_ok() && kept.is_held() && *until > Instant::now());
+    match hold_until {
+        Some(until) => *left = hold(redlock, kept, until).await,
+        None => release(kept).await,
+    }
     outcome
+}
+
+/// `--hold-at-least`: COMMAND ended before `until`, and the lock must stay taken until then.
+/// Returns the lock to leave to expire at `until`; or `None` once the lock is released: at
+/// `until` when only a few node timeouts were left, or at once after a warning if it could
+/// not be kept that long.
+///
+/// The kept lock cannot be extended (its keeper has it) and its release deletes the keys. So
+/// this client asks for the lock again, for the time left, and the kept lock's release then
+/// hands it over to that request (`engine/handover.rs`): one round per node replaces our
+/// token with the new one, and the key is never free in between. The new lock is then
+/// extended so that it expires at `until`.
+async fn hold(redlock: &RedLock, kept: KeptLock, until: Instant) -> Option<Lock> {
+    let resource = kept.resource().to_string();
+    let warn = |why: String| {
+        eprintln!(
+            "quorumlock: warning: could not keep the lock on `{resource}` for --hold-at-least \
+             ({why}); released it"
+        );
+    };
+    let config = redlock.config();
+    let bound = config.connect_timeout() + config.node_timeout() * 4;
+    let rest = until.saturating_duration_since(Instant::now());
+    if rest <= config.node_timeout() * 4 {
+        // Less time left than a handover can take: kept until then (a few node timeouts at
+        // most), then released.
+        tokio::time::sleep_until(tokio::time::Instant::from_std(until)).await;
+        release(kept).await;
+        return None;
+    }
+    // No attempt of its own while it waits (the pause is a quarter of a year, and must be
+    // shorter than the limit for any retry at all): only the handover ends the wait.
+    let patient = Retry::within(FOREVER)
+        .delay(FOREVER / 4)
+        .jitter(Duration::ZERO);
+    let mut successor = Box::pin(redlock.lock_with(&resource, rest, patient));
+    // Its first attempt finds our key ("taken"), it joins this client's line for the key and
+    // subscribes, its next attempt finds our key again, and then it waits: from there on a
+    // release of ours hands it the lock. Nothing but the count of "taken" attempts shows
+    // that it waits; if that is not seen in time, the lock is released as usual.
+    let taken = redlock.stats().taken;
+    let waiting = tokio::time::timeout(bound, async {
+        loop {
+            tokio::select! {
+                biased;
+                early = &mut successor => break Err(early),
+                () = tokio::time::sleep(Duration::from_millis(1)) => {
+                    if redlock.stats().taken >= taken + 2 {
+                        break Ok(());
+                    }
+                }
+            }
+        }
+    })
+    .await;
+    match waiting {
+        Ok(Ok(())) => {}
+        early => {
+            let why = match early {
+                Ok(Err(Err(e))) => format!("asking for it again: {e}"),
+                Ok(Err(Ok(_))) => "it was taken again too early".to_string(),
+                _ => "no handover could be prepared in time".to_string(),
+            };
+            drop(successor);
+            release(kept).await;
+            warn(why);
+            return None;
+        }
+    }
+    let handed = redlock.stats().handed_over;
+    if let Err(e) = kept.release().await {
+        tracing::debug!(%resource, error = %e, "release for the handover");
+    }
+    let mut lock = match tokio::time::timeout(bound, successor).await {
+        Ok(Ok(lock)) => lock,
+        Ok(Err(e)) => {
+            warn(format!("the handover failed: {e}"));
+            return None;
+        }
+        Err(_) => {
+            warn("the handover took too long".into());
+            return None;
+        }
+    };
+    if redlock.stats().handed_over == handed {
+        // Released, then taken again by an attempt: another client could have had it in
+        // between (the count of "taken" attempts said wrongly that the request waited).
+        eprintln!(
+            "quorumlock: warning: the lock on `{resource}` was free for a moment before \
+             --hold-at-least took it again"
+        );
+    }
+    let rest = until.saturating_duration_since(Instant::now());
+    match lock.extend_for(rest).await {
+        Ok(validity) => {
+            tracing::debug!(%resource, ?validity, "held until --hold-at-least ends");
+            Some(lock)
+        }
+        Err(e) => {
+            if let Err(e) = lock.release().await {
+                tracing::debug!(%resource, error = %e, "release after the failed extension");
+            }
+            warn(format!("extending it failed: {e}"));
+            None
+        }
+    }
 }
 
 /// Runs COMMAND while a kept lock is held: stops it (SIGTERM, then SIGKILL after `grace`)
@@ -328,6 +529,29 @@ pub(super) async fn supervise(
     }
 }
 
+/// Takes the lock on `resource` as `wait` says.
+async fn acquire(redlock: &RedLock, resource: &str, wait: Wait) -> Result<Lock, Error> {
+    // Waits, up to the connect timeout, for a quorum of nodes to connect and be checked, so
+    // that the first attempt does not fail only because they are still connecting; not for
+    // all of them: one frozen node would cost every call the whole timeout. Refuses two URLs
+    // of one server among the nodes checked by then (a repeat found later is never counted
+    // either).
+    redlock
+        .wait_for_quorum(redlock.config().connect_timeout())
+        .await;
+    redlock.check_distinct()?;
+    if wait == Wait::Forever {
+        let ttl = redlock.config().ttl();
+        match redlock.lock_with(resource, ttl, Retry::none()).await {
+            Err(Error::Taken { .. }) => {
+                tracing::debug!(%resource, "held elsewhere: waiting until it is free");
+            }
+            first => return first,
+        }
+    }
+    redlock.lock(resource).await
+}
+
 /// A lock error as a failure, with `conflict_exit_code` when the resource is held elsewhere.
 fn conflict(error: Error, conflict_exit_code: u8) -> Failure {
     let code = match error {
@@ -392,6 +616,8 @@ mod tests {
             wait,
             nonblock: false,
             conflict_exit_code: TAKEN,
+            quiet: false,
+            hold_at_least: None,
             grace: None,
             foreground: false,
             resource: "r".into(),
@@ -399,19 +625,48 @@ mod tests {
         }
     }
 
+    #[derive(Debug, clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        run: RunArgs,
+    }
+
+    fn parse(argv: &[&str]) -> Result<RunArgs, clap::Error> {
+        <Cli as clap::Parser>::try_parse_from(argv).map(|cli| cli.run)
+    }
+
     #[test]
     fn the_command_after_the_separator_keeps_its_own_flags() {
-        #[derive(Debug, clap::Parser)]
-        struct Cli {
-            #[command(flatten)]
-            run: RunArgs,
-        }
-        let argv = ["q", "--ttl", "1s", "r", "--", "ls", "--ttl", "--", "x"];
-        let parsed = <Cli as clap::Parser>::try_parse_from(argv).map(|cli| cli.run);
-        let run = parsed.expect("parses");
+        let run = parse(&["q", "--ttl", "1s", "r", "--", "ls", "--ttl", "--", "x"]);
+        let run = run.expect("parses");
         assert_eq!(run.resource, "r");
         assert_eq!(run.ttl, Some(Duration::from_secs(1)));
         assert_eq!(run.command, ["ls", "--ttl", "--", "x"]);
+    }
+
+    /// As `flock FILE COMMAND`: no `--` needed, and what follows RESOURCE is COMMAND's.
+    #[test]
+    fn the_command_needs_no_separator_and_keeps_its_own_flags() {
+        let run = parse(&[
+            "q", "-w", "5", "--ttl", "2", "r", "ls", "-l", "-n", "--", "x",
+        ]);
+        let run = run.expect("parses");
+        assert_eq!(run.resource, "r");
+        assert_eq!(run.wait, Some(Duration::from_secs(5)));
+        assert_eq!(run.ttl, Some(Duration::from_secs(2)));
+        assert!(!run.nonblock);
+        assert_eq!(run.command, ["ls", "-l", "-n", "--", "x"]);
+        let run = parse(&["q", "--ttl=30", "-w0.5", "-qE", "0", "r", "--", "-x"]);
+        let run = run.expect("parses");
+        assert_eq!(run.ttl, Some(Duration::from_secs(30)));
+        assert_eq!(run.wait, Some(Duration::from_millis(500)));
+        assert!(run.quiet);
+        assert_eq!(run.conflict_exit_code, 0);
+        assert_eq!(run.command, ["-x"]);
+        for missing in [&["q", "r"][..], &["q", "r", "--"], &["q", "-w", "5", "r"]] {
+            let e = parse(missing).err().map(|e| e.kind());
+            assert_eq!(e, Some(clap::error::ErrorKind::MissingRequiredArgument));
+        }
     }
 
     fn retry_of(vars: &Vars) -> (Option<&str>, Option<&str>) {
@@ -432,7 +687,9 @@ mod tests {
         let from_env = args(None).vars(env());
         assert_eq!(retry_of(&from_env), (None, Some("5s")));
         let default = args(None).vars(Vars::from_lookup(|_| None));
-        assert_eq!(retry_of(&default), (Some("1"), None));
+        assert_eq!(retry_of(&default), (None, Some("1year")));
+        assert_eq!(args(None).wait(&Vars::from_lookup(|_| None)), Wait::Forever);
+        assert_eq!(args(None).wait(&env()), Wait::FromEnv);
         // The library's default ttl, not one of the command line's own.
         assert_eq!(default.get(TTL), None);
         let mut nonblock = args(None);
@@ -447,11 +704,6 @@ mod tests {
         let ttl = config.map(|c| c.ttl()).ok();
         assert_eq!(ttl, Some(Duration::from_secs(10)));
         use clap::CommandFactory;
-        #[derive(Debug, clap::Parser)]
-        struct Cli {
-            #[command(flatten)]
-            run: RunArgs,
-        }
         let help = Cli::command().render_long_help().to_string();
         assert!(help.contains("or 10s as in the library"), "{help}");
     }
