@@ -371,3 +371,38 @@ fn run_reports_the_loss_when_its_work_blocked_past_the_validity() {
         }
     });
 }
+
+/// A kept lock handed back by its keeper is still held; extended one last time and left, it
+/// stays on the nodes for that long, through the client's shutdown, and then expires.
+#[tokio::test]
+async fn a_lock_handed_back_and_left_stays_until_its_ttl() {
+    let q = LocalQuorum::start(3).await.unwrap();
+    let redlock = common::client(&q).await;
+    let kept = redlock
+        .lock("hourly")
+        .await
+        .unwrap()
+        .keep_alive(KeepAlive::new())
+        .unwrap();
+    let token = kept.handle().token().clone();
+    let mut lock = kept.into_lock().await.expect("handed back");
+    assert_eq!(lock.token(), &token);
+    assert!(lock.is_valid());
+    lock.extend_for(Duration::from_secs(40))
+        .await
+        .expect("extended");
+    lock.leave();
+    let shutdown = redlock.shutdown().await;
+    assert!(shutdown.settled);
+    assert_eq!(common::holders(&q, "hourly").await, 3);
+    let pttl = q.node(0).command(&["PTTL", "hourly"]).await.unwrap();
+    assert!(
+        matches!(pttl, quorumlock::testkit::Reply::Integer(ms) if ms > 30_000 && ms <= 40_000),
+        "{pttl:?}"
+    );
+    let other = common::client(&q).await;
+    assert!(matches!(
+        other.try_lock("hourly").await,
+        Err(quorumlock::Error::Taken { .. })
+    ));
+}

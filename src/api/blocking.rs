@@ -415,6 +415,12 @@ impl Lock {
         }
     }
 
+    /// Lets go of the lock without releasing it: its keys expire at their ttl; see
+    /// [`crate::Lock::leave`].
+    pub fn leave(self) {
+        self.inner.leave();
+    }
+
     /// Keeps the lock alive on the client's runtime thread, while the caller's thread does
     /// what it likes; see [`crate::Lock::keep_alive`].
     ///
@@ -511,6 +517,25 @@ impl KeptLock {
             .driver
             .block_on(async move { tokio::time::timeout(within, lost).await.ok() })?;
         Ok(waited.or_else(|| self.lost_reason()))
+    }
+
+    /// Stops keeping the lock and hands it back, still held; see
+    /// [`crate::KeptLock::into_lock`].
+    ///
+    /// # Errors
+    /// As [`crate::KeptLock::into_lock`], and as [`fencing_token`](Self::fencing_token).
+    pub fn into_lock(self) -> Result<Lock, Error> {
+        let KeptLock { inner, driver, .. } = self;
+        match outside_runtime() {
+            Ok(()) => {
+                let lock = driver.handle.block_on(inner.into_lock())?;
+                Ok(Lock {
+                    inner: lock,
+                    driver,
+                })
+            }
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// Stops keeping the lock and releases it; see [`crate::KeptLock::release`].

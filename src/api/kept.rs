@@ -88,6 +88,18 @@ impl KeptLock {
         self.0.release().await
     }
 
+    /// Stops keeping the lock and hands it back as a [`Lock`](crate::Lock), still held, valid
+    /// until its last extension's validity ends: to extend it one last time and
+    /// [`leave`](crate::Lock::leave) it to expire (what `quorumlock run --hold-at-least`
+    /// does), or to release it later.
+    ///
+    /// # Errors
+    /// [`Error::Lost`] if the lock had been lost (it is released in the background);
+    /// [`Error::ShutDown`] if the client's [shutdown](crate::RedLock::shutdown) released it.
+    pub async fn into_lock(self) -> Result<crate::Lock, Error> {
+        self.0.into_held().await.map(crate::api::lock::Lock)
+    }
+
     /// Runs `work` while the lock is kept, then releases the lock, whichever way `work`
     /// ends. If the lock is lost first, `work` is cancelled (dropped at its next await)
     /// before the lock's validity ends, and the result is [`Error::Lost`]. Work that blocks

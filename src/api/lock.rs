@@ -189,6 +189,24 @@ impl Lock {
         self.0.release().await
     }
 
+    /// Lets go of the lock without releasing it: its keys stay on the nodes until their ttl
+    /// runs out, and neither a drop nor the client's [shutdown](crate::RedLock::shutdown)
+    /// releases them. With [`extend_for`](Self::extend_for) first, this keeps a resource
+    /// taken for at least a given time after a job that ended sooner (ShedLock's
+    /// "lock at least for"): other hosts' schedulers do not run the job again meanwhile.
+    ///
+    /// ```no_run
+    /// # async fn f(redlock: quorumlock::RedLock) -> Result<(), quorumlock::Error> {
+    /// let mut lock = redlock.lock("hourly-report").await?;
+    /// // ... the job, done in seconds ...
+    /// lock.extend_for(std::time::Duration::from_secs(50 * 60)).await?;
+    /// lock.leave(); // nobody runs the hourly report again for 50 minutes
+    /// # Ok(()) }
+    /// ```
+    pub fn leave(self) {
+        self.0.leave();
+    }
+
     /// Keeps the lock alive in the background until it is released or dropped; see
     /// [`KeptLock`]. The first kept lock of a client starts its keeper task on the current
     /// Tokio runtime; the task ends when the client keeps no lock any more.

@@ -260,10 +260,7 @@ pub(crate) async fn run(args: RunArgs) -> Result<u8, Failure> {
 /// commands still in flight (as `shut_down` does), but releases nothing.
 async fn leave(redlock: &RedLock, lock: Lock) {
     tracing::debug!(resource = %lock.resource(), validity = ?lock.validity(), "left to expire");
-    // A dropped `Lock` is released in the background, and the client's shutdown releases
-    // every lock it holds: the library has no call that lets a lock expire by itself. So
-    // neither happens to this one; the process exits next.
-    std::mem::forget(lock);
+    lock.leave();
     if !redlock.settle(redlock.config().node_timeout() * 2).await {
         tracing::debug!("some nodes did not answer in time");
     }
@@ -341,11 +338,8 @@ async fn locked(
 /// `until` when only a few node timeouts were left, or at once after a warning if it could
 /// not be kept that long.
 ///
-/// The kept lock cannot be extended (its keeper has it) and its release deletes the keys. So
-/// this client asks for the lock again, for the time left, and the kept lock's release then
-/// hands it over to that request (`engine/handover.rs`): one round per node replaces our
-/// token with the new one, and the key is never free in between. The new lock is then
-/// extended so that it expires at `until`.
+/// The keeper hands the lock back ([`KeptLock::into_lock`]), which is extended one last time
+/// to end at `until` and then left to expire ([`Lock::leave`]).
 async fn hold(redlock: &RedLock, kept: KeptLock, until: Instant) -> Option<Lock> {
     let resource = kept.resource().to_string();
     let warn = |why: String| {
@@ -355,77 +349,20 @@ async fn hold(redlock: &RedLock, kept: KeptLock, until: Instant) -> Option<Lock>
         );
     };
     let config = redlock.config();
-    let bound = config.connect_timeout() + config.node_timeout() * 4;
-    let rest = until.saturating_duration_since(Instant::now());
-    if rest <= config.node_timeout() * 4 {
-        // Less time left than a handover can take: kept until then (a few node timeouts at
-        // most), then released.
+    if until.saturating_duration_since(Instant::now()) <= config.node_timeout() * 4 {
+        // Too little time left for an extension to be worth it (its validity would be
+        // shorter than a few node timeouts): kept until then, then released.
         tokio::time::sleep_until(tokio::time::Instant::from_std(until)).await;
         release(kept).await;
         return None;
     }
-    // No attempt of its own while it waits (the pause is a quarter of a year, and must be
-    // shorter than the limit for any retry at all): only the handover ends the wait.
-    let patient = Retry::within(FOREVER)
-        .delay(FOREVER / 4)
-        .jitter(Duration::ZERO);
-    let mut successor = Box::pin(redlock.lock_with(&resource, rest, patient));
-    // Its first attempt finds our key ("taken"), it joins this client's line for the key and
-    // subscribes, its next attempt finds our key again, and then it waits: from there on a
-    // release of ours hands it the lock. Nothing but the count of "taken" attempts shows
-    // that it waits; if that is not seen in time, the lock is released as usual.
-    let taken = redlock.stats().taken;
-    let waiting = tokio::time::timeout(bound, async {
-        loop {
-            tokio::select! {
-                biased;
-                early = &mut successor => break Err(early),
-                () = tokio::time::sleep(Duration::from_millis(1)) => {
-                    if redlock.stats().taken >= taken + 2 {
-                        break Ok(());
-                    }
-                }
-            }
-        }
-    })
-    .await;
-    match waiting {
-        Ok(Ok(())) => {}
-        early => {
-            let why = match early {
-                Ok(Err(Err(e))) => format!("asking for it again: {e}"),
-                Ok(Err(Ok(_))) => "it was taken again too early".to_string(),
-                _ => "no handover could be prepared in time".to_string(),
-            };
-            drop(successor);
-            release(kept).await;
-            warn(why);
-            return None;
-        }
-    }
-    let handed = redlock.stats().handed_over;
-    if let Err(e) = kept.release().await {
-        tracing::debug!(%resource, error = %e, "release for the handover");
-    }
-    let mut lock = match tokio::time::timeout(bound, successor).await {
-        Ok(Ok(lock)) => lock,
-        Ok(Err(e)) => {
-            warn(format!("the handover failed: {e}"));
-            return None;
-        }
-        Err(_) => {
-            warn("the handover took too long".into());
+    let mut lock = match kept.into_lock().await {
+        Ok(lock) => lock,
+        Err(e) => {
+            warn(e.to_string());
             return None;
         }
     };
-    if redlock.stats().handed_over == handed {
-        // Released, then taken again by an attempt: another client could have had it in
-        // between (the count of "taken" attempts said wrongly that the request waited).
-        eprintln!(
-            "quorumlock: warning: the lock on `{resource}` was free for a moment before \
-             --hold-at-least took it again"
-        );
-    }
     let rest = until.saturating_duration_since(Instant::now());
     match lock.extend_for(rest).await {
         Ok(validity) => {

@@ -456,6 +456,16 @@ impl Held {
         }
     }
 
+    /// Lets go of the lock without releasing it: its keys expire on the nodes at their ttl.
+    /// Neither the drop nor the client's shutdown releases it after this.
+    pub(crate) fn leave(self) {
+        let ident = &self.ident;
+        if ident.start_release() {
+            ident.redlock.held().remove(ident.entry);
+        }
+        // The drop finds the release started, and sends nothing.
+    }
+
     pub(crate) async fn release(self) -> Result<Released, Error> {
         let ident = &self.ident;
         if !ident.start_release() {

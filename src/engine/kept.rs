@@ -298,6 +298,27 @@ impl Kept {
         }
     }
 
+    /// Stops keeping the lock and hands it back, still held, as of its last extension.
+    pub(crate) async fn into_held(mut self) -> Result<Held, Error> {
+        let lost = self.handle.lost_reason();
+        let lock = self.stop().await;
+        let resource = self.resource().to_string();
+        match (lost, lock) {
+            // Dropped: released in the background.
+            (Some(reason), _) => Err(Error::Lost { resource, reason }),
+            (None, Some(lock)) => Ok(lock),
+            (None, None) if self.handle.shared.lock.redlock().held().is_shut() => {
+                Err(Error::ShutDown)
+            }
+            (None, None) => Err(Error::Lost {
+                resource,
+                reason: LostReason::NotExtended {
+                    last_error: Some("the keep-alive task failed".into()),
+                },
+            }),
+        }
+    }
+
     pub(crate) async fn run<F, Fut, T>(mut self, work: F) -> Result<T, Error>
     where
         F: FnOnce(KeptHandle) -> Fut,
