@@ -149,10 +149,10 @@ async fn py_unlock(q: &LocalQuorum, resource: &str, value: &str) {
     assert_eq!(outcome.0, Some(0), "redlock-py unlock: {outcome:?}");
 }
 
-/// `quorumlock run RESOURCE -- sh -c SCRIPT` in `dir`.
+/// `quorumlock run -n RESOURCE -- sh -c SCRIPT` in `dir` (one attempt).
 fn quorumlock_run(q: &LocalQuorum, resource: &str, script: &str, dir: &Path) -> Command {
     let mut c = quorumlock(&q.urls());
-    c.args(["run", resource, "--", "sh", "-c", script])
+    c.args(["run", "-n", resource, "--", "sh", "-c", script])
         .current_dir(dir);
     c
 }

@@ -16,7 +16,7 @@ use super::child::{exit_code, Relay, Running, Spec};
 use super::exit::{code_of, Failure, LOST, TAKEN, UNAVAILABLE};
 use super::options::{
     flag_duration, positive_duration, var_duration, NodesArg, Vars, MAX_TTL, NODES, RETRY_ATTEMPTS,
-    RETRY_WITHIN, TTL,
+    RETRY_DELAY, RETRY_WITHIN, TTL,
 };
 use super::watchdog::Watchdog;
 
@@ -90,6 +90,11 @@ pub(crate) struct RunArgs {
 /// year (humantime's, 365.25 days), which no scheduled job waits out.
 const FOREVER: Duration = Duration::from_secs(31_557_600);
 
+/// The pause between attempts of a wait without a bound, unless $QUORUMLOCK_RETRY_DELAY says
+/// otherwise: releases wake the waiter at once, so the pause matters only for a lock that
+/// expired without a release.
+const FOREVER_PAUSE: Duration = Duration::from_secs(1);
+
 /// How `run` tries to take the lock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Wait {
@@ -124,7 +129,7 @@ fn after_help() -> String {
 Without -n or --wait (nor $QUORUMLOCK_RETRY_WITHIN or $QUORUMLOCK_RETRY_ATTEMPTS), run waits
 until the lock is free, as flock(1), etcdctl lock and consul lock do, so that scripts written
 for them keep their meaning: it waits for the holder's release message (and tries again after
-each retry pause, for a holder that died). A first attempt that fails for another reason
+each retry pause, for a holder that died: 1s unless $QUORUMLOCK_RETRY_DELAY is set). A first attempt that fails for another reason
 than the lock being held (no quorum reachable) ends it at once. A scheduled job that must
 not pile up behind a long run uses -n (skip, quietly with -q -E 0) or --wait to bound the
 wait. SIGINT, SIGTERM or SIGHUP while waiting end the wait at once (exit 128+N), releasing
@@ -194,7 +199,14 @@ impl RunArgs {
                 vars.set(RETRY_WITHIN, var_duration(d));
             }
             Wait::FromEnv => {}
-            Wait::Forever => vars.set(RETRY_WITHIN, var_duration(FOREVER)),
+            Wait::Forever => {
+                vars.set(RETRY_WITHIN, var_duration(FOREVER));
+                // A waiter is woken by the release message; the pause only bounds how late
+                // it notices a holder that vanished without releasing (its key expired).
+                if !vars.is_set(RETRY_DELAY) {
+                    vars.set(RETRY_DELAY, var_duration(FOREVER_PAUSE));
+                }
+            }
         }
         vars
     }
