@@ -13,6 +13,8 @@ pub(crate) const USAGE: u8 = 64;
 pub(crate) const UNAVAILABLE: u8 = 69;
 /// Anything unexpected: the OS refused a runtime, a signal handler, ... (EX_SOFTWARE).
 pub(crate) const SOFTWARE: u8 = 70;
+/// An output file could not be written: man pages, completions (EX_CANTCREAT).
+pub(crate) const CANNOT_CREATE: u8 = 73;
 /// The resource is held elsewhere (EX_TEMPFAIL: try again later).
 pub(crate) const TAKEN: u8 = 75;
 /// The lock was lost while the command ran; the command was stopped.

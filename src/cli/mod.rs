@@ -8,6 +8,7 @@ mod child;
 mod doctor;
 mod elect;
 mod exit;
+mod generate;
 mod leader;
 mod ls;
 mod options;
@@ -60,6 +61,10 @@ enum Command {
     Ls(ls::LsArgs),
     /// Break the lock of a holder that is gone (--force), after showing what it deletes
     Release(release::ReleaseArgs),
+    /// Print the shell completion script for SHELL (bash, zsh, fish, elvish, powershell)
+    Completions(generate::CompletionsArgs),
+    /// Print the man page, or write one per command into --dir
+    Man(generate::ManArgs),
     /// Started by `run`: stops the command if `run` dies (not for use by hand)
     #[command(name = watchdog::SUBCOMMAND, hide = true)]
     Watchdog(watchdog::WatchdogArgs),
@@ -85,6 +90,8 @@ fn runtime(command: Command) -> Result<u8, Failure> {
     // No runtime, no connection: nothing in it can fail but a signal.
     let command = match command {
         Command::Watchdog(args) => return watchdog::watchdog(args),
+        Command::Completions(args) => return generate::completions(&args),
+        Command::Man(args) => return generate::man(&args),
         command => command,
     };
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -104,6 +111,8 @@ async fn dispatch(command: Command) -> Result<u8, Failure> {
         Command::Ls(args) => ls::ls(args).await,
         Command::Release(args) => release::release(args).await,
         Command::Watchdog(args) => watchdog::watchdog(args),
+        Command::Completions(args) => generate::completions(&args),
+        Command::Man(args) => generate::man(&args),
     }
 }
 

@@ -1,0 +1,202 @@
+//! What operators install: the Debian package (scripts/package-deb) installed into an empty
+//! root, and the container image (scripts/build-cli-image) run by Docker; each runs
+//! `quorumlock --version` and `doctor` against real servers. Where dpkg or Docker is missing,
+//! the test prints a loud SKIPPED line and checks nothing else.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::cli::BIN;
+use quorumlock::testkit::{LocalQuorum, NodeOptions};
+
+fn repository() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Runs `command` to its end: exit code, stdout, stderr.
+fn run(command: &mut Command) -> (Option<i32>, String, String) {
+    let out = command.output().expect("the command starts");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn has(tool: &str, args: &[&str]) -> bool {
+    Command::new(tool)
+        .args(args)
+        .output()
+        .is_ok_and(|out| out.status.success())
+}
+
+/// The version line `--version` prints.
+fn version_line() -> String {
+    format!("quorumlock {}\n", env!("CARGO_PKG_VERSION"))
+}
+
+/// `doctor` on persistent local nodes (safe, exit 0) through `binary` (a command that runs
+/// the installed binary): its table lists each node, and its verdict.
+fn doctor_is_safe(mut binary: Command, quorum: &LocalQuorum) {
+    binary.args([
+        "doctor",
+        "--window",
+        "1s",
+        "--nodes",
+        &quorum.urls().join(","),
+    ]);
+    let (code, stdout, stderr) = run(&mut binary);
+    assert_eq!(code, Some(0), "{stdout}{stderr}");
+    for url in quorum.urls() {
+        assert!(stdout.contains(&url), "{url}: {stdout}");
+    }
+    assert!(
+        stdout.contains("safe (3 of 3 nodes safe, quorum 2)"),
+        "{stdout}"
+    );
+}
+
+#[tokio::test]
+async fn the_debian_package_installs_and_runs() {
+    if !has("dpkg-deb", &["--version"]) || !has("dpkg", &["--version"]) {
+        eprintln!("SKIPPED: the Debian package test: dpkg is not installed here");
+        return;
+    }
+    let out = tempfile::tempdir().expect("a directory");
+    let (code, deb, stderr) = run(Command::new(repository().join("scripts/package-deb"))
+        .args(["--binary", BIN, "--out"])
+        .arg(out.path()));
+    assert_eq!(code, Some(0), "{stderr}");
+    let deb = PathBuf::from(deb.trim());
+    assert!(deb.exists(), "{deb:?}");
+
+    // An empty root with an empty package database: nothing there but what the package puts.
+    let root = tempfile::tempdir().expect("a directory");
+    let admin = root.path().join("var/lib/dpkg");
+    std::fs::create_dir_all(admin.join("info")).unwrap();
+    std::fs::create_dir_all(admin.join("updates")).unwrap();
+    std::fs::write(admin.join("status"), "").unwrap();
+    let (code, stdout, stderr) = run(Command::new("dpkg")
+        .arg(format!("--root={}", root.path().display()))
+        // Not root; and libc6, its one dependency, is the host's, not in this empty root.
+        .args([
+            "--force-not-root",
+            "--force-depends",
+            "--log=/dev/null",
+            "-i",
+        ])
+        .arg(&deb));
+    assert_eq!(code, Some(0), "{stdout}{stderr}");
+    let (_, status, _) = run(Command::new("dpkg")
+        .arg(format!("--root={}", root.path().display()))
+        .args(["-s", "quorumlock"]));
+    assert!(status.contains("Status: install ok installed"), "{status}");
+
+    let installed = |path: &str| root.path().join(path);
+    for file in [
+        "usr/share/man/man1/quorumlock.1.gz",
+        "usr/share/man/man1/quorumlock-run.1.gz",
+        "usr/share/man/man1/quorumlock-ls.1.gz",
+        "usr/share/bash-completion/completions/quorumlock",
+        "usr/share/zsh/vendor-completions/_quorumlock",
+        "usr/share/fish/vendor_completions.d/quorumlock.fish",
+    ] {
+        assert!(installed(file).exists(), "{file} not installed");
+    }
+    let binary = installed("usr/bin/quorumlock");
+    let (code, stdout, _) = run(&mut Command::new(&binary).arg("--version"));
+    assert_eq!((code, stdout), (Some(0), version_line()));
+    let quorum = LocalQuorum::start_with(3, NodeOptions::persistent())
+        .await
+        .unwrap();
+    doctor_is_safe(Command::new(&binary), &quorum);
+    check_page(&installed("usr/share/man/man1/quorumlock-run.1.gz"));
+}
+
+/// The man page of `run` documents its options as --help does.
+fn check_page(page: &Path) {
+    let (code, text, stderr) = run(Command::new("gzip").arg("-dc").arg(page));
+    assert_eq!(code, Some(0), "{stderr}");
+    for option in ["hold\\-at\\-least", "nonblock", "quiet"] {
+        assert!(
+            text.contains(option),
+            "{option} missing from {}",
+            page.display()
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_container_image_runs() {
+    if !has("docker", &["info"]) {
+        eprintln!("SKIPPED: the container image test: no Docker engine answers here");
+        return;
+    }
+    let (code, image, stderr) = run(Command::new(repository().join("scripts/build-cli-image"))
+        .args(["--binary", BIN, "quorumlock/quorumlock:test"]));
+    assert_eq!(code, Some(0), "{stderr}");
+    let image = image.trim().to_string();
+    assert_eq!(image, "quorumlock/quorumlock:test");
+    let docker = || {
+        let mut c = Command::new("docker");
+        // The host's network: the nodes listen on 127.0.0.1.
+        c.args(["run", "--rm", "--network", "host", &image]);
+        c
+    };
+    let (code, stdout, _) = run(docker().arg("--version"));
+    assert_eq!((code, stdout), (Some(0), version_line()));
+    let quorum = LocalQuorum::start_with(3, NodeOptions::persistent())
+        .await
+        .unwrap();
+    doctor_is_safe(docker(), &quorum);
+}
+
+/// The release archive has the layout `cargo binstall` expects from Cargo.toml's
+/// `[package.metadata.binstall]`: the file name of `pkg-url`, the binary at `bin-dir`.
+#[test]
+fn the_release_archive_matches_the_binstall_metadata() {
+    let manifest = std::fs::read_to_string(repository().join("Cargo.toml")).unwrap();
+    let setting = |name: &str| {
+        manifest
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{name} = \"")))
+            .and_then(|rest| rest.strip_suffix('"'))
+            .unwrap_or_else(|| panic!("{name} in [package.metadata.binstall]"))
+            .to_string()
+    };
+    let out = tempfile::tempdir().expect("a directory");
+    let (code, archive, stderr) = run(Command::new(repository().join("scripts/package-tarball"))
+        .args([
+            "--binary",
+            BIN,
+            "--target",
+            "x86_64-unknown-linux-gnu",
+            "--out",
+        ])
+        .arg(out.path()));
+    assert_eq!(code, Some(0), "{stderr}");
+    let archive = PathBuf::from(archive.trim());
+    let fill = |template: String| {
+        template
+            .replace("{ repo }", "https://github.com/quorumlock/quorumlock")
+            .replace("{ name }", "quorumlock")
+            .replace("{ target }", "x86_64-unknown-linux-gnu")
+            .replace("{ version }", env!("CARGO_PKG_VERSION"))
+            .replace("{ archive-suffix }", ".tar.gz")
+            .replace("{ bin }", "quorumlock")
+            .replace("{ binary-ext }", "")
+    };
+    let url = fill(setting("pkg-url"));
+    let file = archive.file_name().unwrap().to_string_lossy().into_owned();
+    assert_eq!(url.rsplit('/').next(), Some(file.as_str()), "{url}");
+    let (code, listing, stderr) = run(Command::new("tar").arg("-tzf").arg(&archive));
+    assert_eq!(code, Some(0), "{stderr}");
+    let binary = fill(setting("bin-dir"));
+    assert!(
+        listing.lines().any(|l| l == binary),
+        "{binary} not in {listing}"
+    );
+    assert_eq!(setting("pkg-fmt"), "tgz");
+}
