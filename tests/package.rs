@@ -106,7 +106,7 @@ async fn the_debian_package_installs_and_runs() {
         assert!(installed(file).exists(), "{file} not installed");
     }
     let binary = installed("usr/bin/quorumlock");
-    let (code, stdout, _) = run(&mut Command::new(&binary).arg("--version"));
+    let (code, stdout, _) = run(Command::new(&binary).arg("--version"));
     assert_eq!((code, stdout), (Some(0), version_line()));
     let quorum = LocalQuorum::start_with(3, NodeOptions::persistent())
         .await
