@@ -31,10 +31,16 @@ fn holders(rt: &tokio::runtime::Runtime, quorum: &LocalQuorum, key: &str) -> usi
     rt.block_on(common::holders(quorum, key))
 }
 
-/// The holder's thread does blocking work for twice the ttl; the client's own thread keeps
-/// the lock meanwhile, and a second client is refused every time it tries.
-#[test]
-fn a_kept_lock_outlasts_blocking_work_of_twice_its_ttl() {
+/// Three nodes, two blocking clients, and the first one's kept lock on `job`.
+struct Contest {
+    rt: tokio::runtime::Runtime,
+    quorum: LocalQuorum,
+    holder: blocking::RedLock,
+    other: blocking::RedLock,
+    kept: blocking::KeptLock,
+}
+
+fn contest() -> Contest {
     let rt = test_runtime();
     let quorum = rt.block_on(LocalQuorum::start(3)).expect("quorum");
     let holder = blocking::RedLock::connect(&builder(&quorum)).expect("holder");
@@ -44,6 +50,26 @@ fn a_kept_lock_outlasts_blocking_work_of_twice_its_ttl() {
         .expect("lock")
         .keep_alive(KeepAlive::new())
         .expect("kept");
+    Contest {
+        rt,
+        quorum,
+        holder,
+        other,
+        kept,
+    }
+}
+
+/// The holder's thread does blocking work for twice the ttl; the client's own thread keeps
+/// the lock meanwhile, and a second client is refused every time it tries.
+#[test]
+fn a_kept_lock_outlasts_blocking_work_of_twice_its_ttl() {
+    let Contest {
+        rt,
+        quorum,
+        holder,
+        other,
+        kept,
+    } = contest();
 
     let tries = std::thread::spawn(move || {
         (0..4)
@@ -77,15 +103,13 @@ fn a_kept_lock_outlasts_blocking_work_of_twice_its_ttl() {
 /// A lock lost while the holder's thread blocks is reported by its next call.
 #[test]
 fn a_loss_while_blocked_is_reported_at_the_next_call() {
-    let rt = test_runtime();
-    let quorum = rt.block_on(LocalQuorum::start(3)).expect("quorum");
-    let holder = blocking::RedLock::connect(&builder(&quorum)).expect("holder");
-    let other = blocking::RedLock::connect(&builder(&quorum)).expect("other");
-    let kept = holder
-        .lock("job")
-        .expect("lock")
-        .keep_alive(KeepAlive::new())
-        .expect("kept");
+    let Contest {
+        rt,
+        quorum,
+        holder: _holder,
+        other,
+        kept,
+    } = contest();
     let handle = kept.handle();
     // Every node loses the key (a fault the algorithm does not survive).
     rt.block_on(async {

@@ -110,6 +110,17 @@ impl Driver {
         outside_runtime()?;
         Ok(self.handle.block_on(work))
     }
+
+    /// Blocks until `handle`'s lock is lost or `within` has passed: why it was lost, or `None`.
+    fn wait_lost(
+        &self,
+        handle: &crate::LockHandle,
+        within: Duration,
+    ) -> Result<Option<LostReason>, ConfigError> {
+        let lost = handle.lost();
+        let waited = self.block_on(async move { tokio::time::timeout(within, lost).await.ok() })?;
+        Ok(waited.or_else(|| handle.lost_reason()))
+    }
 }
 
 impl Drop for Driver {
@@ -409,10 +420,7 @@ impl Lock {
     /// then released in the background).
     pub fn release(self) -> Result<Released, Error> {
         let Lock { inner, driver } = self;
-        match outside_runtime() {
-            Ok(()) => driver.handle.block_on(inner.release()),
-            Err(e) => Err(e.into()),
-        }
+        driver.block_on(inner.release())?
     }
 
     /// Lets go of the lock without releasing it: its keys expire at their ttl; see
@@ -512,11 +520,7 @@ impl KeptLock {
     /// # Errors
     /// [`ConfigError::InRuntime`] from a thread that runs async tasks.
     pub fn wait_lost(&self, within: Duration) -> Result<Option<LostReason>, ConfigError> {
-        let lost = self.handle.lost();
-        let waited = self
-            .driver
-            .block_on(async move { tokio::time::timeout(within, lost).await.ok() })?;
-        Ok(waited.or_else(|| self.lost_reason()))
+        self.driver.wait_lost(&self.handle, within)
     }
 
     /// Stops keeping the lock and hands it back, still held; see
@@ -545,10 +549,7 @@ impl KeptLock {
     /// [`fencing_token`](Self::fencing_token).
     pub fn release(self) -> Result<Released, Error> {
         let KeptLock { inner, driver, .. } = self;
-        match outside_runtime() {
-            Ok(()) => driver.handle.block_on(inner.release()),
-            Err(e) => Err(e.into()),
-        }
+        driver.block_on(inner.release())?
     }
 }
 
@@ -607,11 +608,7 @@ impl Leadership {
     /// # Errors
     /// [`ConfigError::InRuntime`] from a thread that runs async tasks.
     pub fn wait_lost(&self, within: Duration) -> Result<Option<LostReason>, ConfigError> {
-        let lost = self.handle.lost();
-        let waited = self
-            .driver
-            .block_on(async move { tokio::time::timeout(within, lost).await.ok() })?;
-        Ok(waited.or_else(|| self.lost_reason()))
+        self.driver.wait_lost(&self.handle, within)
     }
 
     /// Gives the leadership up and waits for the nodes; see [`crate::Leadership::resign`].
@@ -622,9 +619,6 @@ impl Leadership {
     /// background).
     pub fn resign(self) -> Result<Released, Error> {
         let Leadership { inner, driver, .. } = self;
-        match outside_runtime() {
-            Ok(()) => driver.handle.block_on(inner.resign()),
-            Err(e) => Err(e.into()),
-        }
+        driver.block_on(inner.resign())?
     }
 }
