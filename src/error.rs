@@ -514,13 +514,11 @@ pub enum ConfigError {
     /// `build()` was called outside a Tokio runtime.
     #[error("RedLockBuilder::build() must be called from within a Tokio runtime")]
     NoRuntime,
-    /// A [`blocking`](crate::blocking) call was made on a thread that runs async tasks, which
-    /// it would block: use the async API there. Nothing was sent.
-    #[error("a quorumlock::blocking call was made from within an async runtime: use the async API there")]
-    InRuntime,
-    /// The runtime thread of a [`blocking`](crate::blocking) client could not start.
-    #[error("cannot start the runtime thread of the blocking client: {0}")]
-    RuntimeStart(String),
+    /// A thread of a [`blocking`](crate::blocking) client could not start: its runtime's, or
+    /// the helper that runs a call made from a thread of another Tokio runtime. Nothing was
+    /// sent.
+    #[error("cannot start a thread of the blocking client: {0}")]
+    ThreadStart(String),
 }
 
 /// The most nodes one [`RedLock`](crate::RedLock) accepts. Redlock wants a handful of

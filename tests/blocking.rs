@@ -7,7 +7,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use quorumlock::testkit::LocalQuorum;
-use quorumlock::{blocking, ConfigError, Error, KeepAlive, RedLockBuilder};
+use quorumlock::{blocking, Error, KeepAlive, RedLockBuilder};
 
 /// The lock's ttl in these tests.
 const TTL: Duration = Duration::from_secs(1);
@@ -142,29 +142,42 @@ fn a_loss_while_blocked_is_reported_at_the_next_call() {
     lock.release().expect("release");
 }
 
-/// A blocking call from a thread that runs async tasks is refused, with nothing sent.
+/// Blocking calls from the threads of another Tokio runtime work: from a `spawn_blocking`
+/// closure (where sync code of an async service runs), and from inside `block_on` (which
+/// they block, as any blocking call would). None of them panics, though the runtime's own
+/// `block_on` cannot nest.
 #[test]
-fn calls_from_an_async_runtime_are_refused() {
+fn calls_from_the_threads_of_another_runtime_work() {
     let rt = test_runtime();
     let quorum = rt.block_on(LocalQuorum::start(3)).expect("quorum");
-    let redlock = blocking::RedLock::connect(&builder(&quorum)).expect("client");
     let b = builder(&quorum);
-    let redlock = rt.block_on(async move {
-        let refused = blocking::RedLock::build(&b).map(|_| ());
-        assert_eq!(refused, Err(ConfigError::InRuntime));
-        let lock = redlock.lock("job").map(|_| ());
-        assert!(
-            matches!(lock, Err(Error::Config(ConfigError::InRuntime))),
-            "{lock:?}"
-        );
-        assert_eq!(redlock.settle(TTL), Err(ConfigError::InRuntime));
-        redlock
-    });
-    assert_eq!(holders(&rt, &quorum, "job"), 0);
-    // Outside the runtime it works, and a lock dropped unreleased is released in the
-    // background by the client's own thread.
-    let lock = redlock.lock("job").expect("lock");
+    let redlock = rt
+        .block_on(async move {
+            tokio::task::spawn_blocking(move || blocking::RedLock::connect(&b))
+                .await
+                .expect("the closure ran")
+        })
+        .expect("built inside spawn_blocking");
+    let r = redlock.clone();
+    let held = rt
+        .block_on(async move {
+            tokio::task::spawn_blocking(move || {
+                let lock = r.lock("job")?;
+                let token = lock.fencing_token()?;
+                lock.release()?;
+                Ok::<_, Error>(token)
+            })
+            .await
+            .expect("the closure ran")
+        })
+        .expect("locked inside spawn_blocking");
+    assert_eq!(held, 1);
+    let r = redlock.clone();
+    let lock = rt
+        .block_on(async move { r.lock("job") })
+        .expect("lock inside block_on");
     assert_eq!(holders(&rt, &quorum, "job"), 3);
+    // Dropped unreleased on a plain thread: released by the client's own thread.
     drop(lock);
     assert_eq!(redlock.settle(Duration::from_secs(10)), Ok(true));
     assert_eq!(holders(&rt, &quorum, "job"), 0);

@@ -29,8 +29,10 @@
 //! # Ok(()) }
 //! ```
 //!
-//! Calls from inside an async runtime are refused with [`ConfigError::InRuntime`] (they would
-//! block a thread of that runtime): use the async API there.
+//! A call from a thread of a Tokio runtime (a `spawn_blocking` closure, say) works too: it is
+//! run on a helper thread for its duration, since the runtime's own `block_on` cannot nest.
+//! On a runtime's worker thread it still blocks that worker and every task waiting for it:
+//! use the async API there.
 
 use std::fmt;
 use std::future::Future;
@@ -69,11 +71,10 @@ impl Driver {
     /// Starts the runtime thread and builds the client there (`connect` waits for the nodes
     /// as [`RedLockBuilder::connect`] does).
     fn start(builder: &RedLockBuilder, connect: bool) -> Result<Arc<Driver>, ConfigError> {
-        outside_runtime()?;
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
-            .map_err(|e| ConfigError::RuntimeStart(e.to_string()))?;
+            .map_err(|e| ConfigError::ThreadStart(e.to_string()))?;
         let handle = runtime.handle().clone();
         let (stop, stopped) = oneshot::channel::<crate::RedLock>();
         std::thread::Builder::new()
@@ -88,9 +89,9 @@ impl Driver {
                     }
                 });
             })
-            .map_err(|e| ConfigError::RuntimeStart(e.to_string()))?;
+            .map_err(|e| ConfigError::ThreadStart(e.to_string()))?;
         let redlock = if connect {
-            handle.block_on(builder.connect())
+            run_blocking(&handle, builder.connect())?
         } else {
             let _entered = handle.enter();
             builder.build()
@@ -104,11 +105,13 @@ impl Driver {
         }))
     }
 
-    /// Runs `work` to its end on the caller's thread, in the runtime's context: its I/O and
-    /// timers are driven by the runtime thread, and what it spawns runs there.
-    fn block_on<F: Future>(&self, work: F) -> Result<F::Output, ConfigError> {
-        outside_runtime()?;
-        Ok(self.handle.block_on(work))
+    /// Runs `work` to its end, blocking the caller ([`run_blocking`]).
+    fn block_on<F>(&self, work: F) -> Result<F::Output, ConfigError>
+    where
+        F: Future + Send,
+        F::Output: Send,
+    {
+        run_blocking(&self.handle, work)
     }
 
     /// Blocks until `handle`'s lock is lost or `within` has passed: why it was lost, or `None`.
@@ -132,12 +135,29 @@ impl Drop for Driver {
     }
 }
 
-/// Refuses a blocking call from a thread that runs async tasks.
-fn outside_runtime() -> Result<(), ConfigError> {
-    match Handle::try_current() {
-        Ok(_) => Err(ConfigError::InRuntime),
-        Err(_) => Ok(()),
+/// Runs `work` to its end on `handle`'s runtime, blocking the caller: polled on the caller's
+/// thread in the runtime's context (its I/O and timers are driven by the runtime thread, and
+/// what it spawns runs there). On a thread where a Tokio runtime is current (a worker, inside
+/// `block_on`, a `spawn_blocking` closure), where `Handle::block_on` may panic, it is polled
+/// on a helper thread of its own for the call.
+fn run_blocking<F>(handle: &Handle, work: F) -> Result<F::Output, ConfigError>
+where
+    F: Future + Send,
+    F::Output: Send,
+{
+    if Handle::try_current().is_err() {
+        return Ok(handle.block_on(work));
     }
+    std::thread::scope(|scope| {
+        let helper = std::thread::Builder::new()
+            .name("quorumlock-call".into())
+            .spawn_scoped(scope, || handle.block_on(work))
+            .map_err(|e| ConfigError::ThreadStart(e.to_string()))?;
+        match helper.join() {
+            Ok(output) => Ok(output),
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
+    })
 }
 
 /// A Redlock client whose calls block: [`crate::RedLock`] on a runtime thread of its own.
@@ -155,8 +175,8 @@ impl RedLock {
     /// Builds the client, as [`RedLockBuilder::build`] does, without waiting for the nodes.
     ///
     /// # Errors
-    /// As [`RedLockBuilder::build`]; [`ConfigError::InRuntime`] from a thread that runs async
-    /// tasks; [`ConfigError::RuntimeStart`] if the runtime thread cannot start.
+    /// As [`RedLockBuilder::build`]; [`ConfigError::ThreadStart`] if the runtime thread cannot
+    /// start.
     pub fn build(builder: &RedLockBuilder) -> Result<RedLock, ConfigError> {
         Driver::start(builder, false).map(|driver| RedLock { driver })
     }
@@ -211,8 +231,8 @@ impl RedLock {
     /// [`crate::RedLock::lock`].
     ///
     /// # Errors
-    /// As [`crate::RedLock::lock`]; [`Error::Config`] with [`ConfigError::InRuntime`] from a
-    /// thread that runs async tasks.
+    /// As [`crate::RedLock::lock`]; [`Error::Config`] with [`ConfigError::ThreadStart`] if the
+    /// call needed a helper thread (see the module) and none could start.
     pub fn lock(&self, resource: &str) -> Result<Lock, Error> {
         let lock = self.driver.block_on(self.driver.redlock.lock(resource))??;
         Ok(self.wrap(lock))
@@ -243,7 +263,7 @@ impl RedLock {
     ///
     /// # Errors
     /// As [`crate::RedLock::lock_all`], and as [`lock`](Self::lock).
-    pub fn lock_all<S: AsRef<str>>(&self, resources: &[S]) -> Result<Lock, Error> {
+    pub fn lock_all<S: AsRef<str> + Sync>(&self, resources: &[S]) -> Result<Lock, Error> {
         let lock = self
             .driver
             .block_on(self.driver.redlock.lock_all(resources))??;
@@ -315,7 +335,7 @@ impl RedLock {
     /// passed; see [`crate::RedLock::settle`].
     ///
     /// # Errors
-    /// [`ConfigError::InRuntime`] from a thread that runs async tasks.
+    /// [`ConfigError::ThreadStart`] if the call needed a helper thread and none could start.
     pub fn settle(&self, within: Duration) -> Result<bool, ConfigError> {
         self.driver.block_on(self.driver.redlock.settle(within))
     }
@@ -324,7 +344,7 @@ impl RedLock {
     /// [`crate::RedLock::shutdown`].
     ///
     /// # Errors
-    /// [`ConfigError::InRuntime`] from a thread that runs async tasks.
+    /// [`ConfigError::ThreadStart`] if the call needed a helper thread and none could start.
     pub fn shutdown(&self) -> Result<Shutdown, ConfigError> {
         self.driver.block_on(self.driver.redlock.shutdown())
     }
@@ -390,8 +410,8 @@ impl Lock {
     /// The fencing token; see [`crate::Lock::fencing_token`].
     ///
     /// # Errors
-    /// As [`crate::Lock::fencing_token`]; [`Error::Config`] with [`ConfigError::InRuntime`]
-    /// from a thread that runs async tasks.
+    /// As [`crate::Lock::fencing_token`]; [`Error::Config`] with [`ConfigError::ThreadStart`]
+    /// if the call needed a helper thread and none could start.
     pub fn fencing_token(&self) -> Result<u64, Error> {
         self.driver.block_on(self.inner.fencing_token())?
     }
@@ -509,7 +529,7 @@ impl KeptLock {
     ///
     /// # Errors
     /// As [`crate::LockHandle::fencing_token`]; [`Error::Config`] with
-    /// [`ConfigError::InRuntime`] from a thread that runs async tasks.
+    /// [`ConfigError::ThreadStart`] if the call needed a helper thread and none could start.
     pub fn fencing_token(&self) -> Result<u64, Error> {
         self.driver.block_on(self.inner.fencing_token())?
     }
@@ -518,7 +538,7 @@ impl KeptLock {
     /// `None` if it is still held.
     ///
     /// # Errors
-    /// [`ConfigError::InRuntime`] from a thread that runs async tasks.
+    /// [`ConfigError::ThreadStart`] if the call needed a helper thread and none could start.
     pub fn wait_lost(&self, within: Duration) -> Result<Option<LostReason>, ConfigError> {
         self.driver.wait_lost(&self.handle, within)
     }
@@ -530,16 +550,11 @@ impl KeptLock {
     /// As [`crate::KeptLock::into_lock`], and as [`fencing_token`](Self::fencing_token).
     pub fn into_lock(self) -> Result<Lock, Error> {
         let KeptLock { inner, driver, .. } = self;
-        match outside_runtime() {
-            Ok(()) => {
-                let lock = driver.handle.block_on(inner.into_lock())?;
-                Ok(Lock {
-                    inner: lock,
-                    driver,
-                })
-            }
-            Err(e) => Err(e.into()),
-        }
+        let lock = driver.block_on(inner.into_lock())??;
+        Ok(Lock {
+            inner: lock,
+            driver,
+        })
     }
 
     /// Stops keeping the lock and releases it; see [`crate::KeptLock::release`].
@@ -606,7 +621,7 @@ impl Leadership {
     /// or `None` while it lasts.
     ///
     /// # Errors
-    /// [`ConfigError::InRuntime`] from a thread that runs async tasks.
+    /// [`ConfigError::ThreadStart`] if the call needed a helper thread and none could start.
     pub fn wait_lost(&self, within: Duration) -> Result<Option<LostReason>, ConfigError> {
         self.driver.wait_lost(&self.handle, within)
     }
@@ -614,9 +629,9 @@ impl Leadership {
     /// Gives the leadership up and waits for the nodes; see [`crate::Leadership::resign`].
     ///
     /// # Errors
-    /// As [`crate::Leadership::resign`]; [`Error::Config`] with [`ConfigError::InRuntime`]
-    /// from a thread that runs async tasks (the leadership is then given up in the
-    /// background).
+    /// As [`crate::Leadership::resign`]; [`Error::Config`] with [`ConfigError::ThreadStart`]
+    /// if the call needed a helper thread and none could start (the leadership is then given
+    /// up in the background).
     pub fn resign(self) -> Result<Released, Error> {
         let Leadership { inner, driver, .. } = self;
         driver.block_on(inner.resign())?
