@@ -135,6 +135,18 @@ pub enum Error {
     #[error("invalid configuration: {0}")]
     Config(#[from] ConfigError),
 
+    /// The resource is in use as another kind of primitive: a semaphore was asked of a key
+    /// that holds a lock (or another program's value), or of a semaphore with another
+    /// number of permits. One resource name is one kind of thing, with one number of
+    /// permits, for every client (design 2.9). Nothing was changed on any node.
+    #[error("`{resource}` is already in use as {found}, on a majority of the nodes that answered: nothing was changed")]
+    KindMismatch {
+        /// The resource that was asked for.
+        resource: String,
+        /// What it is in use as.
+        found: FoundKind,
+    },
+
     /// The operating system's random number generator failed, so no token could be made.
     #[error("no token could be generated: the OS random number generator failed: {0}")]
     Entropy(String),
@@ -151,6 +163,29 @@ impl Error {
                 | Error::ValidityExpired { .. }
                 | Error::FencingUnavailable { .. }
         )
+    }
+}
+
+/// What a resource was found in use as, when it was asked for as another kind of primitive
+/// ([`Error::KindMismatch`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum FoundKind {
+    /// Not a semaphore: a lock's key (a token), or a value of another program.
+    Other,
+    /// A semaphore with this number of permits.
+    Semaphore {
+        /// Its number of permits.
+        permits: u32,
+    },
+}
+
+impl fmt::Display for FoundKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FoundKind::Other => f.write_str("a lock (or a value that is not a semaphore)"),
+            FoundKind::Semaphore { permits } => write!(f, "a semaphore of {permits} permits"),
+        }
     }
 }
 
@@ -478,6 +513,12 @@ pub enum ConfigError {
     /// An empty resource name.
     #[error("the resource name is empty")]
     EmptyResource,
+    /// A semaphore asked with no permits, or more than [`MAX_PERMITS`].
+    #[error("a semaphore needs 1 to {max} permits, not {permits}", max = MAX_PERMITS)]
+    InvalidPermits {
+        /// The number asked for.
+        permits: u32,
+    },
     /// An empty token given to [`RedLock::break_lock`](crate::RedLock::break_lock).
     #[error("the token is empty")]
     EmptyToken,
@@ -525,6 +566,11 @@ pub enum ConfigError {
 /// independent masters; a longer list is almost certainly a cluster's node list pasted by
 /// mistake. (Here, beside the error that names it, so that this file imports nothing.)
 pub const MAX_NODES: usize = 64;
+
+/// The most permits one [`Semaphore`](crate::Semaphore) has. Each acquisition looks at every
+/// claim of the semaphore on every node, so its cost grows with the permits; a resource that
+/// more holders than this may use at once hardly needs a limit.
+pub const MAX_PERMITS: u32 = 1024;
 
 /// Why a kept lock was lost.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -23,6 +23,7 @@ pub use api::election::Leadership;
 pub use api::kept::{KeptLock, LockHandle};
 pub use api::lock::Lock;
 pub use api::redlock::RedLock;
+pub use api::semaphore::{Permit, Semaphore};
 pub use config::builder::{Config, RedLockBuilder, Retry, ENV_VARS};
 #[cfg(feature = "serde")]
 #[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
@@ -34,7 +35,9 @@ pub use engine::held::Released;
 pub use engine::observe::Leader;
 pub use engine::shutdown::Shutdown;
 pub use engine::token::Token;
-pub use error::{ConfigError, Error, LostReason, NodeError, NodeErrorKind, MAX_NODES};
+pub use error::{
+    ConfigError, Error, FoundKind, LostReason, NodeError, NodeErrorKind, MAX_NODES, MAX_PERMITS,
+};
 /// The Redis client quorumlock runs on, for nodes given as fred clients or configurations
 /// ([`RedLockBuilder::fred_client`], [`RedLockBuilder::fred_config`]): an application that
 /// uses it through this path needs no fred dependency of its own, and names the very types

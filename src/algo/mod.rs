@@ -8,4 +8,5 @@ pub(crate) mod keys;
 pub(crate) mod lineage;
 pub(crate) mod quorum;
 pub(crate) mod schedule;
+pub(crate) mod slots;
 pub(crate) mod verdict;

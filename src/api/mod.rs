@@ -11,3 +11,4 @@ pub(crate) mod election;
 pub(crate) mod kept;
 pub(crate) mod lock;
 pub(crate) mod redlock;
+pub(crate) mod semaphore;

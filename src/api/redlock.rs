@@ -8,6 +8,7 @@ use futures::Stream;
 use crate::api::election::Leadership;
 use crate::api::kept::LockHandle;
 use crate::api::lock::Lock;
+use crate::api::semaphore::Semaphore;
 use crate::config::{Candidacy, Config, RedLockBuilder, Retry};
 use crate::engine::coordinator::Coordinator;
 use crate::engine::held::Released;
@@ -127,6 +128,19 @@ impl RedLock {
     /// after the ttl.
     pub async fn lock(&self, resource: &str) -> Result<Lock, Error> {
         self.0.lock(resource).await.map(Lock)
+    }
+
+    /// A semaphore of `permits` permits on the resource `name`: at most `permits` holders
+    /// at once across every client (see [`Semaphore`](crate::Semaphore)). Nothing is sent
+    /// until a permit is asked for.
+    ///
+    /// # Errors
+    /// [`ConfigError::InvalidPermits`] for 0 permits or more than
+    /// [`MAX_PERMITS`](crate::MAX_PERMITS); [`ConfigError::EmptyResource`] and
+    /// [`ConfigError::ReservedResource`] as for a lock.
+    pub fn semaphore(&self, name: &str, permits: u32) -> Result<Semaphore, ConfigError> {
+        let spec = self.0.semaphore(name, permits)?;
+        Ok(Semaphore::new(self.0.clone(), spec))
     }
 
     /// Makes one attempt to lock `resource` with the configured ttl.

@@ -451,6 +451,7 @@ struct DoctorNode<'a> {
     same_server_as: Option<usize>,
     refused_commands: &'a [String],
     refused_for_elections: &'a [String],
+    refused_for_semaphores: &'a [String],
     /// `ok`, `note`, `unknown` or `unsafe`.
     verdict: String,
     findings: Vec<JsonFinding<'a>>,
@@ -526,6 +527,7 @@ fn to_json<'a>(
             same_server_as: r.same_server_as,
             refused_commands: &r.refused_commands,
             refused_for_elections: &r.refused_for_elections,
+            refused_for_semaphores: &r.refused_for_semaphores,
             verdict: r.verdict().map_or("ok".to_string(), |v| v.to_string()),
             findings: r.findings.iter().map(finding).collect(),
         })

@@ -33,7 +33,7 @@ use crate::error::{ConfigError, Error, NodeError};
 use crate::node::admission::Fleet;
 use crate::node::probe::KeySpace;
 use crate::node::scripts::release_args;
-use crate::node::{Answer, Node, NodeResult};
+use crate::node::{Answer, Node, NodeResult, Primitive};
 use crate::stats::{self, Counters, Event, Stats};
 
 #[derive(Debug, Clone)]
@@ -308,14 +308,35 @@ impl Coordinator {
         let target = self.target(resources)?;
         let ttl = self.config().check_ttl(ttl)?;
         retry.validate()?;
-        let started = Instant::now();
-        let counters = &self.inner.counters;
         // One resource: callers of this client that find it taken wait in line for a release
         // (`engine/waiters.rs`); several: they pause between attempts.
         let key = match target.resources.as_slice() {
             [resource] => Some(keys::lock_key(&self.config().key_prefix, resource)),
             _ => None,
         };
+        self.acquiring(&target.name, key, ttl, retry, || self.attempt(&target, ttl))
+            .await
+    }
+
+    /// Attempts with `attempt` until it is granted, retrying as `retry` says: callers that
+    /// find `key` taken wait in this client's line for its release (`engine/waiters.rs`),
+    /// without a key they pause between attempts. A lock's acquisition and a permit's
+    /// (`engine/semaphore.rs`) both run this loop; only their attempts differ. `name` names
+    /// the resource in traces.
+    pub(crate) async fn acquiring<F, Fut>(
+        &self,
+        name: &str,
+        key: Option<String>,
+        ttl: Ttl,
+        retry: Retry,
+        mut attempt: F,
+    ) -> Result<Held, Error>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<Held, Error>>,
+    {
+        let started = Instant::now();
+        let counters = &self.inner.counters;
         let deadline = tokio::time::Instant::from_std(started)
             .checked_add(retry.waiting_budget())
             .unwrap_or_else(|| tokio::time::Instant::now() + Duration::from_secs(86_400 * 365));
@@ -361,13 +382,13 @@ impl Coordinator {
             counters.count(Event::Attempt);
             let span = tracing::debug_span!(
                 "quorumlock.attempt",
-                resource = %target.name,
+                resource = %name,
                 attempt = made,
                 outcome = tracing::field::Empty,
                 yes = tracing::field::Empty,
                 failed = tracing::field::Empty,
             );
-            let result = self.attempt(&target, ttl).instrument(span.clone()).await;
+            let result = attempt().instrument(span.clone()).await;
             record_attempt(&span, &result);
             let error = match result {
                 Ok(lock) => {
@@ -392,7 +413,7 @@ impl Coordinator {
                 stats::call_ended(started.elapsed(), false);
                 return Err(error);
             };
-            tracing::debug!(resource = %target.name, attempt = made, error = %error, "lock attempt failed");
+            tracing::debug!(resource = %name, attempt = made, error = %error, "lock attempt failed");
             last = Some(error);
             match (&key, &place) {
                 // Taken: wait in line for a release. The head's next attempt comes right after
@@ -462,7 +483,7 @@ impl Coordinator {
         let args = release_args(&[Value::from(token)]);
         let round = self
             .round_marking(None, Stake::Held, |node| {
-                node.release(locks.clone(), args.clone())
+                node.release(Primitive::Lock, locks.clone(), args.clone())
             })
             .await;
         match verdict::confirmation(&round.tally) {
@@ -530,7 +551,8 @@ impl Coordinator {
         let token = Token::generate()?;
         let value = Value::from(token.as_str());
         let keys = &target.keys;
-        let mut guard = CleanupOnDrop::new(self, keys.locks(), &value);
+        let mut guard =
+            CleanupOnDrop::new(self, Primitive::Lock, keys.locks(), vec![value.clone()]);
         // Without fencing, or until a token of this client's locks is asked for, one resource
         // is taken with the bare `SET NX PX`: a lock whose token nobody asks for costs what a
         // lock without fencing costs, and asking costs two rounds (read the counters, then
@@ -575,6 +597,7 @@ impl Coordinator {
                     acquired_on: round.tally.yes,
                     failures: round.failures,
                     handovers: 0,
+                    slot: None,
                 }));
             }
             Timed::Late => Error::ValidityExpired {
@@ -592,7 +615,7 @@ impl Coordinator {
         // Silently (DISCARD): this token never held the lock, so its deletes must not wake
         // the waiters of the key (design 2.4a).
         guard.disarm();
-        self.discard_round(keys.locks(), &value, round.answered)
+        self.discard_round(Primitive::Lock, keys.locks(), &[value], round.answered)
             .await;
         Err(failure)
     }
@@ -729,11 +752,17 @@ impl Coordinator {
     /// Compare-and-delete on every node without announcing it (the cleanup of a failed
     /// attempt); waits for the nodes in `wait_for` (a bit mask of node indexes), deletes on
     /// the rest in the background.
-    pub(crate) async fn discard_round(&self, keys: &[Key], value: &Value, wait_for: u64) {
+    pub(crate) async fn discard_round(
+        &self,
+        primitive: Primitive,
+        keys: &[Key],
+        args: &[Value],
+        wait_for: u64,
+    ) {
         let mut waited = FuturesUnordered::new();
         let background = FuturesUnordered::new();
         for node in &self.inner.nodes {
-            let release = self.counted(node, node.discard(keys.to_vec(), vec![value.clone()]));
+            let release = self.counted(node, node.discard(primitive, keys.to_vec(), args.to_vec()));
             if wait_for & (1 << node.index()) != 0 {
                 waited.push(release);
             } else {
@@ -769,18 +798,20 @@ impl Coordinator {
 
     /// Starts a silent delete of an attempt's keys on every node without waiting for it
     /// (needs a runtime; a no-op without one, the keys then expire after their ttl).
-    pub(crate) fn discard_detached(&self, keys: Vec<Key>, value: Value) {
+    pub(crate) fn discard_detached(&self, primitive: Primitive, keys: Vec<Key>, args: Vec<Value>) {
         self.detached(u64::MAX, |node| {
-            node.discard(keys.clone(), vec![value.clone()])
+            node.discard(primitive, keys.clone(), args.clone())
         });
     }
 
     /// Starts a release of `key` on every node without waiting for it (needs a runtime; a
     /// no-op without one, the keys then expire after their ttl).
-    pub(crate) fn release_detached(&self, keys: Vec<Key>, value: Value) {
+    pub(crate) fn release_detached(&self, primitive: Primitive, keys: Vec<Key>, value: Value) {
         // Made here rather than in the task, so that `settle` counts them from now on.
         let args = release_args(&[value]);
-        self.detached(u64::MAX, |node| node.release(keys.clone(), args.clone()));
+        self.detached(u64::MAX, |node| {
+            node.release(primitive, keys.clone(), args.clone())
+        });
     }
 
     /// `future`, for `node`, counted as its node's work until it ends or is dropped (see
@@ -913,24 +944,32 @@ impl Background {
 }
 
 /// Releases an attempt's keys in the background if the attempt is cancelled half-way.
-struct CleanupOnDrop<'a> {
+pub(crate) struct CleanupOnDrop<'a> {
     redlock: &'a Coordinator,
+    primitive: Primitive,
     keys: &'a [Key],
-    value: &'a Value,
+    /// What the DISCARD script gets (see `Node::discard`).
+    args: Vec<Value>,
     armed: bool,
 }
 
 impl<'a> CleanupOnDrop<'a> {
-    fn new(redlock: &'a Coordinator, keys: &'a [Key], value: &'a Value) -> Self {
+    pub(crate) fn new(
+        redlock: &'a Coordinator,
+        primitive: Primitive,
+        keys: &'a [Key],
+        args: Vec<Value>,
+    ) -> Self {
         CleanupOnDrop {
             redlock,
+            primitive,
             keys,
-            value,
+            args,
             armed: true,
         }
     }
 
-    fn disarm(&mut self) {
+    pub(crate) fn disarm(&mut self) {
         self.armed = false;
     }
 }
@@ -938,8 +977,11 @@ impl<'a> CleanupOnDrop<'a> {
 impl Drop for CleanupOnDrop<'_> {
     fn drop(&mut self) {
         if self.armed {
-            self.redlock
-                .discard_detached(self.keys.to_vec(), self.value.clone());
+            self.redlock.discard_detached(
+                self.primitive,
+                self.keys.to_vec(),
+                std::mem::take(&mut self.args),
+            );
         }
     }
 }

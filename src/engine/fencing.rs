@@ -99,6 +99,7 @@ impl Ident {
         let redlock = self.redlock();
         redlock.token_asked();
         let (keys, locks, value) = (self.keys(), self.locks(), self.value());
+        let primitive = self.primitive();
         let seen = match fencing.seen {
             Some(seen) => seen,
             None => {
@@ -106,7 +107,7 @@ impl Ident {
                 // acquisition is on a majority, which shares a node with this one.
                 let round = redlock
                     .round_marking(None, Stake::Held, |node| {
-                        node.peek(keys.to_vec(), locks, value.clone())
+                        node.peek(primitive, keys.to_vec(), locks, value.clone())
                     })
                     .await;
                 match (verdict::confirmation(&round.tally), largest(&round)) {
@@ -119,7 +120,7 @@ impl Ident {
         let fence = seen.saturating_add(1);
         let round = redlock
             .round_marking(None, Stake::Held, |node| {
-                node.fence(keys.to_vec(), locks, value.clone(), fence)
+                node.fence(primitive, keys.to_vec(), locks, value.clone(), fence)
             })
             .await;
         match verdict::confirmation(&round.tally) {

@@ -38,6 +38,7 @@ use crate::engine::held::{Acquisition, Held, Ident, Keys, Released};
 use crate::engine::token::Token;
 use crate::engine::waiters::Ticket;
 use crate::node::scripts::release_args;
+use crate::node::Primitive;
 
 /// Handovers in a row after which a release lets every client's waiters race for the lock.
 pub(crate) const MAX_HANDOVERS: u32 = 16;
@@ -77,7 +78,9 @@ impl Drop for Claim {
         }
         if let Some((redlock, keys, tokens)) = self.cleanup.take() {
             let args = release_args(&tokens);
-            redlock.detached(u64::MAX, |node| node.release(keys.clone(), args.clone()));
+            redlock.detached(u64::MAX, |node| {
+                node.release(Primitive::Lock, keys.clone(), args.clone())
+            });
         }
         self.ticket.unclaim();
     }
@@ -93,7 +96,8 @@ impl Coordinator {
     /// Hands the lock `ident` over to the head of this client's line for its key, if the
     /// head is waiting; `None` when there is nobody to hand it to (then release it as usual).
     pub(crate) async fn hand_over(&self, ident: &Ident) -> Option<Handover> {
-        if ident.locks() != 1 || Self::yields(ident) {
+        // A permit is not handed over: its release wakes this client's waiters instead.
+        if ident.locks() != 1 || ident.slot().is_some() || Self::yields(ident) {
             return None;
         }
         let key = ident.lock_keys().first()?.as_str()?.to_string();
@@ -160,7 +164,9 @@ impl Coordinator {
                 keys.locks().to_vec(),
                 release_args(std::slice::from_ref(&old)),
             );
-            self.detached(failed, |node| node.release(locks.clone(), args.clone()));
+            self.detached(failed, |node| {
+                node.release(Primitive::Lock, locks.clone(), args.clone())
+            });
         }
         let fencing = fencing::granted(&keys, reads_counters, &round);
         let released = Released {
@@ -180,6 +186,7 @@ impl Coordinator {
             acquired_on: round.tally.yes,
             failures: round.failures,
             handovers: ident.handovers().saturating_add(1),
+            slot: None,
         });
         // If the waiter has gone meanwhile, the lock is dropped with its ticket, which
         // releases it.

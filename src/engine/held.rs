@@ -20,7 +20,7 @@ use crate::engine::shutdown::Registration;
 use crate::engine::token::Token;
 use crate::error::{Error, NodeError};
 use crate::node::scripts::release_args;
-use crate::node::Extended;
+use crate::node::{Extended, Primitive};
 
 /// The keys of one lock: the lock keys, then (with fencing) their fencing counters.
 #[derive(Debug, Clone)]
@@ -67,6 +67,8 @@ pub(crate) struct Acquisition {
     pub(crate) failures: Vec<NodeError>,
     /// How many handovers in a row led to this lock (0: its holder's own attempt got it).
     pub(crate) handovers: u32,
+    /// For a permit of a semaphore, its slot (design 2.9); `None` for a lock.
+    pub(crate) slot: Option<u32>,
 }
 
 /// What never changes in a lock, stored compactly and shared by the lock and, once it is
@@ -89,6 +91,9 @@ pub(crate) struct Ident {
     fencing: Option<Fencing>,
     /// How many handovers in a row led to this lock (see `engine/handover.rs`).
     handovers: u32,
+    /// For a permit, its slot: the lock key is then the semaphore's key, and the value the
+    /// scripts get is the claim `slot:token`.
+    slot: Option<u32>,
     /// Set when the lock's release starts (`release`, a drop, or the client's shutdown):
     /// whoever sets it sends the release, once.
     released: AtomicBool,
@@ -152,9 +157,32 @@ impl Ident {
         self.fencing.as_ref()
     }
 
-    /// The token as the scripts get it.
+    /// The token as the scripts get it: for a permit, its claim `slot:token`.
     pub(crate) fn value(&self) -> Value {
-        Value::from(self.token.as_str())
+        match self.slot {
+            None => Value::from(self.token.as_str()),
+            Some(slot) => Value::from(format!("{slot}:{}", self.token.as_str())),
+        }
+    }
+
+    /// For a permit, its slot.
+    pub(crate) fn slot(&self) -> Option<u32> {
+        self.slot
+    }
+
+    /// What the rounds on it act on: a lock's keys, or a permit's claim.
+    pub(crate) fn primitive(&self) -> Primitive {
+        match self.slot {
+            None => Primitive::Lock,
+            Some(_) => Primitive::Permit,
+        }
+    }
+
+    /// Starts a release of it on every node without waiting for it (needs a runtime; a
+    /// no-op without one, the keys then expire after their ttl).
+    pub(crate) fn release_detached(&self) {
+        self.redlock
+            .release_detached(self.primitive(), self.lock_keys().to_vec(), self.value());
     }
 
     /// The fencing token handed out so far, 0 if none: what a restore raises the counters
@@ -247,9 +275,11 @@ impl Held {
             acquired_on,
             failures,
             handovers,
+            slot,
         } = acquired;
-        // The value is the token as the scripts get it: made again from it when needed.
-        debug_assert!(value == Value::from(token.as_str()));
+        // The value is the token (or a permit's claim) as the scripts get it: made again
+        // from it when needed.
+        debug_assert!(slot.is_some() || value == Value::from(token.as_str()));
         // One resource's name is the joined name: do not keep it twice.
         let joined = match resources.as_slice() {
             [only] if *only == name => None,
@@ -268,6 +298,7 @@ impl Held {
                 token,
                 fencing,
                 handovers,
+                slot,
                 released: AtomicBool::new(false),
                 entry,
             }
@@ -377,17 +408,20 @@ impl Held {
             let (stands, verdict) = watch::channel(None);
             let decided = Arc::new(AtomicBool::new(false));
             let (keys, value) = (ident.lock_keys().to_vec(), ident.value());
+            let primitive = ident.primitive();
             let start = Instant::now();
             let round = ident
                 .redlock
                 .round_marking(Some(&decided), Stake::Held, |node| {
-                    let extended = node.extend(keys.clone(), value.clone(), ttl.px);
+                    let extended = node.extend(primitive, keys.clone(), value.clone(), ttl.px);
                     let (index, decided, mut verdict) =
                         (node.index(), Arc::clone(&decided), verdict.clone());
                     let ident = Arc::clone(&ident);
                     async move {
                         let answer = extended.await;
-                        if matches!(answer, Ok(Extended::Missing)) && decided.load(Ordering::SeqCst)
+                        if matches!(answer, Ok(Extended::Missing))
+                            && decided.load(Ordering::SeqCst)
+                            && primitive == Primitive::Lock
                         {
                             // Answered after the round was decided, so not counted: this
                             // node lost our keys, and is restored here if the extension
@@ -486,7 +520,7 @@ impl Held {
         }
         let args = release_args(&tokens);
         let round = ident.redlock.round_marking(None, Stake::Held, |node| {
-            node.release(ident.lock_keys().to_vec(), args.clone())
+            node.release(ident.primitive(), ident.lock_keys().to_vec(), args.clone())
         });
         tokio::pin!(round);
         // The first poll hands the delete to every node's queue. Whatever this client sends
@@ -529,7 +563,13 @@ impl Held {
     /// once it stands (in [`extension`](Self::extension)); those that answer that they kept
     /// them get nothing more. Only after a majority that held the lock all along extended
     /// it: restoring strengthens a lock we hold, it never revives one we lost.
+    ///
+    /// A permit is not restored: a node that lost its claim is one vote fewer until the
+    /// permit is taken again.
     fn restore_missing(&self, answers: &[(usize, Extended)], ttl_ms: i64) {
+        if self.ident.slot.is_some() {
+            return;
+        }
         let restore = answers
             .iter()
             .filter(|(_, a)| *a == Extended::Missing)
@@ -556,9 +596,7 @@ impl Drop for Held {
         let ident = &self.ident;
         if ident.start_release() {
             ident.redlock.held().remove(ident.entry);
-            ident
-                .redlock
-                .release_detached(ident.lock_keys().to_vec(), ident.value());
+            ident.release_detached();
         }
     }
 }

@@ -78,14 +78,17 @@ async fn inspect_node(
         Ok(rtt) => {
             seen.round_trip = Some(rtt);
             seen.facts = probe::facts(client, timeout).await.ok();
-            let (permissions, election) = tokio::join!(
+            let (permissions, election, semaphore) = tokio::join!(
                 probe::permissions(client, timeout, keys),
-                probe::election_permissions(client, timeout, keys)
+                probe::election_permissions(client, timeout, keys),
+                probe::semaphore_permissions(client, timeout, keys)
             );
             seen.refused = permissions.refused;
             seen.unchecked = permissions.unanswered;
             seen.refused_for_elections = election.refused;
             seen.unchecked.extend(election.unanswered);
+            seen.refused_for_semaphores = semaphore.refused;
+            seen.unchecked.extend(semaphore.unanswered);
             seen.clock_rate = probe::clock_rate(client, clock_window, timeout).await;
             let (_, quarantined_for) = node.admission().snapshot();
             seen.quarantined_for = quarantined_for;

@@ -20,6 +20,7 @@ pub(crate) mod keeper;
 pub(crate) mod kept;
 pub(crate) mod observe;
 pub(crate) mod seeder;
+pub(crate) mod semaphore;
 pub(crate) mod shutdown;
 pub(crate) mod token;
 pub(crate) mod waiters;

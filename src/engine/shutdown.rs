@@ -139,7 +139,7 @@ impl Coordinator {
         for lock in held.held() {
             if lock.start_release() {
                 held.remove(lock.entry());
-                self.release_detached(lock.lock_keys().to_vec(), lock.value());
+                lock.release_detached();
                 released += 1;
             }
         }

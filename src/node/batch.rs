@@ -48,6 +48,12 @@ static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::RELEASE
 static PEEK: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::PEEK));
 static HANDOVER: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::HANDOVER));
 static DISCARD: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::DISCARD));
+static PERMIT_ACQUIRE: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::PERMIT_ACQUIRE));
+static PERMIT_EXTEND: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::PERMIT_EXTEND));
+static PERMIT_RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::PERMIT_RELEASE));
+static PERMIT_DISCARD: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::PERMIT_DISCARD));
+static PERMIT_PEEK: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::PERMIT_PEEK));
+static PERMIT_FENCE: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::PERMIT_FENCE));
 pub(crate) static BATCH: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::batch()));
 
 /// What a call runs: one of the scripts (the set is sent as the plain command when alone).
@@ -66,6 +72,14 @@ pub(crate) enum Op {
     Handover,
     /// RELEASE without the announcement, for a failed attempt's cleanup; sent as a release is.
     Discard,
+    /// The semaphores' scripts (`scripts::PERMIT`): a permit's acquisition, and the
+    /// extension, release, discard, PEEK and FENCE of a permit, in the place of a lock's.
+    PermitAcquire,
+    PermitExtend,
+    PermitRelease,
+    PermitDiscard,
+    PermitPeek,
+    PermitFence,
 }
 
 impl Op {
@@ -80,12 +94,21 @@ impl Op {
             Op::Peek => &PEEK,
             Op::Handover => &HANDOVER,
             Op::Discard => &DISCARD,
+            Op::PermitAcquire => &PERMIT_ACQUIRE,
+            Op::PermitExtend => &PERMIT_EXTEND,
+            Op::PermitRelease => &PERMIT_RELEASE,
+            Op::PermitDiscard => &PERMIT_DISCARD,
+            Op::PermitPeek => &PERMIT_PEEK,
+            Op::PermitFence => &PERMIT_FENCE,
         }
     }
 
-    /// Whether it is a compare-and-delete (RELEASE or DISCARD).
+    /// Whether it is a compare-and-delete (RELEASE or DISCARD, of a lock or a permit).
     fn deletes(self) -> bool {
-        matches!(self, Op::Release | Op::Discard)
+        matches!(
+            self,
+            Op::Release | Op::Discard | Op::PermitRelease | Op::PermitDiscard
+        )
     }
 
     /// Its number in the batch script (`scripts::BATCHED`, 1-based).
@@ -100,6 +123,12 @@ impl Op {
             Op::Peek => 7,
             Op::Handover => 8,
             Op::Discard => 9,
+            Op::PermitAcquire => 10,
+            Op::PermitExtend => 11,
+            Op::PermitRelease => 12,
+            Op::PermitDiscard => 13,
+            Op::PermitPeek => 14,
+            Op::PermitFence => 15,
         }
     }
 }
@@ -135,7 +164,8 @@ impl Call {
     /// Whether it is still worth sending: a release (or discard) or a handover always is; anything else
     /// only while its caller waits, before its deadline.
     fn wanted(&self, now: Instant) -> bool {
-        matches!(self.op, Op::Release | Op::Discard | Op::Handover)
+        self.op.deletes()
+            || self.op == Op::Handover
             || (now < self.deadline && !self.reply.is_closed())
     }
 }

@@ -17,7 +17,7 @@ use crate::algo::keys;
 use crate::algo::quorum::Ballot;
 use crate::config::given::Source;
 use crate::config::{Config, NodeUrl};
-use crate::error::{ConfigError, NodeError, NodeErrorKind};
+use crate::error::{ConfigError, FoundKind, NodeError, NodeErrorKind};
 use crate::node::admission::{self, Admission, Clearance, Fleet};
 use crate::node::batch::{Batcher, Failure, Op, BATCH};
 use crate::node::failure::{classify, describe};
@@ -66,6 +66,50 @@ impl Answer for Acquired {
         match self.0 {
             Some(_) => Ballot::Yes,
             None => Ballot::No,
+        }
+    }
+}
+
+/// What a call acts on: the keys of a lock, or a permit's claim (`slot:token`) in the sorted
+/// set of a semaphore (design 2.9). The engine runs the same rounds on both; only the
+/// scripts differ.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Primitive {
+    Lock,
+    Permit,
+}
+
+impl Primitive {
+    /// The script that does for this claim what `op` does for a lock.
+    fn op(self, op: Op) -> Op {
+        match (self, op) {
+            (Primitive::Lock, op) => op,
+            (Primitive::Permit, Op::Extend) => Op::PermitExtend,
+            (Primitive::Permit, Op::Release) => Op::PermitRelease,
+            (Primitive::Permit, Op::Discard) => Op::PermitDiscard,
+            (Primitive::Permit, Op::Peek) => Op::PermitPeek,
+            (Primitive::Permit, Op::Fence) => Op::PermitFence,
+            (Primitive::Permit, op) => op,
+        }
+    }
+}
+
+/// A node's answer to a permit's acquisition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SlotAnswer {
+    /// The node recorded our claim of this slot.
+    Granted(u32),
+    /// Every slot is claimed here.
+    Full,
+    /// The key is not a semaphore of our number of permits; nothing was changed.
+    Other(FoundKind),
+}
+
+impl Answer for SlotAnswer {
+    fn ballot(&self) -> Ballot {
+        match self {
+            SlotAnswer::Granted(_) => Ballot::Yes,
+            SlotAnswer::Full | SlotAnswer::Other(_) => Ballot::No,
         }
     }
 }
@@ -372,22 +416,66 @@ impl Node {
         self.counted_vote(Op::Acquire, "ACQUIRE", keys, locks, args)
     }
 
+    /// Claims the first slot free on this node of the semaphore `key` of `permits` permits, in
+    /// the preference order `start`, `start + step`, ... (the PERMIT_ACQUIRE script).
+    pub(crate) fn acquire_permit(
+        &self,
+        key: Key,
+        token: Value,
+        ttl_ms: i64,
+        permits: u32,
+        (start, step): (u32, u32),
+    ) -> impl Future<Output = NodeResult<SlotAnswer>> + Send + 'static {
+        let ctx = self.context();
+        let args = vec![
+            token,
+            Value::Integer(ttl_ms),
+            Value::Integer(i64::from(permits)),
+            Value::Integer(i64::from(start)),
+            Value::Integer(i64::from(step)),
+        ];
+        async move {
+            ctx.admitted().await?;
+            let reply = ctx.sent(
+                ctx.batch
+                    .call(Op::PermitAcquire, true, vec![key], args)
+                    .await,
+            )?;
+            ctx.vote(reply.and_then(|value| {
+                match value {
+                    Value::Null => Ok(SlotAnswer::Full),
+                    Value::Integer(-1) => Ok(SlotAnswer::Other(FoundKind::Other)),
+                    Value::Integer(slot) if slot >= 0 => u32::try_from(slot)
+                        .map(SlotAnswer::Granted)
+                        .map_err(|_| unexpected("PERMIT_ACQUIRE", &value)),
+                    Value::Integer(other) => u32::try_from(-2 - other)
+                        .map(|permits| SlotAnswer::Other(FoundKind::Semaphore { permits }))
+                        .map_err(|_| unexpected("PERMIT_ACQUIRE", &value)),
+                    other => Err(unexpected("PERMIT_ACQUIRE", &other)),
+                }
+            }))
+            .await
+        }
+    }
+
     /// Reads the fencing counters where our token still holds every lock key (the PEEK
     /// script): yes with the largest counter, or no if the lock is not ours there.
     pub(crate) fn peek(
         &self,
+        primitive: Primitive,
         keys: Vec<Key>,
         locks: usize,
         token: Value,
     ) -> impl Future<Output = NodeResult<Acquired>> + Send + 'static {
         let args = vec![token, Value::Integer(locks as i64)];
-        self.counted_vote(Op::Peek, "PEEK", keys, locks, args)
+        self.counted_vote(primitive.op(Op::Peek), "PEEK", keys, locks, args)
     }
 
     /// Records fencing token `fence` where our token still holds every lock key (the FENCE
     /// script): yes if recorded.
     pub(crate) fn fence(
         &self,
+        primitive: Primitive,
         keys: Vec<Key>,
         locks: usize,
         token: Value,
@@ -404,7 +492,11 @@ impl Node {
         async move {
             ctx.admitted().await?;
             ctx.counters_trusted(marker.as_deref())?;
-            let reply = ctx.sent(ctx.batch.call(Op::Fence, true, keys, args).await)?;
+            let reply = ctx.sent(
+                ctx.batch
+                    .call(primitive.op(Op::Fence), true, keys, args)
+                    .await,
+            )?;
             let recorded = ctx.vote(integer("FENCE", reply)).await?;
             ctx.counters_still_trusted(marker.as_deref(), recorded == -1)?;
             Ok(recorded == 1)
@@ -417,20 +509,24 @@ impl Node {
     /// [`release_args`](crate::node::scripts::release_args) makes once for every node.
     pub(crate) fn release(
         &self,
+        primitive: Primitive,
         keys: Vec<Key>,
         args: Vec<Value>,
     ) -> impl Future<Output = Vote> + Send + 'static {
-        self.compare_and_delete(Op::Release, keys, args)
+        self.compare_and_delete(primitive.op(Op::Release), keys, args)
     }
 
     /// [`release`](Self::release) without announcing the deletes (the DISCARD script): the
-    /// cleanup of an attempt that failed, whose token never held the lock.
+    /// cleanup of an attempt that failed, whose token never held the lock. For a permit,
+    /// `tokens` is the attempt's token and the claim to keep (`""` for none), and every other
+    /// claim of the token goes, whatever its slot.
     pub(crate) fn discard(
         &self,
+        primitive: Primitive,
         keys: Vec<Key>,
         tokens: Vec<Value>,
     ) -> impl Future<Output = Vote> + Send + 'static {
-        self.compare_and_delete(Op::Discard, keys, tokens)
+        self.compare_and_delete(primitive.op(Op::Discard), keys, tokens)
     }
 
     fn compare_and_delete(
@@ -444,7 +540,7 @@ impl Node {
             // Never held back, and sent even after its deadline (see `node/batch.rs`).
             let expected = keys.len() as i64;
             let reply = ctx.sent(ctx.batch.call(op, false, keys, tokens).await)?;
-            ctx.judge(integer("RELEASE", reply).map(|n| n == expected))
+            ctx.judge(integer("RELEASE", reply).map(|n| n >= expected))
         }
     }
 
@@ -483,7 +579,7 @@ impl Node {
         let ctx = self.context();
         let (mut keys, mut args) = (keys, args);
         let marker = self.lineage_keys(&mut keys, &mut args, locks);
-        let only_counters = op == Op::Peek;
+        let only_counters = matches!(op, Op::Peek | Op::PermitPeek);
         async move {
             ctx.admitted().await?;
             if only_counters {
@@ -533,6 +629,7 @@ impl Node {
     /// Compare-and-pexpire of every lock key (the EXTEND script).
     pub(crate) fn extend(
         &self,
+        primitive: Primitive,
         keys: Vec<Key>,
         token: Value,
         ttl_ms: i64,
@@ -542,7 +639,11 @@ impl Node {
             ctx.admitted().await?;
             let locks = keys.len() as i64;
             let args = vec![token, Value::Integer(ttl_ms), Value::Integer(locks)];
-            let reply = ctx.sent(ctx.batch.call(Op::Extend, true, keys, args).await)?;
+            let reply = ctx.sent(
+                ctx.batch
+                    .call(primitive.op(Op::Extend), true, keys, args)
+                    .await,
+            )?;
             ctx.vote(integer("EXTEND", reply).and_then(|n| match n {
                 0 => Ok(Extended::Refused),
                 1 => Ok(Extended::Kept),

@@ -300,25 +300,68 @@ pub(crate) async fn election_permissions(
 ) -> Permissions {
     let identity = keys::identity_key(&keys::probe_key(&keys.prefix, rand::random::<u128>()));
     let pattern = format!("{IDENTITY_PREFIX}{}*", keys.prefix);
-    let checks: [(&str, Vec<Value>); 2] = [
-        ("GET", vec![Value::from(identity.as_str())]),
-        // XX: sets nothing, the key does not exist.
-        (
-            "SET",
-            vec![Value::from(identity.as_str()), "x".into(), "XX".into()],
-        ),
-    ];
-    let answers = futures::future::join_all(
-        checks
-            .iter()
-            .map(|(name, args)| command(client, name, args.clone(), timeout)),
-    )
+    // XX: sets nothing, the key does not exist.
+    let checks: [(&'static str, &[&str]); 2] = [("GET", &[]), ("SET", &["x", "XX"])];
+    keyed_permissions(client, timeout, &identity, &pattern, &checks).await
+}
+
+/// The commands the semaphores' scripts run beyond a lock's (`scripts::PERMIT`), with the
+/// arguments after the key that make each change nothing on a key that does not exist.
+/// `TIME` takes no key.
+const SEMAPHORE_SCRIPTED: [(&str, &[&str]); 7] = [
+    ("TIME", &[]),
+    ("TYPE", &[]),
+    ("ZSCORE", &["m"]),
+    ("ZRANGE", &["0", "-1"]),
+    // XX: adds nothing, the member does not exist.
+    ("ZADD", &["XX", "1", "m"]),
+    ("ZREM", &["m"]),
+    ("ZREMRANGEBYSCORE", &["0", "1"]),
+];
+
+/// What semaphores need besides a lock's permissions ([`SEMAPHORE_SCRIPTED`]), checked as
+/// [`permissions`] checks, on a probe key that cannot exist. Not part of a node's admission:
+/// a client that only locks never sends them. Answers like `ZADD on app:*`.
+pub(crate) async fn semaphore_permissions(
+    client: &Client,
+    timeout: Duration,
+    keys: &KeySpace,
+) -> Permissions {
+    let key = keys::probe_key(&keys.prefix, rand::random::<u128>());
+    let pattern = format!("{}*", keys.prefix);
+    let mut found =
+        keyed_permissions(client, timeout, &key, &pattern, &SEMAPHORE_SCRIPTED[1..]).await;
+    let (name, _) = SEMAPHORE_SCRIPTED[0];
+    if let Err(e) = command(client, name, Vec::new(), timeout).await {
+        match refusal(&e) {
+            Some(_) => found.refused.push(name.to_string()),
+            None if unanswered(&e) => found.unanswered.push(name.to_string()),
+            None => {}
+        }
+    }
+    found
+}
+
+/// Sends each of `checks` (a command and its arguments after the key) on `key`, and lists
+/// those refused: the command, or the command on `pattern` where the key was refused.
+async fn keyed_permissions(
+    client: &Client,
+    timeout: Duration,
+    key: &str,
+    pattern: &str,
+    checks: &[(&'static str, &[&str])],
+) -> Permissions {
+    let answers = futures::future::join_all(checks.iter().map(|(name, rest)| {
+        let args = std::iter::once(key).chain(rest.iter().copied());
+        command(client, name, args.map(Value::from).collect(), timeout)
+    }))
     .await;
     let mut found = Permissions::default();
     for ((name, _), answer) in checks.iter().zip(answers) {
         let Err(e) = answer else { continue };
         match refusal(&e) {
             Some(Refusal::Command) => found.refused.push(name.to_string()),
+            Some(Refusal::Key) if pattern == "*" => found.refused.push(name.to_string()),
             Some(Refusal::Key) => found.refused.push(format!("{name} on {pattern}")),
             None if unanswered(&e) => found.unanswered.push(name.to_string()),
             None => {}
@@ -447,25 +490,39 @@ mod tests {
         Value::Array(vec![Value::from(secs), Value::from(micros)])
     }
 
-    /// Every script the client can send: each on its own, and the batch that runs them.
+    /// Every script the client can send to lock: each on its own, and the batch that runs
+    /// them (the batch's permit scripts aside, checked with the semaphores' probe).
     fn every_script() -> Vec<String> {
+        let permit = crate::node::scripts::PERMIT;
         let scripts = crate::node::scripts::ALL
             .iter()
-            .chain(crate::node::scripts::BATCHED.iter());
+            .chain(crate::node::scripts::BATCHED.iter())
+            .filter(|body| !permit.contains(body));
         let mut all: Vec<String> = scripts.map(|body| body.to_string()).collect();
         all.push(crate::node::scripts::batch());
         all
     }
 
+    /// Whether `name` (upper case) is probed by the admission's check or the semaphores'.
+    fn probed(name: &str) -> (bool, bool) {
+        (
+            SCRIPTED.iter().any(|(listed, ..)| *listed == name),
+            SEMAPHORE_SCRIPTED.iter().any(|(listed, _)| *listed == name),
+        )
+    }
+
     #[test]
     fn the_probe_checks_every_command_the_scripts_run() {
         let mut called = std::collections::BTreeSet::new();
+        let batch = crate::node::scripts::batch();
         for body in every_script() {
             for (name, protected) in crate::node::scripts::commands(&body) {
                 let name = name.to_ascii_uppercase();
-                let probed = SCRIPTED.iter().any(|(probed, ..)| *probed == name);
+                // The batch runs the permit scripts too: their commands are checked below.
+                let (admission, semaphores) = probed(&name);
+                let permit = body == batch && semaphores;
                 assert!(
-                    probed || (protected && OPTIONAL.contains(&name.as_str())),
+                    admission || permit || (protected && OPTIONAL.contains(&name.as_str())),
                     "a script calls {name}, which the permission probe does not check (add it \
                      to probe::SCRIPTED in a form that changes nothing):\n{body}"
                 );
@@ -476,6 +533,29 @@ mod tests {
             assert!(
                 called.contains(name),
                 "the permission probe checks {name}, which no script calls"
+            );
+        }
+    }
+
+    #[test]
+    fn the_semaphores_probe_checks_every_command_their_scripts_run() {
+        let mut called = std::collections::BTreeSet::new();
+        for body in crate::node::scripts::PERMIT {
+            for (name, protected) in crate::node::scripts::commands(body) {
+                let name = name.to_ascii_uppercase();
+                let (admission, semaphores) = probed(&name);
+                assert!(
+                    admission || semaphores || (protected && OPTIONAL.contains(&name.as_str())),
+                    "a semaphore script calls {name}, which no permission probe checks (add it \
+                     to probe::SEMAPHORE_SCRIPTED in a form that changes nothing):\n{body}"
+                );
+                called.insert(name);
+            }
+        }
+        for (name, _) in SEMAPHORE_SCRIPTED {
+            assert!(
+                called.contains(name),
+                "the semaphores' probe checks {name}, which no semaphore script calls"
             );
         }
     }

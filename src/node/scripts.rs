@@ -284,15 +284,224 @@ local h = tonumber(redis.call('get', KEYS[2]) or '0')
 if not h or h < tonumber(ARGV[3]) then redis.call('set', KEYS[2], ARGV[3]) end
 return 1";
 
+/// Lua that sets `now` to the node's own clock in milliseconds (`TIME`): a semaphore's
+/// permits expire by the clocks of the nodes that record them, never by a client's.
+macro_rules! node_now {
+    () => {
+        "local t = redis.call('time')\nlocal now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
+    };
+}
+
+/// Lua that drops the expired claims of the semaphore `KEYS[1]` (scored with their expiry in
+/// the node's milliseconds, `now`): what frees a dead holder's permit.
+macro_rules! prune_claims {
+    () => {
+        "redis.call('zremrangebyscore', KEYS[1], 0, now)\n"
+    };
+}
+
+/// Lua that sets the semaphore key's own expiry to its last claim's, or deletes the key
+/// when only its record of the permits is left (scored `-N`, the lowest): the key goes away
+/// by itself once every claim has expired, and never outlives them.
+macro_rules! expire_semaphore {
+    () => {
+        r"local last = redis.call('zrange', KEYS[1], -1, -1, 'withscores')
+if #last < 2 or tonumber(last[2]) <= now then
+  redis.call('del', KEYS[1])
+else
+  redis.call('pexpire', KEYS[1], math.ceil(tonumber(last[2]) - now))
+end
+"
+    };
+}
+
+/// Lua that returns `$no` unless the claim `ARGV[1]` (`slot:token`) is recorded in the
+/// semaphore `KEYS[1]` and not expired by the node's clock. A `pcall`: a key of another kind
+/// holds no claim.
+macro_rules! claim_held {
+    ($no:literal) => {
+        concat!(
+            r"local held = redis.pcall('zscore', KEYS[1], ARGV[1])
+if type(held) ~= 'string' or tonumber(held) <= now then return ",
+            $no,
+            " end\n"
+        )
+    };
+}
+
+/// Takes a permit of the semaphore `KEYS[1]` (design 2.9): one sorted set per semaphore, a
+/// member `slot:token` per claim scored with its expiry in the node's milliseconds, and the
+/// member `#` scored `-N` recording the number of permits. Drops the expired claims, then
+/// records the first slot free here in the client's preference order (`start`, `start +
+/// step`, ... modulo `N`, `step` prime to `N`), and returns it. Returns nil if every slot is
+/// claimed; -1 if the key holds something other than a semaphore (a lock's token, another
+/// program's value); `-2 - M` if it is a semaphore of `M ≠ N` permits. Changes nothing in
+/// those three cases.
+///
+/// `ARGV = [token, ttl_ms, N, start, step]`.
+pub(crate) const PERMIT_ACQUIRE: &str = concat!(
+    r"local n = tonumber(ARGV[3])
+",
+    node_now!(),
+    r"local taken = {}
+local kind = redis.call('type', KEYS[1])['ok']
+if kind ~= 'none' then
+  if kind ~= 'zset' then return -1 end
+  local record = redis.call('zscore', KEYS[1], '#')
+  if not record then return -1 end
+  if -tonumber(record) ~= n then return -2 + tonumber(record) end
+",
+    prune_claims!(),
+    r"  for _, m in ipairs(redis.call('zrange', KEYS[1], 0, -1)) do
+    local s = string.match(m, '^(%d+):')
+    if s then taken[tonumber(s)] = true end
+  end
+end
+local start, step = tonumber(ARGV[4]), tonumber(ARGV[5])
+for j = 0, n - 1 do
+  local s = (start + j * step) % n
+  if not taken[s] then
+    redis.call('zadd', KEYS[1], -n, '#', now + tonumber(ARGV[2]), s .. ':' .. ARGV[1])
+",
+    expire_semaphore!(),
+    r"    return s
+  end
+end
+return false"
+);
+
+/// EXTEND for a permit: if the claim `ARGV[1]` (`slot:token`) is recorded and not expired,
+/// moves its expiry to the node's now + `ARGV[2]` ms and returns 1; returns 2 if it is
+/// missing (expired, released, or never recorded here), 0 if the key holds something other
+/// than a semaphore. `ARGV = [claim, ttl_ms, 1]`, as EXTEND's.
+pub(crate) const PERMIT_EXTEND: &str = concat!(
+    r"local kind = redis.call('type', KEYS[1])['ok']
+if kind == 'none' then return 2 end
+if kind ~= 'zset' then return 0 end
+",
+    node_now!(),
+    prune_claims!(),
+    r"if not redis.call('zscore', KEYS[1], ARGV[1]) then return 2 end
+redis.call('zadd', KEYS[1], 'XX', now + tonumber(ARGV[2]), ARGV[1])
+",
+    expire_semaphore!(),
+    "return 1"
+);
+
+/// RELEASE for a permit: removes the claim `ARGV[1]` (`slot:token`) if it is recorded and not
+/// expired, and announces the release on the semaphore's channel with `ARGV[2]` (the claim's
+/// SHA1, [`release_args`]), as a lock's release is; returns 1, or 0 if the claim was not there.
+pub(crate) const PERMIT_RELEASE: &str = concat!(
+    r"if redis.call('type', KEYS[1])['ok'] ~= 'zset' then return 0 end
+",
+    node_now!(),
+    prune_claims!(),
+    r"if redis.call('zrem', KEYS[1], ARGV[1]) == 0 then return 0 end
+",
+    expire_semaphore!(),
+    announce!("KEYS[1]", "ARGV[2]"),
+    "return 1"
+);
+
+/// DISCARD for a permit: removes, without announcing it, every claim of the token `ARGV[1]`
+/// whatever its slot, except the claim `ARGV[2]` (empty: none kept). The cleanup of an
+/// attempt that failed, or of the claims on other slots of one that was granted a slot.
+/// Returns how many claims were removed.
+pub(crate) const PERMIT_DISCARD: &str = concat!(
+    r"if redis.call('type', KEYS[1])['ok'] ~= 'zset' then return 0 end
+",
+    node_now!(),
+    prune_claims!(),
+    r"local n = 0
+for _, m in ipairs(redis.call('zrange', KEYS[1], 0, -1)) do
+  if m ~= ARGV[2] and string.match(m, '^%d+:(.*)$') == ARGV[1] then
+    n = n + redis.call('zrem', KEYS[1], m)
+  end
+end
+if n > 0 then
+",
+    expire_semaphore!(),
+    r"end
+return n"
+);
+
+/// PEEK for a permit: the fencing counters (the semaphore's, `KEYS[2]`) while the claim
+/// `ARGV[1]` is recorded and not expired. `ARGV = [claim, 1, marker]`, as PEEK's.
+pub(crate) const PERMIT_PEEK: &str = concat!(
+    r"local n = 1
+if redis.call('get', KEYS[#KEYS - 1]) ~= ARGV[3] then return -1 end
+",
+    node_now!(),
+    claim_held!("false"),
+    largest_counter!(),
+    "return fence"
+);
+
+/// FENCE for a permit: raises the semaphore's fencing counter (`KEYS[2]`), and the node's
+/// largest, to at least `ARGV[2]` while the claim `ARGV[1]` is recorded and not expired.
+/// `ARGV = [claim, fence, 1, marker]`, as FENCE's.
+pub(crate) const PERMIT_FENCE: &str = concat!(
+    r"local n = 1
+if redis.call('get', KEYS[#KEYS - 1]) ~= ARGV[4] then return -1 end
+",
+    node_now!(),
+    claim_held!("0"),
+    raise_counters!("2"),
+    "return 1"
+);
+
+/// The scripts of semaphores. Their commands beyond a lock's (`TIME`, `TYPE` and the sorted
+/// set's) are not part of a node's admission, since a client that only locks never sends
+/// them; `doctor` checks them (`probe::semaphore_permissions`).
+#[cfg(test)]
+pub(crate) const PERMIT: [&str; 6] = [
+    PERMIT_ACQUIRE,
+    PERMIT_EXTEND,
+    PERMIT_RELEASE,
+    PERMIT_DISCARD,
+    PERMIT_PEEK,
+    PERMIT_FENCE,
+];
+
 /// Every script, for tests that check the hashes against a real `SCRIPT LOAD`.
 #[cfg(any(test, feature = "testkit"))]
-pub(crate) const ALL: [&str; 11] = [
-    ACQUIRE, PEEK, FENCE, EXTEND, RESTORE, RELEASE, HANDOVER, IDENTIFY, OBSERVE, DISCARD, SEED,
+pub(crate) const ALL: [&str; 17] = [
+    ACQUIRE,
+    PEEK,
+    FENCE,
+    EXTEND,
+    RESTORE,
+    RELEASE,
+    HANDOVER,
+    IDENTIFY,
+    OBSERVE,
+    DISCARD,
+    SEED,
+    PERMIT_ACQUIRE,
+    PERMIT_EXTEND,
+    PERMIT_RELEASE,
+    PERMIT_DISCARD,
+    PERMIT_PEEK,
+    PERMIT_FENCE,
 ];
 
 /// The scripts [`batch`] can run, in the order of their numbers in it.
-pub(crate) const BATCHED: [&str; 9] = [
-    SET_NX, ACQUIRE, FENCE, EXTEND, RESTORE, RELEASE, PEEK, HANDOVER, DISCARD,
+pub(crate) const BATCHED: [&str; 15] = [
+    SET_NX,
+    ACQUIRE,
+    FENCE,
+    EXTEND,
+    RESTORE,
+    RELEASE,
+    PEEK,
+    HANDOVER,
+    DISCARD,
+    PERMIT_ACQUIRE,
+    PERMIT_EXTEND,
+    PERMIT_RELEASE,
+    PERMIT_DISCARD,
+    PERMIT_PEEK,
+    PERMIT_FENCE,
 ];
 
 /// The script that runs several calls of the scripts above in one: concurrent calls bound

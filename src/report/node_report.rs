@@ -105,6 +105,10 @@ pub struct NodeReport {
     /// `quorumlock:leader:*`) that the node refuses: a note, since a client that only locks
     /// never sends them.
     pub refused_for_elections: Vec<String>,
+    /// Commands that semaphores need besides (`TIME`, `TYPE` and the sorted set's, on the
+    /// semaphores' keys) that the node refuses: a note, since a client that only locks never
+    /// sends them.
+    pub refused_for_semaphores: Vec<String>,
     /// What was found.
     pub findings: Vec<Finding>,
 }
@@ -131,6 +135,7 @@ pub(crate) struct Observed {
     pub(crate) clock_rate: Option<ClockRate>,
     pub(crate) refused: Vec<String>,
     pub(crate) refused_for_elections: Vec<String>,
+    pub(crate) refused_for_semaphores: Vec<String>,
     pub(crate) unchecked: Vec<String>,
     pub(crate) excluded: Option<Excluded>,
     pub(crate) quarantined_for: Option<Duration>,
@@ -294,6 +299,16 @@ pub(crate) fn report(index: usize, node: &str, seen: Observed, rules: Rules) -> 
                 ),
             );
         }
+        if !seen.refused_for_semaphores.is_empty() {
+            add(
+                Severity::Note,
+                format!(
+                    "refuses what semaphores need (ACL): {}; locks are not affected, \
+                     semaphores cannot record permits here",
+                    seen.refused_for_semaphores.join(", ")
+                ),
+            );
+        }
         if !seen.unchecked.is_empty() {
             add(
                 Severity::Unknown,
@@ -340,6 +355,7 @@ pub(crate) fn report(index: usize, node: &str, seen: Observed, rules: Rules) -> 
         same_server_as: seen.same_server_as,
         refused_commands: seen.refused,
         refused_for_elections: seen.refused_for_elections,
+        refused_for_semaphores: seen.refused_for_semaphores,
         findings,
     }
 }

@@ -1,0 +1,126 @@
+//! The slots of a semaphore (design 2.9): the order in which an attempt prefers them, and
+//! which slot, if any, a round granted.
+//!
+//! A semaphore of `N` permits is `N` slots, each a mutex: a permit is the hold of one slot on
+//! a majority of nodes. Nodes record the first slot free in the attempt's preference order,
+//! so nodes that saw other claims first may record different slots; the permit is granted
+//! on a slot recorded by a majority, never on a count of claims, which is what bounds the
+//! holders by `N`.
+
+use crate::algo::quorum::Tally;
+
+/// An attempt's preference order of the `permits` slots, as the nodes walk it: `start`,
+/// `start + step`, `start + 2·step`, ... modulo `permits`, with `step` prime to `permits`
+/// so that the walk meets every slot once. Made from two uniform samples, so that two
+/// contenders rarely prefer the same slots in the same order.
+pub(crate) fn preference(permits: u32, start_sample: u32, step_sample: u32) -> (u32, u32) {
+    let permits = permits.max(1);
+    let start = start_sample % permits;
+    let mut step = 1 + step_sample % permits;
+    while gcd(step, permits) != 1 {
+        step = step % permits + 1;
+    }
+    (start, step)
+}
+
+fn gcd(mut a: u32, mut b: u32) -> u32 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
+}
+
+/// The slot recorded by the most nodes among `granted` (one slot per node that recorded
+/// one), with how many recorded it; ties go to the smallest slot. `None` when no node
+/// recorded any.
+pub(crate) fn most_recorded(granted: impl IntoIterator<Item = u32>) -> Option<(u32, usize)> {
+    let mut counts: Vec<(u32, usize)> = Vec::new();
+    for slot in granted {
+        match counts.iter_mut().find(|(s, _)| *s == slot) {
+            Some((_, n)) => *n += 1,
+            None => counts.push((slot, 1)),
+        }
+    }
+    counts
+        .into_iter()
+        .max_by(|(s1, n1), (s2, n2)| n1.cmp(n2).then(s2.cmp(s1)))
+}
+
+/// The tally of a permit's round as the verdict must see it: only the nodes that recorded
+/// the chosen slot (`on_slot` of the `tally.yes` that recorded some slot) said yes; those
+/// that recorded another slot count as a no, since that claim does not make the permit.
+pub(crate) fn narrowed(tally: &Tally, on_slot: usize) -> Tally {
+    let on_slot = on_slot.min(tally.yes);
+    let mut narrowed = *tally;
+    narrowed.no += tally.yes - on_slot;
+    narrowed.yes = on_slot;
+    narrowed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::algo::quorum::{quorum, Ballot, Decision};
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The walk from any start with the step drawn visits every slot exactly once.
+        #[test]
+        fn the_preference_order_meets_every_slot_once(
+            permits in 1u32..=300,
+            start in any::<u32>(),
+            step in any::<u32>(),
+        ) {
+            let (start, step) = preference(permits, start, step);
+            prop_assert!(start < permits);
+            let mut seen = vec![false; permits as usize];
+            for j in 0..u64::from(permits) {
+                let slot = (u64::from(start) + j * u64::from(step)) % u64::from(permits);
+                prop_assert!(!seen[slot as usize], "slot {slot} twice");
+                seen[slot as usize] = true;
+            }
+            prop_assert_eq!(seen.iter().filter(|s| **s).count(), permits as usize);
+        }
+
+        /// A permit is granted only on a slot that a majority recorded: the narrowed tally
+        /// wins exactly when the most recorded slot has a quorum.
+        #[test]
+        fn only_a_slot_on_a_majority_wins(
+            slots in proptest::collection::vec(proptest::option::of(0u32..4), 1..=9),
+        ) {
+            let nodes = slots.len();
+            let mut tally = Tally::new(nodes);
+            for slot in &slots {
+                tally.record(if slot.is_some() { Ballot::Yes } else { Ballot::No });
+            }
+            let best = most_recorded(slots.iter().flatten().copied());
+            let on_slot = best.map_or(0, |(_, n)| n);
+            let wins = narrowed(&tally, on_slot).decision() == Decision::Won;
+            prop_assert_eq!(wins, on_slot >= quorum(nodes));
+            if let Some((slot, n)) = best {
+                prop_assert_eq!(slots.iter().filter(|s| **s == Some(slot)).count(), n);
+            }
+        }
+    }
+
+    #[test]
+    fn split_claims_win_nothing() {
+        // Five nodes, three recorded some slot, but two slots: no slot has a majority.
+        let mut tally = Tally::new(5);
+        for _ in 0..3 {
+            tally.record(Ballot::Yes);
+        }
+        assert_eq!(tally.decision(), Decision::Won);
+        let best = most_recorded([0, 1, 0]);
+        assert_eq!(best, Some((0, 2)));
+        let narrowed = narrowed(&tally, 2);
+        assert_eq!((narrowed.yes, narrowed.no), (2, 1));
+        assert_ne!(narrowed.decision(), Decision::Won);
+    }
+
+    #[test]
+    fn one_permit_has_one_slot() {
+        assert_eq!(preference(1, 7, 9), (0, 1));
+        assert_eq!(preference(2, 3, 0), (1, 1));
+    }
+}

@@ -1,0 +1,245 @@
+//! A quorum semaphore: [`Semaphore`] and its [`Permit`], a thin face over
+//! `engine::semaphore` and `engine::held`.
+
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use crate::api::kept::{KeptLock, LockHandle};
+use crate::config::{KeepAlive, Retry};
+use crate::engine::coordinator::Coordinator;
+use crate::engine::held::{Held, Released};
+use crate::engine::semaphore::Spec;
+use crate::engine::token::Token;
+use crate::error::{Error, NodeError};
+
+/// At most [`permits`](Self::permits) holders of a resource at once, across every client
+/// and host: a counting semaphore over the same independent masters as a lock, with every
+/// guarantee a lock has. Made by [`RedLock::semaphore`](crate::RedLock::semaphore); cheap to
+/// clone.
+///
+/// A semaphore of `N` permits is `N` slots, and a [`Permit`] is the hold of one slot on a
+/// majority of nodes, granted exactly as a lock is (a majority, and validity left after the
+/// round). Each slot is a mutex, so there are never more than `N` valid permits, under the
+/// same assumptions as a lock and with the same fault tolerance: any minority of nodes may
+/// fail, whatever `N` is. Counting holders per node would not bound them (docs/design.md,
+/// section 2.9, gives the counter-example and the argument). Permits whose holder died
+/// expire by the nodes' own clocks.
+///
+/// A resource name is one kind of thing for every client: asking for a semaphore where a
+/// lock is held, or with another number of permits than its holders use, fails with
+/// [`Error::KindMismatch`] and changes nothing. (A *lock* asked where a semaphore is held
+/// is refused as [`Error::Taken`].)
+///
+/// ```no_run
+/// # async fn f(redlock: quorumlock::RedLock) -> Result<(), quorumlock::Error> {
+/// // At most 4 exports at once, fleet-wide.
+/// let exports = redlock.semaphore("exports", 4)?;
+/// let permit = exports.acquire().await?; // waits for a release when all 4 are taken
+/// let fence = permit.fencing_token().await?; // greater than every earlier permit's
+/// # let _ = fence;
+/// // ... the export ...
+/// permit.release().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct Semaphore {
+    redlock: Coordinator,
+    spec: Spec,
+}
+
+impl Semaphore {
+    pub(crate) fn new(redlock: Coordinator, spec: Spec) -> Semaphore {
+        Semaphore { redlock, spec }
+    }
+
+    /// The semaphore's name (its key on the nodes, after the client's key prefix).
+    pub fn name(&self) -> &str {
+        self.spec.name()
+    }
+
+    /// How many holders it allows at once.
+    pub fn permits(&self) -> u32 {
+        self.spec.permits()
+    }
+
+    /// Takes a permit with the client's ttl, retrying by its retry policy. When every permit
+    /// is taken, waits for a release message instead of polling, first come first served
+    /// among this client's callers, as [`RedLock::lock`](crate::RedLock::lock) does.
+    ///
+    /// # Errors
+    /// - [`Error::Taken`] when every permit stayed taken until the retries ran out.
+    /// - [`Error::NoQuorum`], [`Error::ValidityExpired`] as for a lock.
+    /// - [`Error::KindMismatch`] when the name is used as a lock, or as a semaphore of
+    ///   another number of permits: nothing was changed on any node.
+    /// - [`Error::ShutDown`] once the client is [shut down](crate::RedLock::shutdown).
+    ///
+    /// # Cancel safety
+    /// If this future is dropped during an attempt, the claims that attempt may have made are
+    /// removed in a background task; any left behind expire after the ttl.
+    pub async fn acquire(&self) -> Result<Permit, Error> {
+        let config = self.redlock.config();
+        self.acquire_with(config.ttl, config.retry).await
+    }
+
+    /// Makes one attempt to take a permit with the client's ttl.
+    ///
+    /// # Errors
+    /// As [`acquire`](Self::acquire).
+    pub async fn try_acquire(&self) -> Result<Permit, Error> {
+        self.acquire_with(self.redlock.config().ttl, Retry::none())
+            .await
+    }
+
+    /// Takes a permit for `ttl`, retrying by `retry`.
+    ///
+    /// # Errors
+    /// As [`acquire`](Self::acquire); also [`Error::Config`] for a ttl or retry policy that
+    /// a lock would refuse.
+    pub async fn acquire_with(&self, ttl: Duration, retry: Retry) -> Result<Permit, Error> {
+        self.redlock
+            .acquire_permit(&self.spec, ttl, retry)
+            .await
+            .map(Permit)
+    }
+
+    /// Runs `work` while holding a permit, kept alive with [`KeepAlive::new`]'s defaults,
+    /// and releases it when `work` ends. If the permit is lost meanwhile, `work` is
+    /// cancelled before the permit's validity ends, as [`KeptLock::run`] does.
+    ///
+    /// ```no_run
+    /// # async fn f(redlock: quorumlock::RedLock) -> Result<(), quorumlock::Error> {
+    /// let exports = redlock.semaphore("exports", 4)?;
+    /// let rows = exports.with_permit(|held| async move { /* the export */ 42 }).await?;
+    /// # let _ = rows;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`acquire`](Self::acquire) when no permit can be taken (`work` does not run);
+    /// [`Error::Lost`] when the permit was lost while `work` ran.
+    pub async fn with_permit<F, Fut, T>(&self, work: F) -> Result<T, Error>
+    where
+        F: FnOnce(LockHandle) -> Fut,
+        Fut: Future<Output = T>,
+    {
+        let keep = KeepAlive::new();
+        keep.check(self.redlock.config().ttl)?;
+        self.acquire()
+            .await?
+            .0
+            .keep_alive(keep)?
+            .run(|handle| work(LockHandle(handle)))
+            .await
+    }
+}
+
+/// One permit of a [`Semaphore`], held on a majority of nodes until
+/// [`valid_until`](Self::valid_until): a lock on one of the semaphore's slots, with
+/// everything a [`Lock`](crate::Lock) has.
+///
+/// # Dropping
+/// As a [`Lock`](crate::Lock): a dropped permit is released in the background.
+#[derive(Debug)]
+#[must_use = "a permit is released in the background as soon as it is dropped"]
+pub struct Permit(Held);
+
+impl Permit {
+    /// The semaphore's name.
+    pub fn semaphore(&self) -> &str {
+        self.0.resource()
+    }
+
+    /// The slot this permit holds, from 0 to the semaphore's permits − 1: no two valid
+    /// permits hold the same slot at once.
+    pub fn slot(&self) -> u32 {
+        self.0.ident().slot().unwrap_or_default()
+    }
+
+    /// This acquisition's unguessable token; the nodes record the claim `slot:token`.
+    pub fn token(&self) -> &Token {
+        self.0.token()
+    }
+
+    /// The fencing token: greater than every fencing token handed out for any permit of this
+    /// semaphore before this one was acquired (one counter per semaphore), recorded on a
+    /// majority on the first call as for [`Lock::fencing_token`](crate::Lock::fencing_token).
+    ///
+    /// # Errors
+    /// As [`Lock::fencing_token`](crate::Lock::fencing_token).
+    pub async fn fencing_token(&self) -> Result<u64, Error> {
+        self.0.fencing_token().await
+    }
+
+    /// The ttl of the last acquisition or extension.
+    pub fn ttl(&self) -> Duration {
+        self.0.ttl()
+    }
+
+    /// The instant (client's monotonic clock) until which the permit can be relied on.
+    pub fn valid_until(&self) -> Instant {
+        self.0.valid_until()
+    }
+
+    /// The validity left, zero once it ran out.
+    pub fn validity(&self) -> Duration {
+        self.0.validity()
+    }
+
+    /// Whether the validity has not yet run out.
+    pub fn is_valid(&self) -> bool {
+        self.0.is_valid()
+    }
+
+    /// How many nodes recorded the permit's slot when it was granted.
+    pub fn acquired_on(&self) -> usize {
+        self.0.acquired_on()
+    }
+
+    /// Every node that did not record the permit's slot, as
+    /// [`Lock::failures`](crate::Lock::failures) lists them.
+    pub fn failures(&self) -> &[NodeError] {
+        self.0.failures()
+    }
+
+    /// Extends the permit by its ttl, measured from now.
+    ///
+    /// # Errors
+    /// As [`Lock::extend_for`](crate::Lock::extend_for).
+    pub async fn extend(&mut self) -> Result<Duration, Error> {
+        self.0.extend().await
+    }
+
+    /// Moves the permit's expiry on every node where its claim is still recorded to `ttl`
+    /// from now (by each node's clock), and returns the new validity, decided as a lock's
+    /// extension is. A node that lost the claim is not given it again.
+    ///
+    /// # Errors
+    /// As [`Lock::extend_for`](crate::Lock::extend_for).
+    pub async fn extend_for(&mut self, ttl: Duration) -> Result<Duration, Error> {
+        self.0.extend_for(ttl).await
+    }
+
+    /// Removes the permit's claim on every node and announces the release to the waiters of
+    /// the semaphore. Decided as [`Lock::release`](crate::Lock::release) is.
+    ///
+    /// # Errors
+    /// As [`Lock::release`](crate::Lock::release).
+    pub async fn release(self) -> Result<Released, Error> {
+        self.0.release().await
+    }
+
+    /// Lets go of the permit without releasing it: its claim stays until its ttl runs out.
+    pub fn leave(self) {
+        self.0.leave();
+    }
+
+    /// Keeps the permit alive in the background until it is released or dropped, as
+    /// [`Lock::keep_alive`](crate::Lock::keep_alive) keeps a lock: a kept permit is a
+    /// [`KeptLock`] whose resource is the semaphore.
+    ///
+    /// # Errors
+    /// As [`Lock::keep_alive`](crate::Lock::keep_alive).
+    pub fn keep_alive(self, keep: KeepAlive) -> Result<KeptLock, Error> {
+        self.0.keep_alive(keep).map(KeptLock)
+    }
+}

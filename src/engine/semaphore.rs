@@ -1,0 +1,212 @@
+//! Semaphores (design 2.9): at most `N` holders of a resource across every client, each
+//! holding one of `N` slots the way a lock is held.
+//!
+//! A permit is a [`Held`] whose claim is `slot:token` in the semaphore's sorted set instead
+//! of a lock key: extension, release, fencing, keep-alive and shutdown run the lock's rounds
+//! with the semaphore's scripts (`node::Primitive::Permit`). Only the acquisition differs:
+//! every node records the first slot free in the attempt's preference order
+//! (`algo::slots`), and the permit is granted on a slot that a majority recorded, with the
+//! lock's validity rule. The acquisition loop, waiting in line for a release included, is
+//! the lock's ([`Coordinator::acquiring`]).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
+
+use fred::types::{Key, Value};
+
+use crate::algo::keys;
+use crate::algo::quorum::Stake;
+use crate::algo::slots;
+use crate::algo::verdict::{self, Timed};
+use crate::config::{Retry, Ttl};
+use crate::engine::coordinator::{CleanupOnDrop, Coordinator};
+use crate::engine::fencing::Fencing;
+use crate::engine::held::{Acquisition, Held, Keys};
+use crate::engine::token::Token;
+use crate::error::{ConfigError, Error, MAX_PERMITS};
+use crate::node::{Primitive, SlotAnswer};
+
+/// A semaphore's name, number of permits and keys, checked once.
+#[derive(Debug, Clone)]
+pub(crate) struct Spec {
+    name: String,
+    permits: u32,
+    /// The semaphore's key, then (with fencing) its fencing counter.
+    keys: Keys,
+}
+
+impl Spec {
+    pub(crate) fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub(crate) fn permits(&self) -> u32 {
+        self.permits
+    }
+
+    /// The semaphore's key on the nodes (the resource name, after the key prefix).
+    pub(crate) fn key(&self) -> &str {
+        self.keys.all[0].as_str().unwrap_or_default()
+    }
+}
+
+impl Coordinator {
+    /// Checks a semaphore's name and number of permits, before anything is sent.
+    pub(crate) fn semaphore(&self, name: &str, permits: u32) -> Result<Spec, ConfigError> {
+        if permits == 0 || permits > MAX_PERMITS {
+            return Err(ConfigError::InvalidPermits { permits });
+        }
+        if name.is_empty() {
+            return Err(ConfigError::EmptyResource);
+        }
+        let key = keys::lock_key(&self.config().key_prefix, name);
+        if keys::is_reserved(&key) {
+            return Err(ConfigError::ReservedResource(key));
+        }
+        let mut all = vec![Key::from(key.as_str())];
+        if self.config().fencing {
+            all.push(Key::from(keys::fence_key(&key)));
+        }
+        Ok(Spec {
+            name: name.to_string(),
+            permits,
+            keys: Keys { all, locks: 1 },
+        })
+    }
+
+    /// Takes a permit of `spec` for `ttl`, retrying as `retry` says and waiting in line for
+    /// a release as a lock does.
+    pub(crate) async fn acquire_permit(
+        &self,
+        spec: &Spec,
+        ttl: Duration,
+        retry: Retry,
+    ) -> Result<Held, Error> {
+        self.refuse_if_shut_down()?;
+        let ttl = self.config().check_ttl(ttl)?;
+        retry.validate()?;
+        let key = spec.key().to_string();
+        self.acquiring(&spec.name, Some(key), ttl, retry, || {
+            self.attempt_permit(spec, ttl)
+        })
+        .await
+    }
+
+    /// One attempt: every node records a slot for a fresh token; granted on a slot that a
+    /// majority recorded, in time. The claims of a failed attempt, and those of a granted
+    /// one on other slots, are discarded silently.
+    async fn attempt_permit(&self, spec: &Spec, ttl: Ttl) -> Result<Held, Error> {
+        let token = Token::generate()?;
+        let value = Value::from(token.as_str());
+        let locks = spec.keys.locks();
+        // Whatever happens to this attempt, no claim of its token is left behind.
+        let discard_all = vec![value.clone(), Value::from("")];
+        let mut guard = CleanupOnDrop::new(self, Primitive::Permit, locks, discard_all.clone());
+        let order = slots::preference(spec.permits, rand::random(), rand::random());
+        let key = &locks[0];
+        // The slot granted, told to the nodes that answer after the round was decided (their
+        // answers are not counted): one that recorded another slot drops that claim.
+        let (granted_slot, verdict_rx) = watch::channel(None::<Option<u32>>);
+        let decided = Arc::new(AtomicBool::new(false));
+        let start = Instant::now();
+        let round = self
+            .round_marking(Some(&decided), Stake::Taking, |node| {
+                let answer =
+                    node.acquire_permit(key.clone(), value.clone(), ttl.px, spec.permits, order);
+                let (decided, mut verdict) = (Arc::clone(&decided), verdict_rx.clone());
+                // The node records at most one claim per attempt: dropping every claim of
+                // the token there drops the one on the wrong slot. Sent only if awaited.
+                let discard = node.discard(Primitive::Permit, locks.to_vec(), discard_all.clone());
+                async move {
+                    let answer = answer.await;
+                    if let (Ok(SlotAnswer::Granted(recorded)), true) =
+                        (&answer, decided.load(Ordering::SeqCst))
+                    {
+                        let granted = match verdict.wait_for(Option::is_some).await {
+                            Ok(granted) => granted.flatten(),
+                            Err(_) => None,
+                        };
+                        if granted.is_some_and(|slot| slot != *recorded) {
+                            let _ = discard.await;
+                        }
+                    }
+                    answer
+                }
+            })
+            .await;
+        let elapsed = start.elapsed();
+        let found = round.answers.iter().find_map(|(_, a)| match a {
+            SlotAnswer::Other(found) => Some(*found),
+            _ => None,
+        });
+        let granted = || {
+            round.answers.iter().filter_map(|(_, a)| match a {
+                SlotAnswer::Granted(slot) => Some(*slot),
+                _ => None,
+            })
+        };
+        let best = slots::most_recorded(granted());
+        let tally = slots::narrowed(&round.tally, best.map_or(0, |(_, n)| n));
+        let failure = match (
+            found,
+            best,
+            verdict::timed(&tally, ttl.ttl, ttl.drift, elapsed),
+        ) {
+            (Some(found), ..) => Error::KindMismatch {
+                resource: spec.name.clone(),
+                found,
+            },
+            (None, Some((slot, _)), Timed::Valid(_)) => {
+                guard.disarm();
+                let claim = Value::from(format!("{slot}:{}", token.as_str()));
+                // Nodes that recorded another slot, or that were not heard: their claims of
+                // this token, if any, go; the granted claim stays.
+                // Nodes heard from that recorded another slot drop that claim; those heard
+                // later do so themselves (above).
+                granted_slot.send_replace(Some(Some(slot)));
+                let elsewhere = round
+                    .answers
+                    .iter()
+                    .filter(|(_, a)| matches!(a, SlotAnswer::Granted(s) if *s != slot))
+                    .fold(0u64, |mask, (i, _)| mask | 1 << i);
+                self.detached(elsewhere, |node| {
+                    node.discard(Primitive::Permit, locks.to_vec(), discard_all.clone())
+                });
+                for failure in &round.failures {
+                    tracing::warn!(resource = %spec.name, node = failure.index, error = %failure, "permit acquired without this node");
+                }
+                let fencing = self.config().fencing.then(|| Fencing::new(None));
+                return Ok(Held::new(Acquisition {
+                    redlock: self.clone(),
+                    name: spec.name.clone(),
+                    resources: vec![spec.name.clone()],
+                    keys: spec.keys.clone(),
+                    token,
+                    value: claim,
+                    fencing,
+                    ttl: ttl.ttl,
+                    valid_until: start + ttl.usable,
+                    acquired_on: tally.yes,
+                    failures: round.failures,
+                    handovers: 0,
+                    slot: Some(slot),
+                }));
+            }
+            (None, Some(_), Timed::Late) => Error::ValidityExpired {
+                resource: spec.name.clone(),
+                elapsed,
+                ttl: ttl.ttl,
+                drift: ttl.drift,
+            },
+            _ => self.lost(&spec.name, tally, round.failures),
+        };
+        guard.disarm();
+        granted_slot.send_replace(Some(None));
+        self.discard_round(Primitive::Permit, locks, &discard_all, round.answered)
+            .await;
+        Err(failure)
+    }
+}
