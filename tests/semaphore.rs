@@ -428,13 +428,19 @@ async fn racing_clients_never_exceed_the_permits() {
     let inside = Arc::new(AtomicUsize::new(0));
     let most = Arc::new(AtomicUsize::new(0));
     let granted = Arc::new(AtomicUsize::new(0));
-    let mut tasks = Vec::new();
+    let start = Arc::new(tokio::sync::Barrier::new(TASKS));
+    let mut clients = Vec::new();
     for _ in 0..TASKS {
-        let redlock = client(&q).await;
+        clients.push(client(&q).await);
+    }
+    let mut tasks = Vec::new();
+    for redlock in clients {
         let (inside, most, granted) = (inside.clone(), most.clone(), granted.clone());
+        let start = start.clone();
         tasks.push(tokio::spawn(async move {
             let sem = redlock.semaphore("race", PERMITS as u32).unwrap();
             let retry = Retry::within(HANG).delay(Duration::from_millis(20));
+            start.wait().await;
             for _ in 0..ROUNDS {
                 let permit = sem
                     .acquire_with(Duration::from_secs(10), retry)
@@ -443,7 +449,7 @@ async fn racing_clients_never_exceed_the_permits() {
                 let now = inside.fetch_add(1, Ordering::SeqCst) + 1;
                 most.fetch_max(now, Ordering::SeqCst);
                 granted.fetch_add(1, Ordering::SeqCst);
-                tokio::time::sleep(Duration::from_millis(3)).await;
+                tokio::time::sleep(Duration::from_millis(15)).await;
                 assert!(permit.is_valid());
                 inside.fetch_sub(1, Ordering::SeqCst);
                 permit.release().await.expect("released");
