@@ -463,3 +463,58 @@ async fn racing_clients_never_exceed_the_permits() {
     let most = most.load(Ordering::SeqCst);
     assert!(most <= PERMITS, "{most} holders of {PERMITS} permits");
 }
+
+/// A caller granted a permit while another slot is still free lets the next caller of its
+/// line attempt at once: here the second slot was freed by an expiry, which sends no
+/// message, so the second caller would otherwise wait for a release that never comes.
+#[tokio::test]
+async fn the_next_in_line_attempts_at_once_while_a_slot_is_free() {
+    let q = LocalQuorum::start(3).await.unwrap();
+    let (a, b) = (client(&q).await, client(&q).await);
+    let theirs = b.semaphore("room", 2).unwrap();
+    let held = theirs.try_acquire().await.unwrap();
+    let expiring = theirs
+        .acquire_with(Duration::from_millis(400), Retry::none())
+        .await
+        .unwrap();
+    let claim = format!("{}:{}", expiring.slot(), expiring.token().as_str());
+    expiring.leave();
+    let ours = a.semaphore("room", 2).unwrap();
+    let wait = |ours: quorumlock::Semaphore| {
+        tokio::spawn(async move { ours.acquire_with(Duration::from_secs(10), patient()).await })
+    };
+    // The first caller is refused twice (its attempt, and its first as the head of the
+    // line) and waits; the second joins the line behind it without an attempt.
+    let mut waiting = vec![wait(ours.clone())];
+    common::eventually("the first caller waits in line", || async {
+        a.stats().taken == 2
+    })
+    .await;
+    waiting.push(wait(ours.clone()));
+    common::eventually("the left permit expired on every node", || async {
+        let mut expired = true;
+        for node in q.nodes() {
+            let now = node_ms(node).await;
+            expired &= claims(node, "room")
+                .await
+                .iter()
+                .all(|(m, score)| *m != claim || *score <= now);
+        }
+        expired
+    })
+    .await;
+    assert_eq!(a.stats().attempts, 2, "the second caller made no attempt");
+    held.release().await.unwrap();
+    let mut slots = Vec::new();
+    for task in waiting {
+        let permit = tokio::time::timeout(HANG, task)
+            .await
+            .expect("the second caller waited for a release that never came")
+            .unwrap()
+            .unwrap();
+        slots.push(permit.slot());
+        permit.leave();
+    }
+    slots.sort_unstable();
+    assert_eq!(slots, [0, 1]);
+}

@@ -67,7 +67,7 @@ impl AsRef<[Node]> for Inner {
 
 /// Records an attempt's outcome and its nodes' on its span: how many nodes said yes, and each
 /// failed node with its error kind (`2:timeout,4:io`).
-fn record_attempt(span: &tracing::Span, result: &Result<Held, Error>) {
+fn record_attempt(span: &tracing::Span, result: &Result<&Held, &Error>) {
     if span.is_disabled() {
         return;
     }
@@ -314,15 +314,19 @@ impl Coordinator {
             [resource] => Some(keys::lock_key(&self.config().key_prefix, resource)),
             _ => None,
         };
-        self.acquiring(&target.name, key, ttl, retry, || self.attempt(&target, ttl))
-            .await
+        self.acquiring(&target.name, key, ttl, retry, || async {
+            self.attempt(&target, ttl).await.map(|lock| (lock, false))
+        })
+        .await
     }
 
     /// Attempts with `attempt` until it is granted, retrying as `retry` says: callers that
     /// find `key` taken wait in this client's line for its release (`engine/waiters.rs`),
     /// without a key they pause between attempts. A lock's acquisition and a permit's
     /// (`engine/semaphore.rs`) both run this loop; only their attempts differ. `name` names
-    /// the resource in traces.
+    /// the resource in traces. An attempt that is granted says whether the resource may have
+    /// room for the next caller in line (a semaphore with a slot still free): that caller
+    /// then attempts at once instead of waiting for a release.
     pub(crate) async fn acquiring<F, Fut>(
         &self,
         name: &str,
@@ -333,7 +337,7 @@ impl Coordinator {
     ) -> Result<Held, Error>
     where
         F: FnMut() -> Fut,
-        Fut: Future<Output = Result<Held, Error>>,
+        Fut: Future<Output = Result<(Held, bool), Error>>,
     {
         let started = Instant::now();
         let counters = &self.inner.counters;
@@ -389,13 +393,15 @@ impl Coordinator {
                 failed = tracing::field::Empty,
             );
             let result = attempt().instrument(span.clone()).await;
-            record_attempt(&span, &result);
+            record_attempt(&span, &result.as_ref().map(|(lock, _)| lock));
             let error = match result {
-                Ok(lock) => {
+                Ok((lock, room)) => {
                     counters.count(Event::Acquired);
                     stats::call_ended(started.elapsed(), true);
                     if let Some(mut waiting) = place.take() {
-                        waiting.acquired = true;
+                        // Leaving with the lock, the next in line waits for its release;
+                        // where there is room still, it attempts at once.
+                        waiting.acquired = !room;
                     }
                     return self.refuse_after_shutdown(lock);
                 }

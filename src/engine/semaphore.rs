@@ -98,7 +98,10 @@ impl Coordinator {
     /// One attempt: every node records a slot for a fresh token; granted on a slot that a
     /// majority recorded, in time. The claims of a failed attempt, and those of a granted
     /// one on other slots, are discarded silently.
-    async fn attempt_permit(&self, spec: &Spec, ttl: Ttl) -> Result<Held, Error> {
+    ///
+    /// Granted, it also says whether a majority of the nodes that recorded the slot had
+    /// another slot free: the next caller in this client's line may attempt at once.
+    async fn attempt_permit(&self, spec: &Spec, ttl: Ttl) -> Result<(Held, bool), Error> {
         let token = Token::generate()?;
         let value = Value::from(token.as_str());
         let locks = spec.keys.locks();
@@ -122,7 +125,7 @@ impl Coordinator {
                 let discard = node.discard(Primitive::Permit, locks.to_vec(), discard_all.clone());
                 async move {
                     let answer = answer.await;
-                    if let (Ok(SlotAnswer::Granted(recorded)), true) =
+                    if let (Ok(SlotAnswer::Granted(recorded, _)), true) =
                         (&answer, decided.load(Ordering::SeqCst))
                     {
                         let granted = match verdict.wait_for(Option::is_some).await {
@@ -144,7 +147,7 @@ impl Coordinator {
         });
         let granted = || {
             round.answers.iter().filter_map(|(_, a)| match a {
-                SlotAnswer::Granted(slot) => Some(*slot),
+                SlotAnswer::Granted(slot, _) => Some(*slot),
                 _ => None,
             })
         };
@@ -170,7 +173,7 @@ impl Coordinator {
                 let elsewhere = round
                     .answers
                     .iter()
-                    .filter(|(_, a)| matches!(a, SlotAnswer::Granted(s) if *s != slot))
+                    .filter(|(_, a)| matches!(a, SlotAnswer::Granted(s, _) if *s != slot))
                     .fold(0u64, |mask, (i, _)| mask | 1 << i);
                 self.detached(elsewhere, |node| {
                     node.discard(Primitive::Permit, locks.to_vec(), discard_all.clone())
@@ -179,7 +182,13 @@ impl Coordinator {
                     tracing::warn!(resource = %spec.name, node = failure.index, error = %failure, "permit acquired without this node");
                 }
                 let fencing = self.config().fencing.then(|| Fencing::new(None));
-                return Ok(Held::new(Acquisition {
+                let room = round
+                    .answers
+                    .iter()
+                    .filter(|(_, a)| *a == SlotAnswer::Granted(slot, true))
+                    .count()
+                    >= tally.quorum();
+                let permit = Held::new(Acquisition {
                     redlock: self.clone(),
                     name: spec.name.clone(),
                     resources: vec![spec.name.clone()],
@@ -193,7 +202,8 @@ impl Coordinator {
                     failures: round.failures,
                     handovers: 0,
                     slot: Some(slot),
-                }));
+                });
+                return Ok((permit, room));
             }
             (None, Some(_), Timed::Late) => Error::ValidityExpired {
                 resource: spec.name.clone(),

@@ -97,8 +97,9 @@ impl Primitive {
 /// A node's answer to a permit's acquisition.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum SlotAnswer {
-    /// The node recorded our claim of this slot.
-    Granted(u32),
+    /// The node recorded our claim of this slot, and another slot was still free there
+    /// (`true`) or not.
+    Granted(u32, bool),
     /// Every slot is claimed here.
     Full,
     /// The key is not a semaphore of our number of permits; nothing was changed.
@@ -108,7 +109,7 @@ pub(crate) enum SlotAnswer {
 impl Answer for SlotAnswer {
     fn ballot(&self) -> Ballot {
         match self {
-            SlotAnswer::Granted(_) => Ballot::Yes,
+            SlotAnswer::Granted(..) => Ballot::Yes,
             SlotAnswer::Full | SlotAnswer::Other(_) => Ballot::No,
         }
     }
@@ -445,10 +446,13 @@ impl Node {
                 match value {
                     Value::Null => Ok(SlotAnswer::Full),
                     Value::Integer(-1) => Ok(SlotAnswer::Other(FoundKind::Other)),
-                    Value::Integer(slot) if slot >= 0 => u32::try_from(slot)
-                        .map(SlotAnswer::Granted)
-                        .map_err(|_| unexpected("PERMIT_ACQUIRE", &value)),
-                    Value::Integer(other) => u32::try_from(-2 - other)
+                    Value::Array(ref granted) => match granted.as_slice() {
+                        [Value::Integer(slot), Value::Integer(free)] => u32::try_from(*slot)
+                            .map(|slot| SlotAnswer::Granted(slot, *free == 1))
+                            .map_err(|_| unexpected("PERMIT_ACQUIRE", &value)),
+                        _ => Err(unexpected("PERMIT_ACQUIRE", &value)),
+                    },
+                    Value::Integer(other) if other < -2 => u32::try_from(-2 - other)
                         .map(|permits| SlotAnswer::Other(FoundKind::Semaphore { permits }))
                         .map_err(|_| unexpected("PERMIT_ACQUIRE", &value)),
                     other => Err(unexpected("PERMIT_ACQUIRE", &other)),

@@ -333,7 +333,9 @@ if type(held) ~= 'string' or tonumber(held) <= now then return ",
 /// member `slot:token` per claim scored with its expiry in the node's milliseconds, and the
 /// member `#` scored `-N` recording the number of permits. Drops the expired claims, then
 /// records the first slot free here in the client's preference order (`start`, `start +
-/// step`, ... modulo `N`, `step` prime to `N`), and returns it. Returns nil if every slot is
+/// step`, ... modulo `N`, `step` prime to `N`), and returns it with 1 if another slot is
+/// still free here, 0 if not (`{slot, free}`: a waiter behind it may attempt at once, or
+/// should wait for a release). Returns nil if every slot is
 /// claimed; -1 if the key holds something other than a semaphore (a lock's token, another
 /// program's value); `-2 - M` if it is a semaphore of `M ≠ N` permits. Changes nothing in
 /// those three cases.
@@ -364,7 +366,11 @@ for j = 0, n - 1 do
     redis.call('zadd', KEYS[1], -n, '#', now + tonumber(ARGV[2]), s .. ':' .. ARGV[1])
 ",
     expire_semaphore!(),
-    r"    return s
+    r"    local free = 0
+    for k = j + 1, n - 1 do
+      if not taken[(start + k * step) % n] then free = 1 break end
+    end
+    return {s, free}
   end
 end
 return false"
