@@ -783,6 +783,8 @@ async fn doctor_writes_nothing() {
         "pexpire",
         // The semaphores' probe (for the report only), on a key that does not exist.
         "type",
+        "pttl",
+        "zcard",
         "zscore",
         "zrange",
         "zadd",

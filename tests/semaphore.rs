@@ -242,9 +242,14 @@ async fn fencing_tokens_increase_across_the_permits_of_a_semaphore() {
         .try_acquire()
         .await
         .unwrap();
-    let f1 = first.fencing_token().await.unwrap();
-    let f2 = second.fencing_token().await.unwrap();
-    assert!(f2 > f1, "{f2} after {f1}");
+    // Asked at once, both read the same counter: the tokens still differ, each naming its
+    // permit's slot.
+    let (f1, f2) = tokio::join!(first.fencing_token(), second.fencing_token());
+    let (f1, f2) = (f1.unwrap(), f2.unwrap());
+    assert_ne!(f1, f2);
+    assert_eq!(f1 % u64::from(MAX_PERMITS), u64::from(first.slot()));
+    assert_eq!(f2 % u64::from(MAX_PERMITS), u64::from(second.slot()));
+    let f2 = f1.max(f2);
     assert_eq!(
         first.fencing_token().await.unwrap(),
         f1,

@@ -53,11 +53,12 @@ enum Function {
     QuorumlockFencedToken,
     QuorumlockExtend,
     QuorumlockKeptAcquire,
+    QuorumlockPermit,
     Rslock,
 }
 
 impl Function {
-    const ALL: [Function; 9] = [
+    const ALL: [Function; 10] = [
         Function::FloorQuorum,
         Function::FloorAll,
         Function::SingleNode,
@@ -66,6 +67,7 @@ impl Function {
         Function::QuorumlockFencedToken,
         Function::QuorumlockExtend,
         Function::QuorumlockKeptAcquire,
+        Function::QuorumlockPermit,
         Function::Rslock,
     ];
 
@@ -79,6 +81,7 @@ impl Function {
             Function::QuorumlockFencedToken => "quorumlock_fenced_token",
             Function::QuorumlockExtend => "quorumlock_extend",
             Function::QuorumlockKeptAcquire => "quorumlock_kept_acquire",
+            Function::QuorumlockPermit => "quorumlock_permit",
             Function::Rslock => "rslock",
         }
     }
@@ -123,6 +126,17 @@ async fn kept_cycle(redlock: &RedLock, resource: &str) -> bool {
     };
     match lock.keep_alive(KeepAlive::new()) {
         Ok(kept) => kept.release().await.is_ok(),
+        Err(_) => false,
+    }
+}
+
+/// A permit of a semaphore of 4 permits, all free: acquire + release, as a lock cycle.
+async fn permit_cycle(redlock: &RedLock, resource: &str) -> bool {
+    let Ok(semaphore) = redlock.semaphore(resource, 4) else {
+        return false;
+    };
+    match semaphore.try_acquire().await {
+        Ok(permit) => permit.release().await.is_ok(),
         Err(_) => false,
     }
 }
@@ -219,6 +233,7 @@ impl Fixture {
             Function::QuorumlockFenced => quorumlock_cycle(&self.fenced, resource).await,
             Function::QuorumlockFencedToken => token_cycle(&self.fenced_token, resource).await,
             Function::QuorumlockKeptAcquire => kept_cycle(&self.fenced, resource).await,
+            Function::QuorumlockPermit => permit_cycle(&self.fenced, resource).await,
             Function::QuorumlockExtend => match held {
                 Some(lock) => lock.extend().await.is_ok(),
                 None => false,

@@ -8,6 +8,26 @@
 //! holders by `N`.
 
 use crate::algo::quorum::Tally;
+use crate::error::MAX_PERMITS;
+
+/// The fencing token after `seen` (the largest token read on a majority) for a lock
+/// (`slot` is `None`): `seen + 1`; for the permit of slot `slot`: the next multiple of
+/// `MAX_PERMITS` above `seen`, plus the slot. Two permits valid at once hold different slots,
+/// so even when both read the same `seen` (their token calls overlap) their tokens differ;
+/// and every token is greater than `seen`, so greater than every token handed out before
+/// its permit was acquired, as a lock's. A permit's token modulo `MAX_PERMITS` is its slot.
+pub(crate) fn next_token(seen: u64, slot: Option<u32>) -> u64 {
+    match slot {
+        None => seen.saturating_add(1),
+        Some(slot) => {
+            let k = u64::from(MAX_PERMITS);
+            (seen / k)
+                .saturating_add(1)
+                .saturating_mul(k)
+                .saturating_add(u64::from(slot % MAX_PERMITS))
+        }
+    }
+}
 
 /// An attempt's preference order of the `permits` slots, as the nodes walk it: `start`,
 /// `start + step`, `start + 2·step`, ... modulo `permits`, with `step` prime to `permits`
@@ -100,6 +120,25 @@ mod tests {
             if let Some((slot, n)) = best {
                 prop_assert_eq!(slots.iter().filter(|s| **s == Some(slot)).count(), n);
             }
+        }
+    }
+
+    proptest! {
+        /// A token is above what was read; concurrent permits (different slots, the same
+        /// read) get different tokens; a permit's token names its slot.
+        #[test]
+        fn permit_tokens_are_above_the_read_and_unique_per_slot(
+            seen in 0u64..(1 << 52),
+            a in 0u32..MAX_PERMITS,
+            b in 0u32..MAX_PERMITS,
+        ) {
+            let (ta, tb) = (next_token(seen, Some(a)), next_token(seen, Some(b)));
+            prop_assert!(ta > seen && tb > seen);
+            prop_assert_eq!(ta == tb, a == b);
+            prop_assert_eq!(ta % u64::from(MAX_PERMITS), u64::from(a));
+            prop_assert_eq!(next_token(seen, None), seen + 1);
+            // The next permit of any slot, having read `ta`, is above it.
+            prop_assert!(next_token(ta, Some(b)) > ta);
         }
     }
 

@@ -117,7 +117,9 @@ impl Ident {
                 }
             }
         };
-        let fence = seen.saturating_add(1);
+        // A permit's token also names its slot, so that permits valid at once never share
+        // one (`algo::slots::next_token`).
+        let fence = crate::algo::slots::next_token(seen, self.slot());
         let round = redlock
             .round_marking(None, Stake::Held, |node| {
                 node.fence(primitive, keys.to_vec(), locks, value.clone(), fence)

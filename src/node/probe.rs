@@ -308,9 +308,11 @@ pub(crate) async fn election_permissions(
 /// The commands the semaphores' scripts run beyond a lock's (`scripts::PERMIT`), with the
 /// arguments after the key that make each change nothing on a key that does not exist.
 /// `TIME` takes no key.
-const SEMAPHORE_SCRIPTED: [(&str, &[&str]); 7] = [
+const SEMAPHORE_SCRIPTED: [(&str, &[&str]); 9] = [
     ("TIME", &[]),
     ("TYPE", &[]),
+    ("PTTL", &[]),
+    ("ZCARD", &[]),
     ("ZSCORE", &["m"]),
     ("ZRANGE", &["0", "-1"]),
     // XX: adds nothing, the member does not exist.

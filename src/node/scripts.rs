@@ -300,18 +300,19 @@ macro_rules! prune_claims {
     };
 }
 
-/// Lua that sets the semaphore key's own expiry to its last claim's, or deletes the key
-/// when only its record of the permits is left (scored `-N`, the lowest): the key goes away
-/// by itself once every claim has expired, and never outlives them.
-macro_rules! expire_semaphore {
-    () => {
-        r"local last = redis.call('zrange', KEYS[1], -1, -1, 'withscores')
-if #last < 2 or tonumber(last[2]) <= now then
-  redis.call('del', KEYS[1])
-else
-  redis.call('pexpire', KEYS[1], math.ceil(tonumber(last[2]) - now))
-end
-"
+/// Lua that makes the semaphore key `KEYS[1]` live at least `$ms` milliseconds more (never
+/// shortens it): set after a claim was recorded or extended to `now + $ms`, so that the key
+/// never goes before a live claim. The key outlives its last claim by at most a ttl, and
+/// goes with the last release (`PERMIT_RELEASE`).
+macro_rules! keep_key {
+    ($ms:literal) => {
+        concat!(
+            "if redis.call('pttl', KEYS[1]) < tonumber(",
+            $ms,
+            ") then redis.call('pexpire', KEYS[1], ",
+            $ms,
+            ") end\n"
+        )
     };
 }
 
@@ -335,10 +336,12 @@ if type(held) ~= 'string' or tonumber(held) <= now then return ",
 /// records the first slot free here in the client's preference order (`start`, `start +
 /// step`, ... modulo `N`, `step` prime to `N`), and returns it with 1 if another slot is
 /// still free here, 0 if not (`{slot, free}`: a waiter behind it may attempt at once, or
-/// should wait for a release). Returns nil if every slot is
-/// claimed; -1 if the key holds something other than a semaphore (a lock's token, another
-/// program's value); `-2 - M` if it is a semaphore of `M ≠ N` permits. Changes nothing in
-/// those three cases.
+/// should wait for a release). Returns nil if every slot is claimed; -1 if the key holds
+/// something other than a semaphore (a lock's token, another program's value); `-2 - M` if
+/// it is a semaphore of `M ≠ N` permits. Changes nothing in those three cases.
+///
+/// A key that does not exist (the common case of a semaphore nobody holds: the last release
+/// deletes it) costs no read of the claims.
 ///
 /// `ARGV = [token, ttl_ms, N, start, step]`.
 pub(crate) const PERMIT_ACQUIRE: &str = concat!(
@@ -346,27 +349,31 @@ pub(crate) const PERMIT_ACQUIRE: &str = concat!(
 ",
     node_now!(),
     r"local taken = {}
-local kind = redis.call('type', KEYS[1])['ok']
-if kind ~= 'none' then
-  if kind ~= 'zset' then return -1 end
-  local record = redis.call('zscore', KEYS[1], '#')
-  if not record then return -1 end
+local record = redis.pcall('zscore', KEYS[1], '#')
+if type(record) == 'table' then return -1 end
+if record then
   if -tonumber(record) ~= n then return -2 + tonumber(record) end
 ",
     prune_claims!(),
-    r"  for _, m in ipairs(redis.call('zrange', KEYS[1], 0, -1)) do
+    r"  for _, m in ipairs(redis.call('zrange', KEYS[1], 1, -1)) do
     local s = string.match(m, '^(%d+):')
     if s then taken[tonumber(s)] = true end
   end
+elseif redis.call('exists', KEYS[1]) == 1 then
+  return -1
 end
 local start, step = tonumber(ARGV[4]), tonumber(ARGV[5])
 for j = 0, n - 1 do
   local s = (start + j * step) % n
   if not taken[s] then
     redis.call('zadd', KEYS[1], -n, '#', now + tonumber(ARGV[2]), s .. ':' .. ARGV[1])
-",
-    expire_semaphore!(),
-    r"    local free = 0
+    if record then
+      ",
+    keep_key!("ARGV[2]"),
+    r"    else
+      redis.call('pexpire', KEYS[1], ARGV[2])
+    end
+    local free = 0
     for k = j + 1, n - 1 do
       if not taken[(start + k * step) % n] then free = 1 break end
     end
@@ -381,30 +388,32 @@ return false"
 /// missing (expired, released, or never recorded here), 0 if the key holds something other
 /// than a semaphore. `ARGV = [claim, ttl_ms, 1]`, as EXTEND's.
 pub(crate) const PERMIT_EXTEND: &str = concat!(
-    r"local kind = redis.call('type', KEYS[1])['ok']
-if kind == 'none' then return 2 end
-if kind ~= 'zset' then return 0 end
-",
     node_now!(),
-    prune_claims!(),
-    r"if not redis.call('zscore', KEYS[1], ARGV[1]) then return 2 end
-redis.call('zadd', KEYS[1], 'XX', now + tonumber(ARGV[2]), ARGV[1])
+    r"local held = redis.pcall('zscore', KEYS[1], ARGV[1])
+if type(held) == 'table' then return 0 end
+if not held or tonumber(held) <= now then return 2 end
+redis.call('zadd', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
 ",
-    expire_semaphore!(),
+    keep_key!("ARGV[2]"),
     "return 1"
 );
 
 /// RELEASE for a permit: removes the claim `ARGV[1]` (`slot:token`) if it is recorded and not
 /// expired, and announces the release on the semaphore's channel with `ARGV[2]` (the claim's
-/// SHA1, [`release_args`]), as a lock's release is; returns 1, or 0 if the claim was not there.
+/// SHA1, [`release_args`]), as a lock's release is; returns 1, or 0 if the claim was not
+/// there. The last claim's release deletes the key (expired claims are dropped first).
 pub(crate) const PERMIT_RELEASE: &str = concat!(
-    r"if redis.call('type', KEYS[1])['ok'] ~= 'zset' then return 0 end
-",
     node_now!(),
+    claim_held!("0"),
+    r"redis.call('zrem', KEYS[1], ARGV[1])
+local left = redis.call('zcard', KEYS[1])
+if left > 1 then
+  ",
     prune_claims!(),
-    r"if redis.call('zrem', KEYS[1], ARGV[1]) == 0 then return 0 end
+    r"  left = redis.call('zcard', KEYS[1])
+end
+if left <= 1 then redis.call('del', KEYS[1]) end
 ",
-    expire_semaphore!(),
     announce!("KEYS[1]", "ARGV[2]"),
     "return 1"
 );
@@ -412,24 +421,16 @@ pub(crate) const PERMIT_RELEASE: &str = concat!(
 /// DISCARD for a permit: removes, without announcing it, every claim of the token `ARGV[1]`
 /// whatever its slot, except the claim `ARGV[2]` (empty: none kept). The cleanup of an
 /// attempt that failed, or of the claims on other slots of one that was granted a slot.
-/// Returns how many claims were removed.
-pub(crate) const PERMIT_DISCARD: &str = concat!(
-    r"if redis.call('type', KEYS[1])['ok'] ~= 'zset' then return 0 end
-",
-    node_now!(),
-    prune_claims!(),
-    r"local n = 0
-for _, m in ipairs(redis.call('zrange', KEYS[1], 0, -1)) do
-  if m ~= ARGV[2] and string.match(m, '^%d+:(.*)$') == ARGV[1] then
+/// Returns how many claims were removed; the last claim's removal deletes the key.
+pub(crate) const PERMIT_DISCARD: &str = r"if redis.call('type', KEYS[1])['ok'] ~= 'zset' then return 0 end
+local n = 0
+for _, m in ipairs(redis.call('zrange', KEYS[1], 1, -1)) do
+  if m ~= ARGV[2] and string.match(m, '^[^:]+:(.*)$') == ARGV[1] then
     n = n + redis.call('zrem', KEYS[1], m)
   end
 end
-if n > 0 then
-",
-    expire_semaphore!(),
-    r"end
-return n"
-);
+if n > 0 and redis.call('zcard', KEYS[1]) <= 1 then redis.call('del', KEYS[1]) end
+return n";
 
 /// PEEK for a permit: the fencing counters (the semaphore's, `KEYS[2]`) while the claim
 /// `ARGV[1]` is recorded and not expired. `ARGV = [claim, 1, marker]`, as PEEK's.
@@ -456,7 +457,7 @@ if redis.call('get', KEYS[#KEYS - 1]) ~= ARGV[4] then return -1 end
     "return 1"
 );
 
-/// The scripts of semaphores. Their commands beyond a lock's (`TIME`, `TYPE` and the sorted
+/// The scripts of semaphores. Their commands beyond a lock's (`TIME`, `TYPE`, `PTTL` and the sorted
 /// set's) are not part of a node's admission, since a client that only locks never sends
 /// them; `doctor` checks them (`probe::semaphore_permissions`).
 #[cfg(test)]

@@ -105,7 +105,7 @@ pub struct NodeReport {
     /// `quorumlock:leader:*`) that the node refuses: a note, since a client that only locks
     /// never sends them.
     pub refused_for_elections: Vec<String>,
-    /// Commands that semaphores need besides (`TIME`, `TYPE` and the sorted set's, on the
+    /// Commands that semaphores need besides (`TIME`, `TYPE`, `PTTL` and the sorted set's, on the
     /// semaphores' keys) that the node refuses: a note, since a client that only locks never
     /// sends them.
     pub refused_for_semaphores: Vec<String>,
