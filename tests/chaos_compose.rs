@@ -301,6 +301,41 @@ async fn d_partition_gives_two_clients_different_majorities() {
     assert_clean(&report);
 }
 
+/// Semaphores in containers: workers on two semaphores of 2 permits (six on each) while a
+/// minority is killed and started empty, then, once it counts again, another is paused. The checker bounds the
+/// holders of each semaphore, treats each slot as a mutex with its own counter, and checks
+/// the order of the fencing tokens (tests/chaos/checker.rs; the local suite has the
+/// semaphore's negative control).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a Docker engine; run by scripts/chaos"]
+async fn j_semaphore_kill_and_pause_minority() {
+    require_enabled();
+    let _serial = SERIAL.lock().await;
+    let (compose, mut run) = start(
+        "j_semaphore_minority",
+        "semaphores of 2 permits, 6 workers each; docker kill redis1, redis2 at 1.5 s, \
+         docker start at 4 s (empty, quarantined 1 s); docker pause redis4, redis5 from 7 s \
+         to 9 s; 11 s",
+        false,
+        settings().semaphore(2),
+        Duration::from_secs(11),
+    )
+    .await;
+    run.at(1.5).await;
+    compose.kill(&mut run, &[0, 1]).await;
+    run.at(4.0).await;
+    compose.start(&mut run, &[0, 1]).await;
+    // After the quarantine of redis1 and redis2 (1 s from the clients' reconnection).
+    run.at(7.0).await;
+    compose.pause(&mut run, &[3, 4]).await;
+    run.at(9.0).await;
+    compose.unpause(&mut run, &[3, 4]).await;
+    let report = run.finish(&out_dir()).await;
+    assert_clean(&report);
+    assert_eq!(report.permit_sections, report.ok, "{report}");
+    assert_eq!(report.max_holders, 2, "{report}");
+}
+
 /// Settings for the restart scenarios: locks long enough to be held across a restart of
 /// three containers and the clients' reconnection.
 fn long_settings(quarantine: bool) -> Settings {

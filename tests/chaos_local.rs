@@ -6,6 +6,12 @@
 //! ones against Docker Compose (docs/chaos.md).
 //!
 //! A negative control breaks the delayed-restart assumption on purpose and must be caught.
+//!
+//! The `semaphore_*` scenarios run the same schedules with workers that take permits of two
+//! semaphores of 2 permits (six workers on each) instead of locks: the checker bounds the
+//! holders of each semaphore, treats each slot as a mutex with its own counter, and checks
+//! the order of the semaphore's fencing tokens (tests/chaos/checker.rs). Their negative
+//! control breaks the same assumption under a held permit and must be caught too.
 
 #[path = "chaos/mod.rs"]
 mod chaos;
@@ -110,6 +116,22 @@ impl Local {
 fn assert_clean(report: &Report) {
     assert!(report.is_clean(), "{report}");
     assert!(report.ok > 0, "nobody ever held a lock: {report}");
+}
+
+/// The semaphore scenarios' permits per semaphore: six workers contend for two.
+const PERMITS: u32 = 2;
+
+/// Local test settings with workers on semaphores of [`PERMITS`] permits.
+fn semaphore_settings() -> Settings {
+    settings().semaphore(PERMITS)
+}
+
+/// Clean, and the sections did run under permits, both permits of a semaphore at once at
+/// some point (or the bound was never put to the test).
+fn assert_clean_semaphore(report: &Report) {
+    assert_clean(report);
+    assert_eq!(report.permit_sections, report.ok, "{report}");
+    assert_eq!(report.max_holders, PERMITS as usize, "{report}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -233,10 +255,18 @@ struct AfterRestart {
 /// The negative control's schedule (`run::hold_long`): workers contend for 0.4 s, then a
 /// separate client holds r0 for 1.2 s (ttl 2 s) while nodes 0, 1 and 2 restart empty at
 /// once, and the workers contend for r0 again.
-async fn restart_a_majority_under_a_held_lock(name: &str, quarantine: bool) -> AfterRestart {
+///
+/// With `permits`, the workers and the holder take permits of semaphores of that many
+/// permits instead of locks (the holder holds one slot of r0).
+async fn restart_a_majority_under_a_held_lock(
+    name: &str,
+    quarantine: bool,
+    permits: Option<u32>,
+) -> AfterRestart {
     let settings = Settings {
         ttl: Duration::from_secs(2),
         quarantine,
+        permits,
         ..settings()
     };
     let (mut local, mut run) = Local::start(
@@ -297,7 +327,7 @@ async fn restart_a_majority_under_a_held_lock(name: &str, quarantine: bool) -> A
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn negative_control_an_undelayed_majority_restart_without_quarantine_is_caught() {
     let _serial = SERIAL.lock().await;
-    let report = restart_a_majority_under_a_held_lock("local_negative_control", false)
+    let report = restart_a_majority_under_a_held_lock("local_negative_control", false, None)
         .await
         .report;
     assert!(
@@ -319,7 +349,14 @@ async fn negative_control_an_undelayed_majority_restart_without_quarantine_is_ca
 async fn an_undelayed_majority_restart_is_harmless_with_quarantine() {
     let _serial = SERIAL.lock().await;
     let after =
-        restart_a_majority_under_a_held_lock("local_majority_restart_quarantined", true).await;
+        restart_a_majority_under_a_held_lock("local_majority_restart_quarantined", true, None)
+            .await;
+    assert_quarantine_kept_it_safe(&after);
+}
+
+/// What [`an_undelayed_majority_restart_is_harmless_with_quarantine`] asserts, for locks or
+/// permits.
+fn assert_quarantine_kept_it_safe(after: &AfterRestart) {
     let report = &after.report;
     // Each client holds the restarted nodes' votes back for the max ttl (2 s) from their
     // start at the earliest, which came after the kill. (A wait counted from the nodes'
@@ -357,4 +394,118 @@ async fn an_undelayed_majority_restart_is_harmless_with_quarantine() {
             "client {client}'s first call after the restart: {first:?}"
         );
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn semaphore_holders_bounded_while_a_minority_is_killed_and_restarted() {
+    let _serial = SERIAL.lock().await;
+    let (mut local, mut run) = Local::start(
+        "local_semaphore_kill_minority",
+        "semaphores of 2 permits, 6 workers each; nodes 0 and 1 killed at 0.8 s, restarted \
+         empty at 2 s (quarantined for the 1 s max ttl)",
+        Persistence::None,
+        semaphore_settings(),
+        Duration::from_secs(4),
+    )
+    .await;
+    run.at(0.8).await;
+    local.kill(&mut run, &[0, 1]).await;
+    run.at(2.0).await;
+    local.restart(&mut run, &[0, 1]).await;
+    let report = run.finish(&out_dir()).await;
+    assert_clean_semaphore(&report);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn semaphore_holders_bounded_while_a_minority_is_frozen() {
+    let _serial = SERIAL.lock().await;
+    let (mut local, mut run) = Local::start(
+        "local_semaphore_freeze_minority",
+        "semaphores of 2 permits, 6 workers each; nodes 1 and 3 frozen (SIGSTOP) from 0.8 s \
+         to 2.3 s",
+        Persistence::None,
+        semaphore_settings(),
+        Duration::from_secs(3),
+    )
+    .await;
+    run.at(0.8).await;
+    local.freeze(&mut run, &[1, 3]);
+    run.at(2.3).await;
+    local.resume(&mut run, &[1, 3]);
+    let report = run.finish(&out_dir()).await;
+    assert_clean_semaphore(&report);
+}
+
+/// Every node loses the semaphores' claims and fencing counters in turn, as in
+/// `tokens_grow_across_a_rolling_restart_of_volatile_nodes`: the holder bound, the slots
+/// and the order of the tokens hold throughout, and tokens were handed out after the last
+/// restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn semaphore_tokens_and_slots_hold_across_a_rolling_restart_of_volatile_nodes() {
+    let _serial = SERIAL.lock().await;
+    let (mut local, mut run) = Local::start(
+        "local_semaphore_rolling_restart",
+        "semaphores of 2 permits, 6 workers each; nodes 0 to 4 (no persistence) restarted \
+         empty one at a time, every 0.5 s from 0.8 s",
+        Persistence::None,
+        semaphore_settings(),
+        Duration::from_secs(6),
+    )
+    .await;
+    let mut last = 0;
+    for (i, at) in [0.8, 1.3, 1.8, 2.3, 2.8].into_iter().enumerate() {
+        run.at(at).await;
+        local.kill(&mut run, &[i]).await;
+        local.restart(&mut run, &[i]).await;
+        last = mono_ns();
+    }
+    let report = run.finish(&out_dir()).await;
+    assert_clean_semaphore(&report);
+    let after = report.token_starts.iter().filter(|t| **t > last).count();
+    assert!(after > 0, "no token after the last restart: {report}");
+}
+
+/// The negative control for semaphores: as the lock's, a majority restarted empty at once,
+/// without quarantine, while a separate client holds a permit of r0 (one of its 2 slots).
+/// The restarted nodes forget that slot, so contenders are granted it again on their
+/// majority: the checker must report two holders of one slot, or more holders than
+/// permits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn semaphore_negative_control_an_undelayed_majority_restart_without_quarantine_is_caught() {
+    let _serial = SERIAL.lock().await;
+    let report = restart_a_majority_under_a_held_lock(
+        "local_semaphore_negative_control",
+        false,
+        Some(PERMITS),
+    )
+    .await
+    .report;
+    assert!(
+        report.permit_sections > 0,
+        "no permit was granted: {report}"
+    );
+    assert!(
+        report.overlaps > 0 || report.over_permits > 0,
+        "the checker missed a second holder of a slot: {report}"
+    );
+}
+
+/// The control's schedule with the clients' quarantine on: the held permit's slot stays
+/// exclusive, as `an_undelayed_majority_restart_is_harmless_with_quarantine` shows for a
+/// lock (same assertions: the clients did reconnect and held the restarted nodes back).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn semaphore_an_undelayed_majority_restart_is_harmless_with_quarantine() {
+    let _serial = SERIAL.lock().await;
+    let after = restart_a_majority_under_a_held_lock(
+        "local_semaphore_majority_restart_quarantined",
+        true,
+        Some(PERMITS),
+    )
+    .await;
+    assert_quarantine_kept_it_safe(&after);
+    assert_eq!(
+        after.report.permit_sections, after.report.ok,
+        "{}",
+        after.report
+    );
 }

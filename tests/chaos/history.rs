@@ -1,4 +1,4 @@
-//! What a chaos run records: one `Op` per lock attempt, one `Fault` per interval during
+//! What a chaos run records: one `Op` per lock (or semaphore permit) attempt, one `Fault` per interval during
 //! which nodes were down, frozen, cut off or quarantined, and the final value of each
 //! shared counter. Written as JSON lines (one record per line) so that the histories of
 //! clients in other processes and containers can be merged with the driver's.
@@ -58,12 +58,20 @@ impl Outcome {
     }
 }
 
-/// A critical section run under a granted lock: a read-sleep-write of the resource's
-/// counter, which a second holder at the same time would make lose an update.
+/// A critical section run under a granted lock or semaphore permit: a read-sleep-write of
+/// the resource's counter (for a permit, its slot's counter), which a second holder at the
+/// same time would make lose an update.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Hold {
-    /// The lock's fencing token, if fencing is on.
+    /// The lock's or permit's fencing token, if one was asked for and handed out.
     pub token: Option<u64>,
+    /// When the fencing token was asked for, if it was: a token handed out before this
+    /// instant is smaller than this one (the checker's order for semaphores).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_asked: Option<u64>,
+    /// The permit's slot (`Permit::slot`), for a semaphore; `None` for a lock.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slot: Option<u32>,
     /// When the critical section began (after the lock was granted and found valid).
     pub cs_start: u64,
     /// When it ended (after the counter write was acknowledged).
@@ -86,10 +94,13 @@ pub struct Hold {
 pub struct Op {
     /// Which client and worker made the call, e.g. `h0.r1.w0` (client `h0`).
     pub client: String,
-    /// The locked resource.
+    /// The locked resource, or the semaphore's name.
     pub resource: String,
-    /// The operation: `acquire`.
+    /// The operation: `acquire` (a lock), `acquire_permit` (a permit of a semaphore).
     pub op: String,
+    /// The semaphore's number of permits, for `acquire_permit`; `None` for a lock.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub permits: Option<u32>,
     pub outcome: Outcome,
     /// When the call was made.
     pub start: u64,
@@ -137,6 +148,9 @@ impl Fault {
 }
 
 /// One line of a history.
+// An `Op` is most of the records of a run, a few thousand of them: boxing it would save
+// nothing worth the noise at every place that builds or matches one.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Record {
@@ -153,9 +167,12 @@ pub enum Record {
     },
     Op(Op),
     Fault(Fault),
-    /// A counter's value after every worker stopped.
+    /// A counter's value after every worker stopped: a lock's, or (`slot`) the counter of
+    /// one slot of a semaphore.
     Counter {
         resource: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        slot: Option<u32>,
         value: i64,
     },
     /// A candidate began to lead `election` in `term` at `start` (written at once, so that a

@@ -46,7 +46,7 @@ pub struct Run {
 impl Run {
     /// Connects `clients` clients (waiting until every node counts, quarantine included)
     /// and the counter, resets the counters of the run's two resources (`<name>:r0` and
-    /// `<name>:r1`), and starts `per_client` workers per client and resource for
+    /// `<name>:r1`; locks, or semaphores if `settings.permits` says so), and starts `per_client` workers per client and resource for
     /// `duration`.
     pub async fn start(
         name: &str,
@@ -60,7 +60,9 @@ impl Run {
         let counter = Counter::connect(&target.counter).await?;
         let resources: Vec<String> = (0..2).map(|r| format!("{name}:r{r}")).collect();
         for resource in &resources {
-            counter.reset(&workload::counter_key(resource)).await?;
+            for (_, key) in settings.counter_keys(resource) {
+                counter.reset(&key).await?;
+            }
         }
         let ctx = Arc::new(Ctx {
             settings,

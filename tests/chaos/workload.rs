@@ -1,6 +1,7 @@
-//! The workload: workers that lock a resource, run a read-sleep-write critical section on
-//! the resource's counter in a Redis outside the quorum, release, pause, and record every
-//! attempt in the history.
+//! The workload: workers that lock a resource (or take a permit of a semaphore of that
+//! name, when [`Settings::permits`] says so), run a read-sleep-write critical section on
+//! the resource's counter (a permit: its slot's counter) in a Redis outside the quorum,
+//! release, pause, and record every attempt in the history.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -8,7 +9,7 @@ use std::time::Duration;
 use fred::interfaces::{ClientLike, KeysInterface};
 use fred::types::config::{Config as FredConfig, ReconnectPolicy};
 use fred::types::Builder;
-use quorumlock::{Lock, RedLock, RedLockBuilder, Retry};
+use quorumlock::{Lock, Permit, RedLock, RedLockBuilder, Retry};
 use rand::Rng;
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
@@ -32,6 +33,9 @@ pub struct Settings {
     pub max_ops: usize,
     /// Whether the clients quarantine restarted nodes (the library's default is on).
     pub quarantine: bool,
+    /// `None`: the workers lock each resource. `Some(n)`: they take permits of a semaphore
+    /// of `n` permits named after the resource, and each slot has its own counter.
+    pub permits: Option<u32>,
 }
 
 impl Settings {
@@ -47,6 +51,26 @@ impl Settings {
             pause_ms: (10, 30),
             max_ops: 1_000,
             quarantine: true,
+            permits: None,
+        }
+    }
+
+    /// The same workers on semaphores of `permits` permits instead of locks.
+    pub fn semaphore(self, permits: u32) -> Settings {
+        Settings {
+            permits: Some(permits),
+            ..self
+        }
+    }
+
+    /// The counters of `resource`: one for a lock; one per slot, with its slot, for a
+    /// semaphore.
+    pub fn counter_keys(&self, resource: &str) -> Vec<(Option<u32>, String)> {
+        match self.permits {
+            None => vec![(None, counter_key(resource))],
+            Some(n) => (0..n)
+                .map(|slot| (Some(slot), slot_counter_key(resource, slot)))
+                .collect(),
         }
     }
 
@@ -135,6 +159,75 @@ pub fn counter_key(resource: &str) -> String {
     format!("chaos-counter:{resource}")
 }
 
+/// The counter key of one slot of the semaphore `resource`.
+pub fn slot_counter_key(resource: &str, slot: u32) -> String {
+    format!("chaos-counter:{resource}:slot{slot}")
+}
+
+/// What a granted call holds: a lock, or a permit of a semaphore.
+#[derive(Debug)]
+pub enum Granted {
+    Lock(Lock),
+    Permit(Permit),
+}
+
+impl Granted {
+    async fn fencing_token(&self) -> Result<u64, quorumlock::Error> {
+        match self {
+            Granted::Lock(l) => l.fencing_token().await,
+            Granted::Permit(p) => p.fencing_token().await,
+        }
+    }
+
+    fn is_valid(&self) -> bool {
+        match self {
+            Granted::Lock(l) => l.is_valid(),
+            Granted::Permit(p) => p.is_valid(),
+        }
+    }
+
+    fn failures(&self) -> &[quorumlock::NodeError] {
+        match self {
+            Granted::Lock(l) => l.failures(),
+            Granted::Permit(p) => p.failures(),
+        }
+    }
+
+    /// The permit's slot; `None` for a lock.
+    fn slot(&self) -> Option<u32> {
+        match self {
+            Granted::Lock(_) => None,
+            Granted::Permit(p) => Some(p.slot()),
+        }
+    }
+
+    async fn release(self) -> Result<(), quorumlock::Error> {
+        match self {
+            Granted::Lock(l) => l.release().await.map(drop),
+            Granted::Permit(p) => p.release().await.map(drop),
+        }
+    }
+}
+
+/// One acquisition of `resource` as `settings` says: a lock, or a permit.
+async fn acquire(
+    settings: &Settings,
+    redlock: &RedLock,
+    resource: &str,
+) -> Result<Granted, quorumlock::Error> {
+    match settings.permits {
+        None => redlock
+            .lock_with(resource, settings.ttl, settings.retry())
+            .await
+            .map(Granted::Lock),
+        Some(n) => redlock
+            .semaphore(resource, n)?
+            .acquire_with(settings.ttl, settings.retry())
+            .await
+            .map(Granted::Permit),
+    }
+}
+
 /// What every worker shares.
 #[derive(Debug)]
 pub struct Ctx {
@@ -155,9 +248,9 @@ fn random_ms((from, to): (u64, u64)) -> Duration {
     Duration::from_millis(rand::rng().random_range(from..=to.max(from)))
 }
 
-/// One acquire call by `client` on `resource`; when granted, a critical section that sleeps
-/// `cs` between its read and its write, then a release. `entered` is notified when the
-/// critical section begins.
+/// One acquire call by `client` on `resource` (a lock, or a permit of the semaphore
+/// `resource`); when granted, a critical section that sleeps `cs` between its read and its
+/// write, then a release. `entered` is notified when the critical section begins.
 pub async fn attempt(
     ctx: &Ctx,
     redlock: &RedLock,
@@ -172,16 +265,17 @@ pub async fn attempt(
     // slow call from one that never returns.
     let hard_limit = 2 * deadline;
     let start = mono_ns();
-    let result = tokio::time::timeout(
-        hard_limit,
-        redlock.lock_with(resource, settings.ttl, settings.retry()),
-    )
-    .await;
+    let result = tokio::time::timeout(hard_limit, acquire(settings, redlock, resource)).await;
     let end = mono_ns();
     let mut op = Op {
         client: client.to_owned(),
         resource: resource.to_owned(),
-        op: "acquire".to_owned(),
+        op: match settings.permits {
+            None => "acquire",
+            Some(_) => "acquire_permit",
+        }
+        .to_owned(),
+        permits: settings.permits,
         outcome: Outcome::Ok,
         start,
         end,
@@ -242,19 +336,24 @@ fn describe(e: &quorumlock::Error) -> String {
 
 async fn critical_section(
     ctx: &Ctx,
-    lock: Lock,
+    lock: Granted,
     resource: &str,
     cs: Duration,
     hard_limit: Duration,
     entered: Option<&Notify>,
 ) -> Hold {
-    let key = counter_key(resource);
+    let slot = lock.slot();
+    let key = match slot {
+        None => counter_key(resource),
+        Some(slot) => slot_counter_key(resource, slot),
+    };
     // Half the holders, chosen at random, ask for their fencing token (recorded on a
     // majority when asked): the others use none, and must not let a later token go back.
-    let token = if rand::rng().random_bool(0.5) {
-        lock.fencing_token().await.ok()
+    let (token, token_asked) = if rand::rng().random_bool(0.5) {
+        let asked = mono_ns();
+        (lock.fencing_token().await.ok(), Some(asked))
     } else {
-        None
+        (None, None)
     };
     let cs_start = mono_ns();
     if let Some(entered) = entered {
@@ -273,12 +372,14 @@ async fn critical_section(
     let cs_end = mono_ns();
     let valid_at_end = lock.is_valid();
     let release = match tokio::time::timeout(hard_limit, lock.release()).await {
-        Ok(Ok(_)) => "ok".to_owned(),
+        Ok(Ok(())) => "ok".to_owned(),
         Ok(Err(e)) => e.to_string(),
         Err(_) => format!("no answer within {hard_limit:?}"),
     };
     Hold {
         token,
+        token_asked: token.and(token_asked),
+        slot,
         cs_start,
         cs_end,
         read,
@@ -407,14 +508,17 @@ pub async fn connect_clients(
     Ok(clients)
 }
 
-/// Records the final value of each resource's counter.
+/// Records the final value of each resource's counter (each slot's, for a semaphore).
 pub async fn record_counters(ctx: &Ctx, resources: &[String]) -> Result<(), String> {
     for resource in resources {
-        let value = ctx.counter.get(&counter_key(resource)).await?;
-        ctx.history.push(Record::Counter {
-            resource: resource.clone(),
-            value,
-        });
+        for (slot, key) in ctx.settings.counter_keys(resource) {
+            let value = ctx.counter.get(&key).await?;
+            ctx.history.push(Record::Counter {
+                resource: resource.clone(),
+                slot,
+                value,
+            });
+        }
     }
     Ok(())
 }
