@@ -33,9 +33,9 @@
 //!   is on a majority of the semaphore's counters before `S`'s PEEK reads a majority, and
 //!   the two share a node. It is not "in critical-section order", as for a lock: permits
 //!   are held at once, and two whose token calls overlap may get their tokens in either
-//!   order, or the same token (both read the counter before either raised it), which the
-//!   library's promise allows (greater than every token handed out before the permit was
-//!   acquired). Such equal tokens are counted (`shared_tokens`), not held against it.
+//!   order. They never get **the same** token: a permit's token names its slot
+//!   (`algo::slots::next_token`), and permits held at once hold different slots. Equal
+//!   tokens of a semaphore are a violation (`shared_tokens`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -108,6 +108,7 @@ impl Report {
     pub fn is_clean(&self) -> bool {
         !self.exclusion_violated()
             && self.regressions == 0
+            && self.shared_tokens == 0
             && self.overruns == 0
             && self.counter_errors == 0
             && self.stuck == 0
@@ -818,15 +819,15 @@ mod tests {
     }
 
     /// Two permits at once on slots 0 and 1, whose token calls overlapped (both read the
-    /// counter before either raised it: the same token), then two more: nothing to report.
+    /// same counter; their tokens differ by their slots), then two more: nothing to report.
     fn clean_semaphore() -> Vec<Record> {
         vec![
             meta(),
-            permit("a", 0, 9, 10, 10, 1, 0),
-            permit("b", 1, 9, 12, 10, 1, 0),
-            permit("c", 0, 24, 25, 5, 2, 1),
+            permit("a", 0, 9, 10, 10, 1024, 0),
+            permit("b", 1, 9, 12, 10, 1025, 0),
+            permit("c", 0, 24, 25, 5, 2048, 1),
             // d asked before c's token was handed out: any order between them is allowed.
-            permit("d", 1, 24, 26, 2, 2, 1),
+            permit("d", 1, 24, 26, 2, 2049, 1),
             slot_counter(0, 2),
             slot_counter(1, 2),
         ]
@@ -1040,9 +1041,18 @@ mod tests {
                 report.max_holders,
                 report.shared_tokens
             ),
-            (4, 2, 2),
+            (4, 2, 0),
             "{report}"
         );
+    }
+
+    #[test]
+    fn a_token_shared_by_two_permits_is_reported() {
+        let mut history = clean_semaphore();
+        history[2] = permit("b", 1, 9, 12, 10, 1024, 0);
+        let report = check(&history);
+        assert!(!report.is_clean(), "{report}");
+        assert_eq!(report.shared_tokens, 1, "{report}");
     }
 
     #[test]
