@@ -523,3 +523,87 @@ async fn the_next_in_line_attempts_at_once_while_a_slot_is_free() {
     slots.sort_unstable();
     assert_eq!(slots, [0, 1]);
 }
+
+/// A permit released while a caller of the same client waits for a permit of the same
+/// semaphore is handed straight to it: the slot is never free between them, and the waiter
+/// makes no attempt. A caller waiting for a *lock* of that name is never handed a permit.
+#[tokio::test]
+async fn a_permit_is_handed_to_a_waiter_of_its_client_and_never_to_a_lock_waiter() {
+    let q = LocalQuorum::start(3).await.unwrap();
+    let redlock = client(&q).await;
+    let sem = redlock.semaphore("handed", 1).unwrap();
+    let held = sem.try_acquire().await.unwrap();
+    let (slot, old) = (held.slot(), held.token().as_str().to_string());
+    let waiting = {
+        let sem = sem.clone();
+        tokio::spawn(async move { sem.acquire_with(Duration::from_secs(10), patient()).await })
+    };
+    common::eventually("the waiter waits in line", || async {
+        redlock.stats().taken == 2
+    })
+    .await;
+    let attempts = redlock.stats().attempts;
+    held.release().await.unwrap();
+    let got = tokio::time::timeout(HANG, waiting)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(redlock.stats().handed_over, 1);
+    assert_eq!(
+        redlock.stats().attempts,
+        attempts,
+        "the waiter made no attempt"
+    );
+    assert_eq!(got.slot(), slot);
+    let claim = format!("{slot}:{}", got.token().as_str());
+    for node in q.nodes() {
+        let members: Vec<String> = claims(node, "handed")
+            .await
+            .into_iter()
+            .map(|c| c.0)
+            .collect();
+        assert!(!members.iter().any(|m| m.ends_with(&old)), "{members:?}");
+        if members.len() == 2 {
+            assert_eq!(members[1], claim);
+        }
+    }
+    got.release().await.unwrap();
+
+    // A lock waiter behind a permit of the same name gets a lock, never the permit.
+    let permit = sem.try_acquire().await.unwrap();
+    let lock_waiter = {
+        let redlock = redlock.clone();
+        tokio::spawn(async move {
+            redlock
+                .lock_with("handed", Duration::from_secs(10), patient())
+                .await
+        })
+    };
+    common::eventually("the lock waiter waits in line", || async {
+        redlock.stats().taken == 4
+    })
+    .await;
+    permit.release().await.unwrap();
+    let lock = tokio::time::timeout(HANG, lock_waiter)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        redlock.stats().handed_over,
+        1,
+        "no handover to the lock waiter"
+    );
+    common::eventually("the lock's key is set on every node", || async {
+        common::holders(&q, "handed").await == 3
+    })
+    .await;
+    for node in q.nodes() {
+        assert_eq!(
+            common::get(node, "handed").await.as_deref(),
+            Some(lock.token().as_str())
+        );
+    }
+    lock.release().await.unwrap();
+}

@@ -314,7 +314,7 @@ impl Coordinator {
             [resource] => Some(keys::lock_key(&self.config().key_prefix, resource)),
             _ => None,
         };
-        self.acquiring(&target.name, key, ttl, retry, || async {
+        self.acquiring(&target.name, key, None, ttl, retry, || async {
             self.attempt(&target, ttl).await.map(|lock| (lock, false))
         })
         .await
@@ -326,11 +326,14 @@ impl Coordinator {
     /// (`engine/semaphore.rs`) both run this loop; only their attempts differ. `name` names
     /// the resource in traces. An attempt that is granted says whether the resource may have
     /// room for the next caller in line (a semaphore with a slot still free): that caller
-    /// then attempts at once instead of waiting for a release.
+    /// then attempts at once instead of waiting for a release. `permits` says what the
+    /// callers wait for (a lock: `None`), so that only a release of that kind is handed
+    /// over to them.
     pub(crate) async fn acquiring<F, Fut>(
         &self,
         name: &str,
         key: Option<String>,
+        permits: Option<u32>,
         ttl: Ttl,
         retry: Retry,
         mut attempt: F,
@@ -350,7 +353,7 @@ impl Coordinator {
         // Do not barge in before this client's callers already waiting for the resource.
         let mut attempt_now = true;
         if let Some(key) = key.as_deref().filter(|k| self.inner.wakeups.queued(k)) {
-            let joined = self.join(key, ttl).await;
+            let joined = self.join(key, ttl, permits).await;
             attempt_now = joined.ticket.is_head();
             place = Some(joined);
         }
@@ -425,7 +428,7 @@ impl Coordinator {
                 // Taken: wait in line for a release. The head's next attempt comes right after
                 // the subscription, since a release made before it sent no message we could get.
                 (Some(key), None) if taken => {
-                    let joined = self.join(key, ttl).await;
+                    let joined = self.join(key, ttl, permits).await;
                     attempt_now = joined.ticket.is_head();
                     place = Some(joined);
                 }
@@ -442,11 +445,11 @@ impl Coordinator {
     /// Joins the line of this client's callers waiting for `key`; the first subscribes to the
     /// key's release channel on every node and waits until a majority confirmed it (or every
     /// node answered or timed out).
-    async fn join(&self, key: &str, ttl: Ttl) -> Place {
+    async fn join(&self, key: &str, ttl: Ttl, permits: Option<u32>) -> Place {
         let wakeups = &self.inner.wakeups;
         let channel = keys::release_channel(key);
         let mut confirmations = Vec::new();
-        let ticket = wakeups.join(key, Some(ttl), || {
+        let ticket = wakeups.join(key, Some(ttl), permits, || {
             for node in &self.inner.nodes {
                 confirmations.push(node.listener().subscribe(vec![channel.clone()], wakeups));
             }

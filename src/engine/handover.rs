@@ -59,7 +59,7 @@ pub(crate) enum Handover {
 pub(crate) struct Claim {
     ticket: Arc<Ticket>,
     /// What to release if this is dropped before the release is sent.
-    cleanup: Option<(Coordinator, Vec<Key>, Vec<Value>)>,
+    cleanup: Option<(Coordinator, Primitive, Vec<Key>, Vec<Value>)>,
     /// The waiter got its lock: nothing to do.
     done: bool,
 }
@@ -76,10 +76,10 @@ impl Drop for Claim {
         if self.done {
             return;
         }
-        if let Some((redlock, keys, tokens)) = self.cleanup.take() {
+        if let Some((redlock, primitive, keys, tokens)) = self.cleanup.take() {
             let args = release_args(&tokens);
             redlock.detached(u64::MAX, |node| {
-                node.release(Primitive::Lock, keys.clone(), args.clone())
+                node.release(primitive, keys.clone(), args.clone())
             });
         }
         self.ticket.unclaim();
@@ -96,21 +96,28 @@ impl Coordinator {
     /// Hands the lock `ident` over to the head of this client's line for its key, if the
     /// head is waiting; `None` when there is nobody to hand it to (then release it as usual).
     pub(crate) async fn hand_over(&self, ident: &Ident) -> Option<Handover> {
-        // A permit is not handed over: its release wakes this client's waiters instead.
-        if ident.locks() != 1 || ident.slot().is_some() || Self::yields(ident) {
+        if ident.locks() != 1 || Self::yields(ident) {
             return None;
         }
         let key = ident.lock_keys().first()?.as_str()?.to_string();
-        let (ticket, ttl) = self.wakeups().claim_head(&key)?;
+        // A permit goes to a waiter for a permit of the same semaphore, a lock to a waiter
+        // for the lock.
+        let permits = ident.permit_slot().map(|s| s.permits);
+        let (ticket, ttl) = self.wakeups().claim_head(&key, permits)?;
         let token = Token::generate();
         let mut tokens = vec![ident.value()];
         if let Ok(token) = &token {
-            tokens.push(Value::from(token.as_str()));
+            tokens.push(ident.claim_of(token));
         }
         // Dropped from here on (the release cancelled), the claim releases both tokens.
         let claim = Claim {
             ticket,
-            cleanup: Some((self.clone(), ident.lock_keys().to_vec(), tokens.clone())),
+            cleanup: Some((
+                self.clone(),
+                ident.primitive(),
+                ident.lock_keys().to_vec(),
+                tokens.clone(),
+            )),
             done: false,
         };
         Some(match token {
@@ -133,10 +140,20 @@ impl Coordinator {
         };
         let reads_counters = self.reads_counters(&keys);
         let sent = keys.sent(reads_counters).to_vec();
-        let (old, new) = (ident.value(), Value::from(token.as_str()));
+        let (old, new) = (ident.value(), ident.claim_of(&token));
+        let primitive = ident.primitive();
         let start = Instant::now();
         let round = self
-            .round(|node| node.handover(sent.clone(), keys.locks, old.clone(), new.clone(), ttl.px))
+            .round(|node| {
+                node.handover(
+                    primitive,
+                    sent.clone(),
+                    keys.locks,
+                    old.clone(),
+                    new.clone(),
+                    ttl.px,
+                )
+            })
             .await;
         let won = matches!(
             verdict::timed(&round.tally, ttl.ttl, ttl.drift, start.elapsed()),
@@ -165,7 +182,7 @@ impl Coordinator {
                 release_args(std::slice::from_ref(&old)),
             );
             self.detached(failed, |node| {
-                node.release(Primitive::Lock, locks.clone(), args.clone())
+                node.release(primitive, locks.clone(), args.clone())
             });
         }
         let fencing = fencing::granted(&keys, reads_counters, &round);
@@ -186,7 +203,7 @@ impl Coordinator {
             acquired_on: round.tally.yes,
             failures: round.failures,
             handovers: ident.handovers().saturating_add(1),
-            slot: None,
+            slot: ident.permit_slot(),
         });
         // If the waiter has gone meanwhile, the lock is dropped with its ticket, which
         // releases it.

@@ -50,6 +50,13 @@ impl Keys {
     }
 }
 
+/// A permit's slot, and how many permits its semaphore has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct PermitSlot {
+    pub(crate) slot: u32,
+    pub(crate) permits: u32,
+}
+
 /// What a successful acquisition hands to [`Lock::new`].
 #[derive(Debug)]
 pub(crate) struct Acquisition {
@@ -68,7 +75,7 @@ pub(crate) struct Acquisition {
     /// How many handovers in a row led to this lock (0: its holder's own attempt got it).
     pub(crate) handovers: u32,
     /// For a permit of a semaphore, its slot (design 2.9); `None` for a lock.
-    pub(crate) slot: Option<u32>,
+    pub(crate) slot: Option<PermitSlot>,
 }
 
 /// What never changes in a lock, stored compactly and shared by the lock and, once it is
@@ -93,7 +100,7 @@ pub(crate) struct Ident {
     handovers: u32,
     /// For a permit, its slot: the lock key is then the semaphore's key, and the value the
     /// scripts get is the claim `slot:token`.
-    slot: Option<u32>,
+    slot: Option<PermitSlot>,
     /// Set when the lock's release starts (`release`, a drop, or the client's shutdown):
     /// whoever sets it sends the release, once.
     released: AtomicBool,
@@ -159,14 +166,25 @@ impl Ident {
 
     /// The token as the scripts get it: for a permit, its claim `slot:token`.
     pub(crate) fn value(&self) -> Value {
+        self.claim_of(&self.token)
+    }
+
+    /// What the scripts get for `token` holding what this holds: the token for a lock, the
+    /// claim `slot:token` for a permit (a handover's new token holds the same slot).
+    pub(crate) fn claim_of(&self, token: &Token) -> Value {
         match self.slot {
-            None => Value::from(self.token.as_str()),
-            Some(slot) => Value::from(format!("{slot}:{}", self.token.as_str())),
+            None => Value::from(token.as_str()),
+            Some(PermitSlot { slot, .. }) => Value::from(format!("{slot}:{}", token.as_str())),
         }
     }
 
     /// For a permit, its slot.
     pub(crate) fn slot(&self) -> Option<u32> {
+        self.slot.map(|s| s.slot)
+    }
+
+    /// For a permit, its slot and its semaphore's number of permits.
+    pub(crate) fn permit_slot(&self) -> Option<PermitSlot> {
         self.slot
     }
 

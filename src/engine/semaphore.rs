@@ -24,7 +24,7 @@ use crate::algo::verdict::{self, Timed};
 use crate::config::{Retry, Ttl};
 use crate::engine::coordinator::{CleanupOnDrop, Coordinator};
 use crate::engine::fencing::Fencing;
-use crate::engine::held::{Acquisition, Held, Keys};
+use crate::engine::held::{Acquisition, Held, Keys, PermitSlot};
 use crate::engine::token::Token;
 use crate::error::{ConfigError, Error, MAX_PERMITS};
 use crate::node::{Primitive, SlotAnswer};
@@ -89,9 +89,14 @@ impl Coordinator {
         let ttl = self.config().check_ttl(ttl)?;
         retry.validate()?;
         let key = spec.key().to_string();
-        self.acquiring(&spec.name, Some(key), ttl, retry, || {
-            self.attempt_permit(spec, ttl)
-        })
+        self.acquiring(
+            &spec.name,
+            Some(key),
+            Some(spec.permits),
+            ttl,
+            retry,
+            || self.attempt_permit(spec, ttl),
+        )
         .await
     }
 
@@ -201,7 +206,10 @@ impl Coordinator {
                     acquired_on: tally.yes,
                     failures: round.failures,
                     handovers: 0,
-                    slot: Some(slot),
+                    slot: Some(PermitSlot {
+                        slot,
+                        permits: spec.permits,
+                    }),
                 });
                 return Ok((permit, room));
             }

@@ -67,6 +67,9 @@ pub(crate) struct Ticket {
     /// The ttl the waiter asked for, which a lock handed over to it gets (`None`: it takes
     /// no handover).
     ttl: Option<Ttl>,
+    /// What it waits for: a lock (`None`), or a permit of a semaphore of this many permits.
+    /// Only a release of the same kind is handed over to it.
+    permits: Option<u32>,
     /// A lock handed over to this waiter, until it takes it.
     handed: Mutex<Option<Held>>,
 }
@@ -162,7 +165,8 @@ impl Wakeups {
             .unwrap_or(false)
     }
 
-    /// Joins the queue for `key`, for a lock of `ttl` (`None`: no handover to this waiter).
+    /// Joins the queue for `key`, for a lock (`permits` is `None`) or a permit of a semaphore
+    /// of `permits`, of `ttl` (`None`: no handover to this waiter).
     /// `subscribe` is called, while no other waiter can join or leave, when the queue was
     /// empty: subscriptions and unsubscriptions then reach each node in the order the queue
     /// emptied and filled.
@@ -170,10 +174,12 @@ impl Wakeups {
         &self,
         key: &str,
         ttl: Option<Ttl>,
+        permits: Option<u32>,
         subscribe: impl FnOnce(),
     ) -> Arc<Ticket> {
         let ticket = Arc::new(Ticket {
             ttl,
+            permits,
             ..Ticket::default()
         });
         let Ok(mut keys) = self.keys.lock() else {
@@ -190,7 +196,9 @@ impl Wakeups {
 
     /// Leaves the queue for `key`. A head that leaves without the lock hands the turn on with
     /// a wake-up (the lock may be free, or a release woke it that it did not use); one that
-    /// got it hands on the headship only, and its release will wake the next. `unsubscribe`
+    /// got it hands on the headship only, and its release will wake the next, unless a
+    /// release woke it that it did not use (a semaphore's other permit, released while this
+    /// waiter was being handed one): that wake-up goes to the next. `unsubscribe`
     /// is called when the queue is empty.
     pub(crate) fn leave(
         &self,
@@ -213,7 +221,9 @@ impl Wakeups {
         if let Some(next) = queue.waiters.front() {
             if was_head {
                 next.head.store(true, Ordering::SeqCst);
-                next.wake(!acquired);
+                // A release that woke this waiter and that it did not use (it left with a
+                // permit handed over instead, or without one) is the next one's to use.
+                next.wake(!acquired || ticket.released.load(Ordering::SeqCst));
             }
         } else {
             keys.remove(key);
@@ -221,12 +231,16 @@ impl Wakeups {
         }
     }
 
-    /// Claims the head of the line for `key` for a handover, if it is waiting and takes one:
-    /// returns its ticket and the ttl it asked for. The head then neither attempts nor gives
-    /// up until [`Ticket::hand`] or [`Ticket::unclaim`].
-    pub(crate) fn claim_head(&self, key: &str) -> Option<(Arc<Ticket>, Ttl)> {
+    /// Claims the head of the line for `key` for a handover, if it is waiting and takes one
+    /// of this kind (a lock, or a permit of a semaphore of `permits`): returns its ticket and
+    /// the ttl it asked for. The head then neither attempts nor gives up until
+    /// [`Ticket::hand`] or [`Ticket::unclaim`].
+    pub(crate) fn claim_head(&self, key: &str, permits: Option<u32>) -> Option<(Arc<Ticket>, Ttl)> {
         let keys = self.keys.lock().ok()?;
         let head = keys.get(key)?.waiters.front()?;
+        if head.permits != permits {
+            return None;
+        }
         let ttl = head.ttl?;
         head.state
             .compare_exchange(WAITING, CLAIMED, Ordering::SeqCst, Ordering::SeqCst)
@@ -352,8 +366,8 @@ mod tests {
         tokio::time::pause();
         let wakeups = Wakeups::new(5);
         let mut subscribed = 0;
-        let a = wakeups.join("k", None, || subscribed += 1);
-        let b = wakeups.join("k", None, || subscribed += 1);
+        let a = wakeups.join("k", None, None, || subscribed += 1);
+        let b = wakeups.join("k", None, None, || subscribed += 1);
         assert_eq!(subscribed, 1, "one subscription per queue");
         assert!(wakeups.queued("k"));
         // Five nodes publish the same release, before the head waits: one wake-up is kept.
@@ -377,8 +391,8 @@ mod tests {
     async fn the_head_attempts_after_its_pause_and_the_others_do_not() {
         tokio::time::pause();
         let wakeups = Wakeups::new(5);
-        let a = wakeups.join("k", None, || {});
-        let b = wakeups.join("k", None, || {});
+        let a = wakeups.join("k", None, None, || {});
+        let b = wakeups.join("k", None, None, || {});
         assert_eq!(
             wait(&a, Duration::from_millis(100), None).await,
             Woken::Paused
@@ -393,7 +407,7 @@ mod tests {
     async fn other_channels_and_keys_wake_nobody() {
         tokio::time::pause();
         let wakeups = Wakeups::new(5);
-        let a = wakeups.join("k", None, || {});
+        let a = wakeups.join("k", None, None, || {});
         wakeups.message("quorumlock:released:other", "x");
         wakeups.message("elsewhere:k", "x");
         wakeups.released("k2", "x");

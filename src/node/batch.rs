@@ -54,6 +54,7 @@ static PERMIT_RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::
 static PERMIT_DISCARD: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::PERMIT_DISCARD));
 static PERMIT_PEEK: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::PERMIT_PEEK));
 static PERMIT_FENCE: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::PERMIT_FENCE));
+static PERMIT_HANDOVER: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::PERMIT_HANDOVER));
 pub(crate) static BATCH: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::batch()));
 
 /// What a call runs: one of the scripts (the set is sent as the plain command when alone).
@@ -80,6 +81,8 @@ pub(crate) enum Op {
     PermitDiscard,
     PermitPeek,
     PermitFence,
+    /// Sent even after its deadline, as a lock's handover is.
+    PermitHandover,
 }
 
 impl Op {
@@ -100,6 +103,7 @@ impl Op {
             Op::PermitDiscard => &PERMIT_DISCARD,
             Op::PermitPeek => &PERMIT_PEEK,
             Op::PermitFence => &PERMIT_FENCE,
+            Op::PermitHandover => &PERMIT_HANDOVER,
         }
     }
 
@@ -129,6 +133,7 @@ impl Op {
             Op::PermitDiscard => 13,
             Op::PermitPeek => 14,
             Op::PermitFence => 15,
+            Op::PermitHandover => 16,
         }
     }
 }
@@ -165,7 +170,7 @@ impl Call {
     /// only while its caller waits, before its deadline.
     fn wanted(&self, now: Instant) -> bool {
         self.op.deletes()
-            || self.op == Op::Handover
+            || matches!(self.op, Op::Handover | Op::PermitHandover)
             || (now < self.deadline && !self.reply.is_closed())
     }
 }

@@ -89,6 +89,7 @@ impl Primitive {
             (Primitive::Permit, Op::Discard) => Op::PermitDiscard,
             (Primitive::Permit, Op::Peek) => Op::PermitPeek,
             (Primitive::Permit, Op::Fence) => Op::PermitFence,
+            (Primitive::Permit, Op::Handover) => Op::PermitHandover,
             (Primitive::Permit, op) => op,
         }
     }
@@ -553,6 +554,7 @@ impl Node {
     /// another token. `keys` are the lock keys, then the fencing counters to read, if any.
     pub(crate) fn handover(
         &self,
+        primitive: Primitive,
         keys: Vec<Key>,
         locks: usize,
         old: Value,
@@ -565,7 +567,7 @@ impl Node {
             Value::Integer(ttl_ms),
             Value::Integer(locks as i64),
         ];
-        self.counted_vote(Op::Handover, "HANDOVER", keys, locks, args)
+        self.counted_vote(primitive.op(Op::Handover), "HANDOVER", keys, locks, args)
     }
 
     /// A vote by a script that answers nil for no, or what the fencing counters read as for

@@ -398,14 +398,24 @@ redis.call('zadd', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
     "return 1"
 );
 
-/// RELEASE for a permit: removes the claim `ARGV[1]` (`slot:token`) if it is recorded and not
-/// expired, and announces the release on the semaphore's channel with `ARGV[2]` (the claim's
-/// SHA1, [`release_args`]), as a lock's release is; returns 1, or 0 if the claim was not
-/// there. The last claim's release deletes the key (expired claims are dropped first).
+/// RELEASE for a permit: removes each claim among `ARGV` (`slot:token`, each followed by its
+/// SHA1: [`release_args`]) that is recorded and not expired, and announces each release on
+/// the semaphore's channel with the claim's SHA1, as a lock's release is (two claims: a
+/// handover that failed releases the old claim and the new one). Returns how many claims
+/// were removed. The last claim's release deletes the key (expired claims are dropped
+/// first).
 pub(crate) const PERMIT_RELEASE: &str = concat!(
     node_now!(),
-    claim_held!("0"),
-    r"redis.call('zrem', KEYS[1], ARGV[1])
+    r"local n = 0
+for j = 1, #ARGV, 2 do
+  local held = redis.pcall('zscore', KEYS[1], ARGV[j])
+  if type(held) == 'string' and tonumber(held) > now then
+    n = n + redis.call('zrem', KEYS[1], ARGV[j])
+    ",
+    announce!("KEYS[1]", "ARGV[j + 1]"),
+    r"  end
+end
+if n == 0 then return 0 end
 local left = redis.call('zcard', KEYS[1])
 if left > 1 then
   ",
@@ -413,9 +423,40 @@ if left > 1 then
     r"  left = redis.call('zcard', KEYS[1])
 end
 if left <= 1 then redis.call('del', KEYS[1]) end
+return n"
+);
+
+/// HANDOVER for a permit (`engine/handover.rs`): gives the slot of the claim `ARGV[1]` to the
+/// claim `ARGV[2]` (the same slot, a new token) in one step, with the ttl `ARGV[3]`: where
+/// the old claim is recorded and not expired, it is replaced; where it is gone but the
+/// semaphore exists and no live claim holds the slot, the new claim is recorded. Returns
+/// what the fencing counters read as, as HANDOVER does; nil, changing nothing, where another
+/// claim holds the slot or the semaphore does not exist here.
+///
+/// `ARGV = [old claim, new claim, ttl_ms, n, marker]`, as HANDOVER's.
+pub(crate) const PERMIT_HANDOVER: &str = concat!(
+    r"local n = tonumber(ARGV[4])
 ",
-    announce!("KEYS[1]", "ARGV[2]"),
-    "return 1"
+    node_now!(),
+    r"local held = redis.pcall('zscore', KEYS[1], ARGV[1])
+if type(held) == 'table' then return false end
+if held and tonumber(held) > now then
+  redis.call('zrem', KEYS[1], ARGV[1])
+else
+  if not redis.call('zscore', KEYS[1], '#') then return false end
+  ",
+    prune_claims!(),
+    r"  local slot = string.match(ARGV[1], '^(%d+):')
+  for _, m in ipairs(redis.call('zrange', KEYS[1], 1, -1)) do
+    if string.match(m, '^(%d+):') == slot then return false end
+  end
+end
+",
+    largest_counter!(),
+    r"redis.call('zadd', KEYS[1], now + tonumber(ARGV[3]), ARGV[2])
+",
+    keep_key!("ARGV[3]"),
+    "return fence"
 );
 
 /// DISCARD for a permit: removes, without announcing it, every claim of the token `ARGV[1]`
@@ -461,18 +502,19 @@ if redis.call('get', KEYS[#KEYS - 1]) ~= ARGV[4] then return -1 end
 /// set's) are not part of a node's admission, since a client that only locks never sends
 /// them; `doctor` checks them (`probe::semaphore_permissions`).
 #[cfg(test)]
-pub(crate) const PERMIT: [&str; 6] = [
+pub(crate) const PERMIT: [&str; 7] = [
     PERMIT_ACQUIRE,
     PERMIT_EXTEND,
     PERMIT_RELEASE,
     PERMIT_DISCARD,
     PERMIT_PEEK,
     PERMIT_FENCE,
+    PERMIT_HANDOVER,
 ];
 
 /// Every script, for tests that check the hashes against a real `SCRIPT LOAD`.
 #[cfg(any(test, feature = "testkit"))]
-pub(crate) const ALL: [&str; 17] = [
+pub(crate) const ALL: [&str; 18] = [
     ACQUIRE,
     PEEK,
     FENCE,
@@ -490,10 +532,11 @@ pub(crate) const ALL: [&str; 17] = [
     PERMIT_DISCARD,
     PERMIT_PEEK,
     PERMIT_FENCE,
+    PERMIT_HANDOVER,
 ];
 
 /// The scripts [`batch`] can run, in the order of their numbers in it.
-pub(crate) const BATCHED: [&str; 15] = [
+pub(crate) const BATCHED: [&str; 16] = [
     SET_NX,
     ACQUIRE,
     FENCE,
@@ -509,6 +552,7 @@ pub(crate) const BATCHED: [&str; 15] = [
     PERMIT_DISCARD,
     PERMIT_PEEK,
     PERMIT_FENCE,
+    PERMIT_HANDOVER,
 ];
 
 /// The script that runs several calls of the scripts above in one: concurrent calls bound
