@@ -58,10 +58,11 @@ async fn every_permit_is_listed_with_its_slot_hash_nodes_and_ttl() {
     let ttl = Duration::from_secs(10);
     let first = a.semaphore("exports", 3).unwrap();
     let first = first.acquire_with(ttl, Retry::none()).await.unwrap();
+    // Every node has the first claim before the second is asked for, so that every node
+    // records the same slots (a grant waits for a majority only).
+    assert!(a.settle(Duration::from_secs(5)).await);
     let second = b.semaphore("exports", 3).unwrap();
     let second = second.acquire_with(ttl, Retry::none()).await.unwrap();
-    // Every node has both claims (a grant waits for a majority only).
-    assert!(a.settle(Duration::from_secs(5)).await);
     assert!(b.settle(Duration::from_secs(5)).await);
     let before = snapshot(&q).await;
 
