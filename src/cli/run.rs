@@ -154,7 +154,8 @@ With --permits N, RESOURCE is a semaphore: run holds one of its N permits instea
 lock, waits (or not) as above until one is free, keeps it alive and releases it as a lock,
 and adds QUORUMLOCK_SLOT (the permit's slot, 0 to N-1: no two holders have the same) to
 COMMAND's environment. The fencing token is the semaphore's, one counter for all its
-permits. A RESOURCE in use as a lock, or as a semaphore of another N, is refused (exit 64)
+permits (greater than every token handed out before the permit was taken: two permits taken
+at once may share one). A RESOURCE in use as a lock, or as a semaphore of another N, is refused (exit 64)
 and nothing is changed on any node.
 
 COMMAND leads a new process group, and signals go to the whole group: SIGTERM and SIGKILL
