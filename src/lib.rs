@@ -31,6 +31,7 @@ pub use config::file::{ConfigFile, RetryFile, TlsFileSettings};
 pub use config::url::NodeUrl;
 pub use config::Candidacy;
 pub use config::KeepAlive;
+pub use engine::census::PermitHolder;
 pub use engine::held::Released;
 pub use engine::observe::Leader;
 pub use engine::shutdown::Shutdown;

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use crate::api::kept::{KeptLock, LockHandle};
 use crate::config::{KeepAlive, Retry};
+use crate::engine::census::PermitHolder;
 use crate::engine::coordinator::Coordinator;
 use crate::engine::held::{Held, Released};
 use crate::engine::semaphore::Spec;
@@ -130,6 +131,49 @@ impl Semaphore {
             .keep_alive(keep)?
             .run(|handle| work(LockHandle(handle)))
             .await
+    }
+
+    /// Who holds the semaphore's permits, as the nodes record them, changing nothing: one
+    /// [`PermitHolder`] per slot and holder (the SHA1 of its token, never the token), with
+    /// how many nodes record it and how long a majority will still record it by the nodes'
+    /// own clocks ([`PermitHolder::ttl`]). Sorted by slot; claims on fewer than a quorum
+    /// of nodes are listed too (their `nodes` says so), expired ones are not. Runs one
+    /// read-only script per node.
+    ///
+    /// Advisory, as [`RedLock::leader`](crate::RedLock::leader) is: a permit may be taken
+    /// or released right after the answer. Only a [`Permit`] says that its holder may act.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let nodes = quorumlock::testkit::LocalQuorum::start(3).await?;
+    /// # let redlock = quorumlock::RedLock::builder().nodes(nodes.urls()).build()?;
+    /// # redlock.wait_for_nodes(std::time::Duration::from_secs(5)).await;
+    /// let exports = redlock.semaphore("exports", 4)?;
+    /// let permit = exports.acquire().await?;
+    ///
+    /// let holders = exports.holders().await?;
+    /// assert_eq!(holders.len(), 1);
+    /// assert_eq!(holders[0].slot, permit.slot());
+    /// let sha1 = quorumlock::fred::util::sha1_hash(permit.token().as_str());
+    /// assert_eq!(holders[0].token_sha1, sha1);
+    /// assert!(holders[0].nodes >= redlock.quorum());
+    /// assert!(holders[0].ttl <= permit.ttl());
+    ///
+    /// permit.release().await?;
+    /// # redlock.settle(std::time::Duration::from_secs(5)).await; // every node, not a majority
+    /// assert!(exports.holders().await?.is_empty());
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// - [`Error::NoQuorum`] when fewer than a quorum of nodes answered: the list could miss
+    ///   holders.
+    /// - [`Error::KindMismatch`] when a node that answered holds something else at the
+    ///   semaphore's key: a lock, or a semaphore of another number of permits.
+    /// - [`Error::ShutDown`] once the client is [shut down](crate::RedLock::shutdown).
+    pub async fn holders(&self) -> Result<Vec<PermitHolder>, Error> {
+        self.redlock.holders(&self.spec).await
     }
 }
 

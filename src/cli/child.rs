@@ -31,6 +31,10 @@ pub(crate) const RESOURCE_VAR: &str = "QUORUMLOCK_RESOURCE";
 /// The variable that carries the fencing token (decimal) to the command, when fencing is on.
 pub(crate) const FENCING_VAR: &str = "QUORUMLOCK_FENCING_TOKEN";
 
+/// The variable that carries the slot of the permit held (decimal, 0 to N-1) to the command
+/// run by `run --permits N`.
+pub(crate) const SLOT_VAR: &str = "QUORUMLOCK_SLOT";
+
 /// The variable that carries the term (decimal) to the command run by `elect`.
 pub(crate) const TERM_VAR: &str = "QUORUMLOCK_TERM";
 
@@ -50,6 +54,8 @@ pub(crate) struct Spec<'a> {
     pub(crate) fencing_token: Option<u64>,
     /// The term of a leadership (`elect`), exported as [`TERM_VAR`].
     pub(crate) term: Option<u64>,
+    /// The slot of a semaphore's permit (`run --permits`), exported as [`SLOT_VAR`].
+    pub(crate) slot: Option<u32>,
     /// Keep the command in our process group (and signal it alone).
     pub(crate) foreground: bool,
 }
@@ -89,6 +95,10 @@ impl Spec<'_> {
         match self.term {
             Some(term) => command.env(TERM_VAR, term.to_string()),
             None => command.env_remove(TERM_VAR),
+        };
+        match self.slot {
+            Some(slot) => command.env(SLOT_VAR, slot.to_string()),
+            None => command.env_remove(SLOT_VAR),
         };
         if !self.foreground {
             command.process_group(0);

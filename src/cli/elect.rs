@@ -133,6 +133,7 @@ async fn campaign(
             resource: &args.name,
             fencing_token: Some(term),
             term: Some(term),
+            slot: None,
             foreground: args.foreground,
         };
         let handle = leadership.handle();

@@ -7,7 +7,8 @@ use quorumlock::{ConfigError, Error};
 
 /// Nothing to report: `leader` found no leader (as grep and pgrep when nothing matches).
 pub(crate) const NO_LEADER: u8 = 1;
-/// Bad usage or configuration: a flag, a URL, a duration, an empty resource (EX_USAGE).
+/// Bad usage or configuration: a flag, a URL, a duration, an empty resource, a resource
+/// asked for as the wrong kind (EX_USAGE).
 pub(crate) const USAGE: u8 = 64;
 /// No quorum of nodes could be reached, or it answered too late (EX_UNAVAILABLE).
 pub(crate) const UNAVAILABLE: u8 = 69;
@@ -50,7 +51,9 @@ pub(crate) fn code_of(error: &Error) -> u8 {
         Error::Taken { .. } => TAKEN,
         Error::NoQuorum { .. } | Error::ValidityExpired { .. } => UNAVAILABLE,
         Error::Lost { .. } => LOST,
-        Error::Config(_) => USAGE,
+        // A resource asked for as the wrong kind (a lock's name as a semaphore, or another
+        // number of permits): the command line's mistake, and nothing was changed.
+        Error::Config(_) | Error::KindMismatch { .. } => USAGE,
         _ => SOFTWARE,
     }
 }

@@ -1,6 +1,8 @@
-//! `quorumlock ls`: the locks held on the nodes, without taking any. Read-only: `SCAN` for
-//! the lock keys, then `GET` and `PTTL` of each and `GET` of its fencing counter, over a
-//! connection of its own per node.
+//! `quorumlock ls`: the locks held on the nodes, and the semaphores, without taking any.
+//! Read-only: `SCAN` for the lock keys, then `GET` and `PTTL` of each and `GET` of its
+//! fencing counter; `SCAN` for the semaphores' sorted sets, then `ZRANGE` of each (with
+//! `TIME`, the node's clock that their claims expire by); over a connection of its own per
+//! node.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -44,14 +46,38 @@ $QUORUMLOCK_CONNECT_TIMEOUT (default 1s). Lists string keys with a ttl under
 $QUORUMLOCK_KEY_PREFIX, and none of quorumlock's own (fencing counters, election records,
 node markers).
 
+Semaphores (run --permits) follow, one line per resource: its number of permits N (as
+recorded on the most nodes), how many permits are held (claims unexpired by the nodes'
+clocks on a quorum of nodes), its fencing token, and how many nodes hold its key. ZRANGE
+and TIME only; `quorumlock status RESOURCE` lists its holders.
+
 With --json, one document: prefix, nodes (index, node with any password hidden, error or
 null), answered, quorum, locks (resource, key, holder_sha1, fencing_token, ttl_ms, agreeing,
-tokens: sha1 and the node indexes holding it) and exit_code.
+tokens: sha1 and the node indexes holding it), semaphores (resource, key, kind: semaphore,
+permits, held, fencing_token, nodes: the node indexes holding its key, holders: slot,
+sha1 and the node indexes recording the claim) and exit_code.
 
 Exit status (the same with --json):
   0   listed (possibly nothing)
   64  usage or configuration error
   69  fewer than a quorum of nodes answered: the list may miss locks";
+
+/// What one node holds under the prefix.
+#[derive(Debug, Default)]
+struct Scanned {
+    locks: Vec<Entry>,
+    semaphores: Vec<SemEntry>,
+}
+
+/// One semaphore as one node holds it: its number of permits and unexpired claims.
+#[derive(Debug, Clone)]
+struct SemEntry {
+    key: String,
+    permits: u32,
+    /// The slot and the (short) SHA1 of the token of each claim unexpired by the node's clock.
+    claims: Vec<(u32, String)>,
+    fence: Option<u64>,
+}
 
 /// One lock key as one node holds it.
 #[derive(Debug, Clone)]
@@ -71,7 +97,7 @@ pub(crate) async fn ls(args: LsArgs) -> Result<u8, Failure> {
     let clients = (0..config.nodes().len())
         .map(|i| config.node_client_config(i).transpose())
         .collect::<Result<Vec<_>, _>>()?;
-    let seen: Vec<Result<Vec<Entry>, String>> = futures::future::join_all(
+    let seen: Vec<Result<Scanned, String>> = futures::future::join_all(
         clients
             .into_iter()
             .flatten()
@@ -87,6 +113,7 @@ pub(crate) async fn ls(args: LsArgs) -> Result<u8, Failure> {
         UNAVAILABLE
     };
     let locks = aggregate(&config, &seen);
+    let semaphores = aggregate_semaphores(&config, &seen, quorum(nodes));
     if args.json {
         let document = LsDocument {
             prefix: &args.prefix,
@@ -104,6 +131,7 @@ pub(crate) async fn ls(args: LsArgs) -> Result<u8, Failure> {
             answered,
             quorum: quorum(nodes),
             locks: &locks,
+            semaphores: &semaphores,
             exit_code: code,
         };
         let text =
@@ -131,82 +159,187 @@ pub(crate) async fn ls(args: LsArgs) -> Result<u8, Failure> {
             lock.resource, lock.holder_sha1, lock.agreeing
         );
     }
+    for semaphore in &semaphores {
+        let fencing = semaphore
+            .fencing_token
+            .map_or_else(|| "-".to_string(), |t| t.to_string());
+        let _ = writeln!(
+            out,
+            "{}  semaphore of {} permits  held {}  fencing {fencing}  on {} of {nodes} nodes",
+            semaphore.resource,
+            semaphore.permits,
+            semaphore.held,
+            semaphore.nodes.len()
+        );
+    }
+    let plural = |n: usize| if n == 1 { "" } else { "s" };
+    let also = match semaphores.len() {
+        0 => String::new(),
+        n => format!(", {n} semaphore{}", plural(n)),
+    };
     let _ = writeln!(
         out,
-        "{} lock{} on the {answered} of {nodes} nodes that answered (quorum {})",
+        "{} lock{}{also} on the {answered} of {nodes} nodes that answered (quorum {})",
         locks.len(),
-        if locks.len() == 1 { "" } else { "s" },
+        plural(locks.len()),
         quorum(nodes)
     );
     print!("{out}");
     Ok(code)
 }
 
-/// Every lock key matching `pattern` on one node, with its token, ttl and fencing counter.
+/// Every key of `kind` matching `pattern` on one node but quorumlock's own.
+async fn scan_keys(
+    client: &fred::clients::Client,
+    pattern: &str,
+    kind: &str,
+) -> Result<Vec<String>, fred::error::Error> {
+    let mut found = Vec::new();
+    let mut cursor = "0".to_string();
+    loop {
+        let page: Value = client
+            .custom(
+                CustomCommand::new_static("SCAN", None, false),
+                vec![
+                    cursor.as_str(),
+                    "MATCH",
+                    pattern,
+                    "COUNT",
+                    "1000",
+                    "TYPE",
+                    kind,
+                ],
+            )
+            .await?;
+        let (next, keys) = match page {
+            Value::Array(mut parts) if parts.len() == 2 => {
+                let keys = parts.pop().unwrap_or(Value::Null);
+                let next = parts.pop().and_then(|c| c.as_string()).unwrap_or_default();
+                (next, keys.into_array())
+            }
+            other => {
+                return Err(fred::error::Error::new(
+                    fred::error::ErrorKind::Protocol,
+                    format!("unexpected SCAN reply: {other:?}"),
+                ))
+            }
+        };
+        let keys = keys.into_iter().filter_map(|k| k.as_string());
+        found.extend(keys.filter(|key| !Config::is_internal_key(key)));
+        if next == "0" || next.is_empty() {
+            return Ok(found);
+        }
+        cursor = next;
+    }
+}
+
+/// The node's clock in milliseconds (`TIME`), which a semaphore's claims expire by.
+async fn node_ms(client: &fred::clients::Client) -> Result<u64, fred::error::Error> {
+    let time: Value = client
+        .custom(
+            CustomCommand::new_static("TIME", None, false),
+            Vec::<Value>::new(),
+        )
+        .await?;
+    let parts: Vec<u64> = time
+        .into_array()
+        .into_iter()
+        .filter_map(|part| part.as_u64())
+        .collect();
+    match parts[..] {
+        [secs, micros] => Ok(secs.saturating_mul(1000).saturating_add(micros / 1000)),
+        _ => Err(fred::error::Error::new(
+            fred::error::ErrorKind::Protocol,
+            "unexpected TIME reply",
+        )),
+    }
+}
+
+/// The semaphore at `key` on one node (`None` if the sorted set is not one): the record of
+/// its number of permits, the member `#` scored `-N`, and the claims `slot:token` scored
+/// with their expiry in the node's milliseconds.
+async fn read_semaphore(
+    client: &fred::clients::Client,
+    config: &Config,
+    key: String,
+    now_ms: u64,
+) -> Result<Option<SemEntry>, fred::error::Error> {
+    let members: Value = client
+        .custom(
+            CustomCommand::new_static("ZRANGE", None, false),
+            vec![key.as_str(), "0", "-1", "WITHSCORES"],
+        )
+        .await?;
+    let members = members.into_array();
+    let mut permits = None;
+    let mut claims = Vec::new();
+    for pair in members.chunks(2) {
+        let [member, score] = pair else { continue };
+        let (Some(member), Some(score)) = (member.as_string(), score.as_f64()) else {
+            continue;
+        };
+        if member == "#" {
+            permits = (score < 0.0 && -score <= f64::from(u32::MAX)).then_some(-score as u32);
+            continue;
+        }
+        let Some((slot, token)) = member.split_once(':') else {
+            continue;
+        };
+        if let (Ok(slot), true) = (slot.parse::<u32>(), score > now_ms as f64) {
+            claims.push((slot, sha1_short(token)));
+        }
+    }
+    let Some(permits) = permits else {
+        return Ok(None);
+    };
+    let resource = key.strip_prefix(config.key_prefix()).unwrap_or(&key);
+    let fence: Option<String> = client.get(config.fencing_key(resource)).await?;
+    Ok(Some(SemEntry {
+        key,
+        permits,
+        claims,
+        fence: fence.and_then(|f| f.parse().ok()),
+    }))
+}
+
+/// Every lock key matching `pattern` on one node, with its token, ttl and fencing counter,
+/// and every semaphore with its claims.
 async fn scan(
     node: FredConfig,
     config: &Config,
     pattern: &str,
     timeout: Duration,
-) -> Result<Vec<Entry>, String> {
+) -> Result<Scanned, String> {
     let read = async {
         let client = reader(node, timeout).await?;
-        let mut entries = Vec::new();
-        let mut cursor = "0".to_string();
-        loop {
-            let page: Value = client
-                .custom(
-                    CustomCommand::new_static("SCAN", None, false),
-                    vec![
-                        cursor.as_str(),
-                        "MATCH",
-                        pattern,
-                        "COUNT",
-                        "1000",
-                        "TYPE",
-                        "string",
-                    ],
-                )
-                .await?;
-            let (next, keys) = match page {
-                Value::Array(mut parts) if parts.len() == 2 => {
-                    let keys = parts.pop().unwrap_or(Value::Null);
-                    let next = parts.pop().and_then(|c| c.as_string()).unwrap_or_default();
-                    (next, keys.into_array())
-                }
-                other => {
-                    return Err(fred::error::Error::new(
-                        fred::error::ErrorKind::Protocol,
-                        format!("unexpected SCAN reply: {other:?}"),
-                    ))
-                }
+        let mut scanned = Scanned::default();
+        for key in scan_keys(&client, pattern, "string").await? {
+            let token: Option<String> = client.get(&key).await?;
+            let pttl: i64 = client.pttl(&key).await?;
+            // A key without a ttl is not a lock's; one gone meanwhile is free.
+            let (Some(token), true) = (token, pttl > 0) else {
+                continue;
             };
-            for key in keys.into_iter().filter_map(|k| k.as_string()) {
-                if Config::is_internal_key(&key) {
-                    continue;
+            let resource = key.strip_prefix(config.key_prefix()).unwrap_or(&key);
+            let fence: Option<String> = client.get(config.fencing_key(resource)).await?;
+            scanned.locks.push(Entry {
+                key,
+                token,
+                pttl,
+                fence: fence.and_then(|f| f.parse().ok()),
+            });
+        }
+        let sorted_sets = scan_keys(&client, pattern, "zset").await?;
+        if !sorted_sets.is_empty() {
+            let now_ms = node_ms(&client).await?;
+            for key in sorted_sets {
+                if let Some(entry) = read_semaphore(&client, config, key, now_ms).await? {
+                    scanned.semaphores.push(entry);
                 }
-                let token: Option<String> = client.get(&key).await?;
-                let pttl: i64 = client.pttl(&key).await?;
-                // A key without a ttl is not a lock's; one gone meanwhile is free.
-                let (Some(token), true) = (token, pttl > 0) else {
-                    continue;
-                };
-                let resource = key.strip_prefix(config.key_prefix()).unwrap_or(&key);
-                let fence: Option<String> = client.get(config.fencing_key(resource)).await?;
-                entries.push(Entry {
-                    key,
-                    token,
-                    pttl,
-                    fence: fence.and_then(|f| f.parse().ok()),
-                });
             }
-            if next == "0" || next.is_empty() {
-                break;
-            }
-            cursor = next;
         }
         let _ = client.quit().await;
-        Ok::<_, fred::error::Error>(entries)
+        Ok::<_, fred::error::Error>(scanned)
     };
     // A whole scan may take a while on a node with many keys: a timeout per command, and
     // ten for the scan.
@@ -243,11 +376,86 @@ struct Holding {
     nodes: Vec<usize>,
 }
 
+/// One semaphore, across the nodes.
+#[derive(Debug, Serialize)]
+struct SemaphoreListed {
+    resource: String,
+    key: String,
+    /// Always `semaphore`.
+    kind: &'static str,
+    /// The number of permits recorded on the most nodes.
+    permits: u32,
+    /// How many claims are recorded (unexpired) on a quorum of nodes.
+    held: usize,
+    /// The greatest fencing counter of the semaphore on the nodes that answered.
+    fencing_token: Option<u64>,
+    /// The nodes that hold the semaphore's key.
+    nodes: Vec<usize>,
+    holders: Vec<SlotHolding>,
+}
+
+/// A claim of a semaphore's slot and the nodes that record it.
+#[derive(Debug, Serialize)]
+struct SlotHolding {
+    slot: u32,
+    sha1: String,
+    nodes: Vec<usize>,
+}
+
+/// The semaphores, by resource name.
+fn aggregate_semaphores(
+    config: &Config,
+    seen: &[Result<Scanned, String>],
+    quorum: usize,
+) -> Vec<SemaphoreListed> {
+    let mut by_key: BTreeMap<&str, Vec<(usize, &SemEntry)>> = BTreeMap::new();
+    for (i, scanned) in seen.iter().enumerate() {
+        for entry in scanned.iter().flat_map(|s| &s.semaphores) {
+            by_key.entry(&entry.key).or_default().push((i, entry));
+        }
+    }
+    by_key
+        .into_iter()
+        .map(|(key, held)| {
+            let mut permits: BTreeMap<u32, usize> = BTreeMap::new();
+            let mut claims: BTreeMap<(u32, &str), Vec<usize>> = BTreeMap::new();
+            for (i, entry) in &held {
+                *permits.entry(entry.permits).or_default() += 1;
+                for (slot, sha1) in &entry.claims {
+                    claims.entry((*slot, sha1)).or_default().push(*i);
+                }
+            }
+            let permits = permits.into_iter().max_by_key(|(_, n)| *n);
+            let holders: Vec<SlotHolding> = claims
+                .into_iter()
+                .map(|((slot, sha1), nodes)| SlotHolding {
+                    slot,
+                    sha1: sha1.to_string(),
+                    nodes,
+                })
+                .collect();
+            SemaphoreListed {
+                resource: key
+                    .strip_prefix(config.key_prefix())
+                    .unwrap_or(key)
+                    .to_string(),
+                key: key.to_string(),
+                kind: "semaphore",
+                permits: permits.map_or(0, |(permits, _)| permits),
+                held: holders.iter().filter(|h| h.nodes.len() >= quorum).count(),
+                fencing_token: held.iter().filter_map(|(_, e)| e.fence).max(),
+                nodes: held.iter().map(|(i, _)| *i).collect(),
+                holders,
+            }
+        })
+        .collect()
+}
+
 /// The locks, by resource name: the token on the most nodes first.
-fn aggregate(config: &Config, seen: &[Result<Vec<Entry>, String>]) -> Vec<Listed> {
+fn aggregate(config: &Config, seen: &[Result<Scanned, String>]) -> Vec<Listed> {
     let mut by_key: BTreeMap<&str, Vec<(usize, &Entry)>> = BTreeMap::new();
-    for (i, entries) in seen.iter().enumerate() {
-        for entry in entries.iter().flatten() {
+    for (i, scanned) in seen.iter().enumerate() {
+        for entry in scanned.iter().flat_map(|s| &s.locks) {
             by_key.entry(&entry.key).or_default().push((i, entry));
         }
     }
@@ -315,6 +523,7 @@ struct LsDocument<'a> {
     answered: usize,
     quorum: usize,
     locks: &'a [Listed],
+    semaphores: &'a [SemaphoreListed],
     exit_code: u8,
 }
 

@@ -47,9 +47,10 @@ QUORUMLOCK_* variables are the library's and need a unit (QUORUMLOCK_TTL=30s).
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Run a command while holding a lock on RESOURCE, kept alive until the command ends
+    /// Run a command while holding a lock on RESOURCE (or one of N permits with --permits),
+    /// kept alive until the command ends
     Run(run::RunArgs),
-    /// Show, node by node, who holds RESOURCE's lock (read-only)
+    /// Show, node by node, who holds RESOURCE's lock, or its permits if a semaphore (read-only)
     Status(status::StatusArgs),
     /// Run a command only while this instance leads the election NAME, campaigning again
     Elect(elect::ElectArgs),

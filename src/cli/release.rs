@@ -117,6 +117,15 @@ pub(crate) async fn release(args: ReleaseArgs) -> Result<u8, Failure> {
     };
     let first_read = std::time::Instant::now();
     let before = read().await?;
+    if let Some(Seen::Semaphore { permits, .. }) =
+        before.iter().find(|s| matches!(s, Seen::Semaphore { .. }))
+    {
+        return Err(Failure::usage(format!(
+            "`{}` is a semaphore of {permits} permits: release --force breaks a lock only \
+             (`quorumlock status {}` lists its holders; their permits expire by their ttl)",
+            args.resource, args.resource
+        )));
+    }
     let mut out = String::new();
     let tokens = tokens(&before);
     for token in &tokens {

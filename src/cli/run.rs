@@ -9,7 +9,8 @@ use clap::Args;
 use humantime::format_duration;
 use nix::sys::signal::Signal;
 use quorumlock::{
-    ConfigError, Error, KeepAlive, KeptLock, Lock, LockHandle, LostReason, RedLock, Retry, ENV_VARS,
+    ConfigError, Error, KeepAlive, KeptLock, Lock, LockHandle, LostReason, Permit, RedLock, Retry,
+    Semaphore, ENV_VARS, MAX_PERMITS,
 };
 
 use super::child::{exit_code, Relay, Running, Spec};
@@ -64,6 +65,12 @@ pub(crate) struct RunArgs {
     /// validity ends, and SIGKILL grace later; 2 x grace must be under ttl/2 [default: ttl/10]
     #[arg(long, value_name = "DURATION", value_parser = positive_duration)]
     grace: Option<Duration>,
+
+    /// Hold one of N permits of RESOURCE, a semaphore, instead of its lock: at most N
+    /// COMMANDs run at once across every host (a distributed `sem`); COMMAND gets its slot,
+    /// 0 to N-1, in $QUORUMLOCK_SLOT. Every user of RESOURCE must give the same N
+    #[arg(long, value_name = "N")]
+    permits: Option<u32>,
 
     /// Run COMMAND in quorumlock's process group, so that it can read from the terminal;
     /// signals then go to COMMAND only, not to the processes it starts
@@ -143,6 +150,14 @@ COMMAND runs with stdin, stdout and stderr inherited, and with QUORUMLOCK_RESOUR
 QUORUMLOCK_FENCING_TOKEN (decimal, greater than every token handed out for the resource
 before; unset when fencing is off) added to its environment. The lock is released when COMMAND ends.
 
+With --permits N, RESOURCE is a semaphore: run holds one of its N permits instead of its
+lock, waits (or not) as above until one is free, keeps it alive and releases it as a lock,
+and adds QUORUMLOCK_SLOT (the permit's slot, 0 to N-1: no two holders have the same) to
+COMMAND's environment. The fencing token is the semaphore's, one counter for all its
+permits: greater than every token handed out before the permit was taken, and never the
+same as another permit's (its remainder modulo 1024 is the slot). A RESOURCE in use as a lock, or as a semaphore of another N, is refused (exit 64)
+and nothing is changed on any node.
+
 COMMAND leads a new process group, and signals go to the whole group: SIGTERM and SIGKILL
 when the lock is lost (and then also to whatever is left of the group after COMMAND exits),
 and SIGINT, SIGTERM, SIGHUP and SIGQUIT received by quorumlock, which relays them and waits
@@ -152,7 +167,8 @@ ignored). As with timeout(1), COMMAND is then not in the terminal's foreground: 
 
 Exit status:
   COMMAND's  COMMAND ran and the lock was held throughout (128+N if killed by signal N)
-  64         usage or configuration error
+  64         usage or configuration error; with --permits, RESOURCE in use as a lock or as
+             a semaphore of another number of permits
   69         no quorum of nodes could be reached, or it answered too late
   70         internal error
   75         the resource is held elsewhere (with -n, or still after --wait);
@@ -168,6 +184,8 @@ The library's variables apply (see its README); flags override them:
 Example:
   QUORUMLOCK_NODES=redis://a:6379,redis://b:6379,redis://c:6379 \\
     quorumlock run --ttl 1m --wait 10 nightly-report ./report.sh --all
+  At most 4 exports at once across the fleet (a distributed sem):
+    quorumlock run --permits 4 exports ./export.sh
   In a crontab, skipping a run while another host has it, silently:
     quorumlock run -n -q -E 0 nightly-report ./report.sh"
     )
@@ -236,6 +254,9 @@ pub(crate) async fn run(args: RunArgs) -> Result<u8, Failure> {
     if args.resource.is_empty() {
         return Err(ConfigError::EmptyResource.into());
     }
+    if let Some(permits) = args.permits.filter(|n| !(1..=MAX_PERMITS).contains(n)) {
+        return Err(ConfigError::InvalidPermits { permits }.into());
+    }
     let env = Vars::from_env()?;
     let wait = args.wait(&env);
     let mut vars = args.vars(env);
@@ -259,8 +280,15 @@ pub(crate) async fn run(args: RunArgs) -> Result<u8, Failure> {
     // Caught from now on: a Ctrl-C while waiting for the lock ends quorumlock cleanly.
     let mut relay = Relay::install()?;
     let redlock = builder.build()?;
+    let target = match args.permits {
+        Some(permits) => Target::Semaphore(redlock.semaphore(&args.resource, permits)?),
+        None => Target::Lock,
+    };
     let mut left = None;
-    let outcome = locked(&redlock, &args, wait, grace, keep, &mut relay, &mut left).await;
+    let outcome = locked(
+        &redlock, &args, &target, wait, grace, keep, &mut relay, &mut left,
+    )
+    .await;
     match left {
         Some(lock) => leave(&redlock, lock).await,
         None => shut_down(&redlock, &args.resource).await,
@@ -289,10 +317,39 @@ pub(super) async fn shut_down(redlock: &RedLock, resource: &str) {
     }
 }
 
-/// Takes the lock, runs COMMAND under it and releases it.
+/// What `run` takes: RESOURCE's lock, or one permit of it as a semaphore (`--permits`).
+#[derive(Debug)]
+enum Target {
+    Lock,
+    Semaphore(Semaphore),
+}
+
+/// What `run` holds before it keeps it alive.
+#[derive(Debug)]
+enum Taken {
+    Lock(Lock),
+    Permit(Permit),
+}
+
+impl Taken {
+    /// Kept alive from now on, with the permit's slot if it is one.
+    fn keep_alive(self, keep: KeepAlive) -> Result<(KeptLock, Option<u32>), Error> {
+        match self {
+            Taken::Lock(lock) => Ok((lock.keep_alive(keep)?, None)),
+            Taken::Permit(permit) => {
+                let slot = permit.slot();
+                Ok((permit.keep_alive(keep)?, Some(slot)))
+            }
+        }
+    }
+}
+
+/// Takes the lock (or a permit), runs COMMAND under it and releases it.
+#[allow(clippy::too_many_arguments)]
 async fn locked(
     redlock: &RedLock,
     args: &RunArgs,
+    target: &Target,
     wait: Wait,
     grace: Duration,
     keep: KeepAlive,
@@ -302,7 +359,7 @@ async fn locked(
     // A signal while waiting ends the wait at once: the attempt in flight is dropped (the
     // keys it set are released in the background, which `shut_down` waits for).
     let lock = tokio::select! {
-        locked = acquire(redlock, &args.resource, wait) => match locked {
+        locked = acquire(redlock, &args.resource, target, wait) => match locked {
             Ok(lock) => lock,
             Err(Error::Taken { .. }) if args.quiet => return Ok(args.conflict_exit_code),
             Err(e) => return Err(conflict(e, args.conflict_exit_code)),
@@ -310,7 +367,7 @@ async fn locked(
         sig = relay.recv() => return Ok(128 + sig as u8),
     };
     let taken_at = Instant::now();
-    let kept = lock.keep_alive(keep)?;
+    let (kept, slot) = lock.keep_alive(keep)?;
     // The command gets the token in its environment, so it is asked for (and recorded on a
     // majority) before the command starts.
     let fencing_token = if redlock.config().fencing() {
@@ -325,13 +382,14 @@ async fn locked(
     } else {
         None
     };
-    tracing::debug!(resource = %args.resource, ?fencing_token, validity = ?kept.validity(), "locked");
+    tracing::debug!(resource = %args.resource, ?slot, ?fencing_token, validity = ?kept.validity(), "locked");
 
     let spec = Spec {
         argv: &args.command,
         resource: &args.resource,
         fencing_token,
         term: None,
+        slot,
         foreground: args.foreground,
     };
     let outcome = supervise(&spec, grace, relay, &kept.handle(), kept.lost()).await;
@@ -478,8 +536,13 @@ pub(super) async fn supervise(
     }
 }
 
-/// Takes the lock on `resource` as `wait` says.
-async fn acquire(redlock: &RedLock, resource: &str, wait: Wait) -> Result<Lock, Error> {
+/// Takes the lock on `resource`, or a permit of the semaphore, as `wait` says.
+async fn acquire(
+    redlock: &RedLock,
+    resource: &str,
+    target: &Target,
+    wait: Wait,
+) -> Result<Taken, Error> {
     // Waits, up to the connect timeout, for a quorum of nodes to connect and be checked, so
     // that the first attempt does not fail only because they are still connecting; not for
     // all of them: one frozen node would cost every call the whole timeout. Refuses two URLs
@@ -491,14 +554,25 @@ async fn acquire(redlock: &RedLock, resource: &str, wait: Wait) -> Result<Lock, 
     redlock.check_distinct()?;
     if wait == Wait::Forever {
         let ttl = redlock.config().ttl();
-        match redlock.lock_with(resource, ttl, Retry::none()).await {
+        let first = match target {
+            Target::Lock => {
+                (redlock.lock_with(resource, ttl, Retry::none()).await).map(Taken::Lock)
+            }
+            Target::Semaphore(semaphore) => {
+                (semaphore.acquire_with(ttl, Retry::none()).await).map(Taken::Permit)
+            }
+        };
+        match first {
             Err(Error::Taken { .. }) => {
                 tracing::debug!(%resource, "held elsewhere: waiting until it is free");
             }
             first => return first,
         }
     }
-    redlock.lock(resource).await
+    match target {
+        Target::Lock => redlock.lock(resource).await.map(Taken::Lock),
+        Target::Semaphore(semaphore) => semaphore.acquire().await.map(Taken::Permit),
+    }
 }
 
 /// A lock error as a failure, with `conflict_exit_code` when the resource is held elsewhere.
@@ -568,6 +642,7 @@ mod tests {
             quiet: false,
             hold_at_least: None,
             grace: None,
+            permits: None,
             foreground: false,
             resource: "r".into(),
             command: vec!["true".into()],

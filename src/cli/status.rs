@@ -1,14 +1,17 @@
 //! `quorumlock status`: who holds a resource's lock, node by node, as lines or as JSON.
-//! Read-only: one GET and one PTTL per node, over a connection of its own (a `RedLock` would
-//! load its scripts).
+//! Read-only: TYPE, then GET and PTTL per node, over a connection of its own (a `RedLock`
+//! would load its scripts). Where the nodes hold a semaphore instead, its holders are read
+//! with the library's census ([`Semaphore::holders`](quorumlock::Semaphore::holders)).
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::time::Duration;
 
 use clap::Args;
 use fred::prelude::{Builder, ClientLike, Config, KeysInterface, Value};
+use fred::types::CustomCommand;
 use humantime::format_duration;
-use quorumlock::{quorum, ConfigError};
+use quorumlock::{quorum, ConfigError, PermitHolder};
 use serde::Serialize;
 
 use super::exit::{Failure, SOFTWARE, TAKEN, UNAVAILABLE};
@@ -32,25 +35,44 @@ pub(crate) struct StatusArgs {
 
 const AFTER_HELP: &str = "\
 Prints one line per node (whether the key exists, its holder's token, shortened, and its
-remaining ttl), then a summary. Sends only GET and PTTL, each node under
+remaining ttl), then a summary. Sends only TYPE, GET and PTTL, each node under
 $QUORUMLOCK_CONNECT_TIMEOUT (default 1s).
 
-With --json, one document: resource, key (with the prefix), nodes (index, node with any
-password hidden, state: free, held or unreachable, token in full, pttl_ms as PTTL
-answered it, -1 for a key without expiry, error), quorum, held_on, free_on, holder (the
-token on a quorum, or null), verdict (free, held or unknown) and exit_code.
+When the nodes hold a semaphore at the key (run --permits), each node's line gives its
+number of permits N, then one line per holder: its slot, the first 12 hex digits of the
+SHA1 of its token (the token stays secret), on how many nodes, and its ttl left (how long
+a majority still records it, by the nodes' clocks); then a summary. The holders are read
+with one read-only script per node (ZSCORE of the record of N besides).
+
+With --json, one document: resource, key (with the prefix), kind (lock, or semaphore when
+the nodes hold one), nodes (index, node with any password hidden, state: free, held,
+semaphore or unreachable, token in full, pttl_ms as PTTL answered it, -1 for a key without
+expiry, permits: a semaphore's N on that node, error), quorum, held_on, free_on, holder
+(the token on a quorum, or null), permits (a semaphore's N, or null), holders (a
+semaphore's: slot, token_sha1, nodes, ttl_ms, held: on a quorum; null for a lock),
+verdict (free, held or unknown for a lock; available, full or unknown for a semaphore),
+error (why a semaphore's holders could not be read, or null) and exit_code.
 
 Exit status (the same with --json):
-  0   free: a majority of nodes has no key (a lock attempt would not be refused)
+  0   free: a majority of nodes has no key (a lock attempt would not be refused); for a
+      semaphore, available: fewer than N permits are held on a majority
   64  usage or configuration error
-  69  too few nodes answered to tell
-  75  held: a majority of nodes has a key";
+  69  too few nodes answered to tell (for a semaphore, or they disagree on its N)
+  75  held: a majority of nodes has a key; for a semaphore, full: all N permits are held";
 
 /// What one node said about the key.
 #[derive(Debug, Clone, PartialEq)]
 pub(super) enum Seen {
     Free,
-    Held { token: String, pttl: i64 },
+    Held {
+        token: String,
+        pttl: i64,
+    },
+    /// The key is a semaphore of `permits` permits (`run --permits`).
+    Semaphore {
+        permits: u32,
+        pttl: i64,
+    },
     Failed(String),
 }
 
@@ -74,6 +96,9 @@ pub(crate) async fn status(args: StatusArgs) -> Result<u8, Failure> {
     )
     .await;
 
+    if let Some(permits) = semaphore_of(&seen) {
+        return semaphore_status(&args, &vars, &key, &seen, permits).await;
+    }
     let summary = summarize(&args.resource, &seen);
     if args.json {
         let document = to_json(&args.resource, &key, config.nodes(), &seen, &summary);
@@ -92,6 +117,11 @@ pub(crate) async fn status(args: StatusArgs) -> Result<u8, Failure> {
                 short(token),
                 expiry(*pttl)
             ),
+            Seen::Semaphore { permits, pttl } => writeln!(
+                out,
+                "node {i} {node}: semaphore of {permits} permits ({})",
+                expiry(*pttl)
+            ),
             Seen::Failed(why) => writeln!(out, "node {i} {node}: unreachable: {why}"),
         };
     }
@@ -104,6 +134,10 @@ pub(crate) async fn status(args: StatusArgs) -> Result<u8, Failure> {
 pub(super) async fn probe(config: Config, key: &str, timeout: Duration) -> Seen {
     let read = async {
         let client = reader(config, timeout).await?;
+        if let Some(seen) = semaphore_record(&client, key).await? {
+            let _ = client.quit().await;
+            return Ok(seen);
+        }
         let value: Value = client.get(key).await?;
         let seen = match value.as_bytes() {
             None => Seen::Free,
@@ -123,6 +157,35 @@ pub(super) async fn probe(config: Config, key: &str, timeout: Duration) -> Seen 
         Ok(Err(e)) => Seen::Failed(describe(&e)),
         Err(_) => Seen::Failed(format!("no answer within {}", format_duration(timeout))),
     }
+}
+
+/// The semaphore at `key`, if the key is one (a sorted set with the record of its number of
+/// permits, the member `#` scored `-N`); `None` for any other key, or none.
+async fn semaphore_record(
+    client: &fred::clients::Client,
+    key: &str,
+) -> Result<Option<Seen>, fred::error::Error> {
+    let kind: Value = client
+        .custom(CustomCommand::new_static("TYPE", None, false), vec![key])
+        .await?;
+    if kind.as_str().as_deref() != Some("zset") {
+        return Ok(None);
+    }
+    let record: Value = client
+        .custom(
+            CustomCommand::new_static("ZSCORE", None, false),
+            vec![key, "#"],
+        )
+        .await?;
+    let permits = record
+        .as_f64()
+        .filter(|score| *score < 0.0 && score.fract() == 0.0 && -score <= f64::from(u32::MAX))
+        .map(|score| -score as u32);
+    let Some(permits) = permits else {
+        return Ok(None);
+    };
+    let pttl: i64 = client.pttl(key).await?;
+    Ok(Some(Seen::Semaphore { permits, pttl }))
 }
 
 /// A connection of its own to one node, for reading: the timeout on every command, no
@@ -226,13 +289,32 @@ fn summarize<'a>(resource: &str, seen: &'a [Seen]) -> Summary<'a> {
 struct StatusDocument<'a> {
     resource: &'a str,
     key: &'a str,
+    /// `lock`, or `semaphore` when the nodes hold one at the key.
+    kind: &'static str,
     nodes: Vec<StatusNode<'a>>,
     quorum: usize,
     held_on: usize,
     free_on: usize,
     holder: Option<&'a str>,
+    /// A semaphore's number of permits.
+    permits: Option<u32>,
+    /// A semaphore's holders; `null` for a lock.
+    holders: Option<Vec<HolderJson<'a>>>,
     verdict: &'static str,
+    /// Why a semaphore's holders could not be read.
+    error: Option<String>,
     exit_code: u8,
+}
+
+/// One holder of a semaphore's permit.
+#[derive(Debug, Serialize)]
+struct HolderJson<'a> {
+    slot: u32,
+    token_sha1: &'a str,
+    nodes: usize,
+    ttl_ms: u128,
+    /// On a quorum of nodes: the claim holds its slot.
+    held: bool,
 }
 
 /// One node: `token` and `pttl_ms` when held, `error` when unreachable, `null` otherwise.
@@ -244,6 +326,8 @@ struct StatusNode<'a> {
     state: &'static str,
     token: Option<&'a str>,
     pttl_ms: Option<i64>,
+    /// A semaphore's number of permits, as this node records it.
+    permits: Option<u32>,
     error: Option<&'a str>,
 }
 
@@ -254,16 +338,40 @@ fn to_json<'a>(
     seen: &'a [Seen],
     summary: &Summary<'a>,
 ) -> StatusDocument<'a> {
-    let nodes = nodes
+    StatusDocument {
+        resource,
+        key,
+        kind: "lock",
+        nodes: json_nodes(nodes, seen),
+        quorum: summary.quorum,
+        held_on: summary.held_on,
+        free_on: summary.free_on,
+        holder: summary.holder,
+        permits: None,
+        holders: None,
+        verdict: summary.verdict,
+        error: None,
+        exit_code: summary.code,
+    }
+}
+
+/// Every node's line of the JSON document.
+fn json_nodes<'a>(nodes: &'a [quorumlock::NodeUrl], seen: &'a [Seen]) -> Vec<StatusNode<'a>> {
+    nodes
         .iter()
         .zip(seen)
         .enumerate()
         .map(|(index, (node, seen))| {
             let node = node.redacted();
-            let (state, token, pttl_ms, error) = match seen {
-                Seen::Free => ("free", None, None, None),
-                Seen::Held { token, pttl } => ("held", Some(token.as_str()), Some(*pttl), None),
-                Seen::Failed(why) => ("unreachable", None, None, Some(why.as_str())),
+            let (state, token, pttl_ms, permits, error) = match seen {
+                Seen::Free => ("free", None, None, None, None),
+                Seen::Held { token, pttl } => {
+                    ("held", Some(token.as_str()), Some(*pttl), None, None)
+                }
+                Seen::Semaphore { permits, pttl } => {
+                    ("semaphore", None, Some(*pttl), Some(*permits), None)
+                }
+                Seen::Failed(why) => ("unreachable", None, None, None, Some(why.as_str())),
             };
             StatusNode {
                 index,
@@ -271,21 +379,159 @@ fn to_json<'a>(
                 state,
                 token,
                 pttl_ms,
+                permits,
                 error,
             }
         })
-        .collect();
-    StatusDocument {
-        resource,
-        key,
-        nodes,
-        quorum: summary.quorum,
-        held_on: summary.held_on,
-        free_on: summary.free_on,
-        holder: summary.holder,
-        verdict: summary.verdict,
-        exit_code: summary.code,
+        .collect()
+}
+
+/// The number of permits of the semaphore the nodes hold at the key, when more of them
+/// hold a semaphore than a lock's token: the number recorded on the most nodes.
+fn semaphore_of(seen: &[Seen]) -> Option<u32> {
+    let locks = seen
+        .iter()
+        .filter(|s| matches!(s, Seen::Held { .. }))
+        .count();
+    let mut counts: BTreeMap<u32, usize> = BTreeMap::new();
+    for s in seen {
+        if let Seen::Semaphore { permits, .. } = s {
+            *counts.entry(*permits).or_default() += 1;
+        }
     }
+    let semaphores: usize = counts.values().sum();
+    if semaphores == 0 || semaphores < locks {
+        return None;
+    }
+    counts
+        .into_iter()
+        .max_by_key(|(permits, n)| (*n, std::cmp::Reverse(*permits)))
+        .map(|(permits, _)| permits)
+}
+
+/// `status` of a semaphore of `permits` permits: the nodes as `seen`, then its holders read
+/// with the library's census.
+async fn semaphore_status(
+    args: &StatusArgs,
+    vars: &Vars,
+    key: &str,
+    seen: &[Seen],
+    permits: u32,
+) -> Result<u8, Failure> {
+    let redlock = vars.builder()?.build()?;
+    redlock
+        .wait_for_quorum(redlock.config().connect_timeout())
+        .await;
+    let census = redlock.semaphore(&args.resource, permits)?.holders().await;
+    let config = redlock.config();
+    let nodes = config.nodes();
+    let needed = quorum(seen.len());
+    let on = seen
+        .iter()
+        .filter(|s| matches!(s, Seen::Semaphore { .. }))
+        .count();
+    let free_on = seen.iter().filter(|s| **s == Seen::Free).count();
+    let counts = format!("key on {on} of {} nodes, quorum {needed}", seen.len());
+    let holders: &[PermitHolder] = census.as_deref().unwrap_or_default();
+    let held = holders.iter().filter(|h| h.nodes >= needed).count();
+    let (verdict, code, line) = match &census {
+        Ok(_) if held >= permits as usize => (
+            "full",
+            TAKEN,
+            format!(
+                "`{}`: semaphore of {permits} permits, all held ({counts})",
+                args.resource
+            ),
+        ),
+        Ok(_) => (
+            "available",
+            0,
+            format!(
+                "`{}`: semaphore of {permits} permits, {held} held ({counts})",
+                args.resource
+            ),
+        ),
+        Err(e) => (
+            "unknown",
+            UNAVAILABLE,
+            format!("`{}`: semaphore: unknown: {e} ({counts})", args.resource),
+        ),
+    };
+    if args.json {
+        let document = StatusDocument {
+            resource: &args.resource,
+            key,
+            kind: "semaphore",
+            nodes: json_nodes(nodes, seen),
+            quorum: needed,
+            held_on: on,
+            free_on,
+            holder: None,
+            permits: Some(permits),
+            holders: Some(
+                holders
+                    .iter()
+                    .map(|h| HolderJson {
+                        slot: h.slot,
+                        token_sha1: &h.token_sha1,
+                        nodes: h.nodes,
+                        ttl_ms: h.ttl.as_millis(),
+                        held: h.nodes >= needed,
+                    })
+                    .collect(),
+            ),
+            verdict,
+            error: census.as_ref().err().map(ToString::to_string),
+            exit_code: code,
+        };
+        let text =
+            serde_json::to_string_pretty(&document).map_err(|e| Failure::new(SOFTWARE, e))?;
+        println!("{text}");
+        return Ok(code);
+    }
+    let mut out = String::new();
+    for (i, (node, seen)) in nodes.iter().zip(seen).enumerate() {
+        let _ = match seen {
+            Seen::Free => writeln!(out, "node {i} {node}: free"),
+            Seen::Held { token, pttl } => writeln!(
+                out,
+                "node {i} {node}: a lock's key, held by {} ({})",
+                short(token),
+                expiry(*pttl)
+            ),
+            Seen::Semaphore { permits, pttl } => writeln!(
+                out,
+                "node {i} {node}: semaphore of {permits} permits ({})",
+                expiry(*pttl)
+            ),
+            Seen::Failed(why) => writeln!(out, "node {i} {node}: unreachable: {why}"),
+        };
+    }
+    for h in holders {
+        let sha1 = &h.token_sha1[..12.min(h.token_sha1.len())];
+        let _ = if h.nodes >= needed {
+            writeln!(
+                out,
+                "slot {}: held by {sha1} on {} of {} nodes (expires in {})",
+                h.slot,
+                h.nodes,
+                seen.len(),
+                format_duration(Duration::from_millis(h.ttl.as_millis() as u64))
+            )
+        } else {
+            writeln!(
+                out,
+                "slot {}: claimed by {sha1} on {} of {} nodes only: not held",
+                h.slot,
+                h.nodes,
+                seen.len()
+            )
+        };
+    }
+    out.push_str(&line);
+    out.push('\n');
+    print!("{out}");
+    Ok(code)
 }
 
 /// The first 8 characters of a token.

@@ -498,11 +498,39 @@ if redis.call('get', KEYS[#KEYS - 1]) ~= ARGV[4] then return -1 end
     "return 1"
 );
 
+/// Reads the unexpired claims of the semaphore `KEYS[1]` by the node's clock, changing
+/// nothing (`engine/census.rs`, sent on its own, outside the batches): `{N}` followed, for
+/// each claim whose expiry is still ahead, by its slot, the SHA1 of its token (in hex) and
+/// the milliseconds left; `{0}` when the key does not exist, `{-1}` when it holds something
+/// other than a semaphore. Expired claims are skipped, not dropped. Only the tokens' hashes
+/// leave the node, as with OBSERVE: whoever has a token can release its permit.
+pub(crate) const PERMIT_HOLDERS: &str = concat!(
+    r"local kind = redis.call('type', KEYS[1])['ok']
+if kind == 'none' then return {0} end
+if kind ~= 'zset' then return {-1} end
+local record = redis.call('zscore', KEYS[1], '#')
+if not record then return {-1} end
+",
+    node_now!(),
+    r"local out = {-tonumber(record)}
+local all = redis.call('zrange', KEYS[1], 0, -1, 'withscores')
+for i = 1, #all, 2 do
+  local slot, token = string.match(all[i], '^(%d+):(.*)$')
+  local left = tonumber(all[i + 1]) - now
+  if slot and left > 0 then
+    out[#out + 1] = tonumber(slot)
+    out[#out + 1] = redis.sha1hex(token)
+    out[#out + 1] = math.floor(left)
+  end
+end
+return out"
+);
+
 /// The scripts of semaphores. Their commands beyond a lock's (`TIME`, `TYPE`, `PTTL` and the sorted
 /// set's) are not part of a node's admission, since a client that only locks never sends
 /// them; `doctor` checks them (`probe::semaphore_permissions`).
 #[cfg(test)]
-pub(crate) const PERMIT: [&str; 7] = [
+pub(crate) const PERMIT: [&str; 8] = [
     PERMIT_ACQUIRE,
     PERMIT_EXTEND,
     PERMIT_RELEASE,
@@ -510,11 +538,12 @@ pub(crate) const PERMIT: [&str; 7] = [
     PERMIT_PEEK,
     PERMIT_FENCE,
     PERMIT_HANDOVER,
+    PERMIT_HOLDERS,
 ];
 
 /// Every script, for tests that check the hashes against a real `SCRIPT LOAD`.
 #[cfg(any(test, feature = "testkit"))]
-pub(crate) const ALL: [&str; 18] = [
+pub(crate) const ALL: [&str; 19] = [
     ACQUIRE,
     PEEK,
     FENCE,
@@ -533,6 +562,7 @@ pub(crate) const ALL: [&str; 18] = [
     PERMIT_PEEK,
     PERMIT_FENCE,
     PERMIT_HANDOVER,
+    PERMIT_HOLDERS,
 ];
 
 /// The scripts [`batch`] can run, in the order of their numbers in it.

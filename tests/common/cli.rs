@@ -12,11 +12,12 @@ use tokio::process::Command;
 pub const BIN: &str = env!("CARGO_BIN_EXE_quorumlock");
 
 /// Variables the binary reads or sets besides [`ENV_VARS`].
-const OTHER_VARS: [&str; 4] = [
+const OTHER_VARS: [&str; 5] = [
     "QUORUMLOCK_LOG",
     "QUORUMLOCK_RESOURCE",
     "QUORUMLOCK_FENCING_TOKEN",
     "QUORUMLOCK_TERM",
+    "QUORUMLOCK_SLOT",
 ];
 
 /// The binary with no `QUORUMLOCK_*` variable from the test's environment but

@@ -1,0 +1,281 @@
+//! The census of a semaphore's holders (design 2.9): every node's unexpired claims, read by a
+//! script that changes nothing (PERMIT_HOLDERS, sent on its own as OBSERVE is, outside the
+//! batches), and put together across the nodes: [`Semaphore::holders`].
+//!
+//! [`Semaphore::holders`]: crate::Semaphore::holders
+
+use std::collections::BTreeMap;
+use std::sync::LazyLock;
+use std::time::Duration;
+
+use fred::types::{Key, Value};
+
+use crate::engine::coordinator::Coordinator;
+use crate::engine::semaphore::Spec;
+use crate::error::{Error, FoundKind, NodeError};
+use crate::node::scripts::{self, Script};
+use crate::node::Node;
+
+static PERMIT_HOLDERS: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::PERMIT_HOLDERS));
+
+/// One claim of a [`Semaphore`](crate::Semaphore)'s slot, as
+/// [`Semaphore::holders`](crate::Semaphore::holders) found it on the nodes: who (by the hash
+/// of its token), on how many nodes, and for how long yet.
+///
+/// The census is advisory, as [`RedLock::leader`](crate::RedLock::leader) is: a permit may
+/// be released, lost or taken right after it was read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PermitHolder {
+    /// The slot claimed, from 0 to the semaphore's permits − 1 ([`Permit::slot`]).
+    ///
+    /// [`Permit::slot`]: crate::Permit::slot
+    pub slot: u32,
+    /// The SHA1 of the holder's token, 40 lower-case hex digits: what
+    /// `quorumlock::fred::util::sha1_hash(permit.token().as_str())` gives. Never the token
+    /// itself, which stays with its holder: whoever has it can release the permit.
+    pub token_sha1: String,
+    /// How many nodes record this claim, unexpired by their own clocks. Fewer than a
+    /// [quorum](crate::RedLock::quorum) means the claim does not hold its slot: a remnant
+    /// of an attempt being decided or cleaned up, or of a permit that lost nodes.
+    pub nodes: usize,
+    /// How long a majority of all the nodes will still record the claim if it is not
+    /// extended, by the nodes' own clocks: the quorum-th longest of the ttls left on the
+    /// nodes that record it (with 5 nodes, the third longest). Zero when fewer than a quorum
+    /// record it.
+    ///
+    /// Neither the minimum nor the median: the slot stays taken exactly as long as a
+    /// majority records the claim, so one node with a shorter ttl (one that missed the last
+    /// extension) does not shorten it, and a minority with a longer one does not lengthen
+    /// it. It is measured by the nodes' clocks as they answered, not from the client's.
+    pub ttl: Duration,
+}
+
+/// What one node records at the semaphore's key.
+#[derive(Debug)]
+enum Record {
+    /// No key.
+    Empty,
+    /// Something other than a semaphore of the permits asked for.
+    Other(FoundKind),
+    /// A semaphore of the permits asked for, with its unexpired claims.
+    Claims(Vec<Claim>),
+}
+
+/// One unexpired claim on one node.
+#[derive(Debug)]
+struct Claim {
+    slot: u32,
+    sha1: String,
+    left: Duration,
+}
+
+impl Coordinator {
+    /// Reads the holders of `spec` on every node, and puts together what they record.
+    pub(crate) async fn holders(&self, spec: &Spec) -> Result<Vec<PermitHolder>, Error> {
+        self.refuse_if_shut_down()?;
+        let key = Key::from(spec.key());
+        let answers = futures::future::join_all(
+            self.node_list()
+                .iter()
+                .map(|node| read_node(node, key.clone(), spec.permits())),
+        )
+        .await;
+        let mut failures = Vec::new();
+        let mut claims = Vec::new();
+        let mut answered = 0;
+        for answer in answers {
+            match answer {
+                Err(e) => failures.push(e),
+                Ok(Record::Other(found)) => {
+                    return Err(Error::KindMismatch {
+                        resource: spec.name().to_string(),
+                        found,
+                    })
+                }
+                Ok(Record::Empty) => answered += 1,
+                Ok(Record::Claims(found)) => {
+                    answered += 1;
+                    claims.extend(found);
+                }
+            }
+        }
+        let quorum = self.quorum();
+        if answered < quorum {
+            return Err(Error::NoQuorum {
+                resource: spec.name().to_string(),
+                needed: quorum,
+                agreed: answered,
+                failures,
+            });
+        }
+        Ok(tally(claims, quorum))
+    }
+}
+
+/// The claims of every node, one holder per slot and token: by slot, then the most nodes
+/// first, then by hash.
+fn tally(claims: Vec<Claim>, quorum: usize) -> Vec<PermitHolder> {
+    let mut by_claim: BTreeMap<(u32, String), Vec<Duration>> = BTreeMap::new();
+    for claim in claims {
+        by_claim
+            .entry((claim.slot, claim.sha1))
+            .or_default()
+            .push(claim.left);
+    }
+    let mut holders: Vec<PermitHolder> = by_claim
+        .into_iter()
+        .map(|((slot, token_sha1), mut left)| {
+            left.sort_unstable_by(|a, b| b.cmp(a));
+            let ttl = left.get(quorum.saturating_sub(1)).copied();
+            PermitHolder {
+                slot,
+                token_sha1,
+                nodes: left.len(),
+                ttl: ttl.unwrap_or_default(),
+            }
+        })
+        .collect();
+    holders.sort_by(|a, b| {
+        (a.slot, std::cmp::Reverse(a.nodes), &a.token_sha1).cmp(&(
+            b.slot,
+            std::cmp::Reverse(b.nodes),
+            &b.token_sha1,
+        ))
+    });
+    holders
+}
+
+/// What one node records at `key`, compared with a semaphore of `permits`.
+async fn read_node(node: &Node, key: Key, permits: u32) -> Result<Record, NodeError> {
+    node.eval(&PERMIT_HOLDERS, vec![key], Vec::new(), move |reply| {
+        parse(&reply, permits).ok_or_else(|| Node::unexpected("PERMIT_HOLDERS", &reply))
+    })
+    .await
+}
+
+/// PERMIT_HOLDERS's reply; `None` if it is not of the script's shape.
+fn parse(reply: &Value, permits: u32) -> Option<Record> {
+    let Value::Array(parts) = reply else {
+        return None;
+    };
+    let (record, rest) = parts.split_first()?;
+    let record = match record {
+        Value::Integer(record) => *record,
+        _ => return None,
+    };
+    match record {
+        0 if rest.is_empty() => return Some(Record::Empty),
+        -1 if rest.is_empty() => return Some(Record::Other(FoundKind::Other)),
+        n if n > 0 => {
+            let found = u32::try_from(n).ok()?;
+            if found != permits {
+                return Some(Record::Other(FoundKind::Semaphore { permits: found }));
+            }
+        }
+        _ => return None,
+    }
+    if rest.len() % 3 != 0 {
+        return None;
+    }
+    let claims = rest
+        .chunks(3)
+        .map(|claim| {
+            let slot = match &claim[0] {
+                Value::Integer(slot) => u32::try_from(*slot).ok()?,
+                _ => return None,
+            };
+            let sha1 = claim[1].as_string().filter(|s| s.len() == 40)?;
+            let left = match &claim[2] {
+                Value::Integer(ms) => u64::try_from(*ms).ok()?,
+                _ => return None,
+            };
+            Some(Claim {
+                slot,
+                sha1,
+                left: Duration::from_millis(left),
+            })
+        })
+        .collect::<Option<Vec<_>>>()?;
+    Some(Record::Claims(claims))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn claim(slot: u32, sha1: char, ms: u64) -> Claim {
+        Claim {
+            slot,
+            sha1: sha1.to_string().repeat(40),
+            left: Duration::from_millis(ms),
+        }
+    }
+
+    #[test]
+    fn the_ttl_is_how_long_a_majority_still_records_the_claim() {
+        // Five nodes, quorum 3: the third longest ttl.
+        let claims = vec![
+            claim(1, 'a', 900),
+            claim(1, 'a', 5000),
+            claim(1, 'a', 4000),
+            claim(1, 'a', 3000),
+            claim(0, 'b', 7000),
+            claim(0, 'b', 8000),
+            claim(0, 'c', 9000),
+        ];
+        let holders = tally(claims, 3);
+        let seen: Vec<(u32, char, usize, u64)> = holders
+            .iter()
+            .map(|h| {
+                let first = h.token_sha1.chars().next().unwrap_or_default();
+                (h.slot, first, h.nodes, h.ttl.as_millis() as u64)
+            })
+            .collect();
+        // On fewer than a quorum: no ttl.
+        assert_eq!(
+            seen,
+            [(0, 'b', 2, 0), (0, 'c', 1, 0), (1, 'a', 4, 3000)],
+            "{holders:?}"
+        );
+    }
+
+    #[test]
+    fn replies_are_read_by_their_shape() {
+        let int = Value::Integer;
+        let sha = || Value::from("f".repeat(40));
+        let reply = |parts: Vec<Value>| Value::Array(parts);
+        assert!(matches!(
+            parse(&reply(vec![int(0)]), 2),
+            Some(Record::Empty)
+        ));
+        assert!(matches!(
+            parse(&reply(vec![int(-1)]), 2),
+            Some(Record::Other(FoundKind::Other))
+        ));
+        assert!(matches!(
+            parse(&reply(vec![int(3)]), 2),
+            Some(Record::Other(FoundKind::Semaphore { permits: 3 }))
+        ));
+        match parse(&reply(vec![int(2), int(1), sha(), int(1500)]), 2) {
+            Some(Record::Claims(claims)) => {
+                assert_eq!(claims.len(), 1);
+                assert_eq!(claims[0].slot, 1);
+                assert_eq!(claims[0].left, Duration::from_millis(1500));
+            }
+            other => panic!("{other:?}"),
+        }
+        for bad in [
+            reply(vec![]),
+            reply(vec![int(-2)]),
+            reply(vec![int(0), int(1)]),
+            reply(vec![int(2), int(1), sha()]),
+            reply(vec![int(2), int(-1), sha(), int(5)]),
+            reply(vec![int(2), int(1), Value::from("short"), int(5)]),
+            reply(vec![int(2), int(1), sha(), int(-5)]),
+            Value::from("OK"),
+        ] {
+            assert!(parse(&bad, 2).is_none(), "{bad:?}");
+        }
+    }
+}

@@ -1,0 +1,493 @@
+//! `quorumlock run --permits N` (a distributed `sem`), and `status` and `ls` of a semaphore,
+//! against real servers and the real binary: N commands at once and the next one waiting or
+//! skipping, the slot in COMMAND's environment, the holders listed with their ttl, the JSON
+//! documents, and bad input refused with nothing changed on any node.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::process::Stdio;
+
+use common::cli::{appears, outcome, quorumlock, Outcome};
+use common::{client, eventually, keys, within};
+use quorumlock::testkit::{LocalQuorum, Reply};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+use tokio::sync::mpsc;
+
+/// What `run -v` logs once its first attempt found every permit held and it starts waiting.
+const WAITING: &str = "held elsewhere: waiting until it is free";
+
+fn scratch() -> tempfile::TempDir {
+    tempfile::tempdir().expect("temporary directory")
+}
+
+/// Shell: writes the environment quorumlock gives COMMAND into `env.NAME`, then waits for a
+/// file `stop.NAME` (at most a minute).
+fn holder(name: &str) -> String {
+    format!(
+        "echo \"$QUORUMLOCK_SLOT $QUORUMLOCK_RESOURCE $QUORUMLOCK_FENCING_TOKEN\" > env.{name}.tmp; \
+         mv env.{name}.tmp env.{name}; \
+         i=0; while [ ! -e stop.{name} ] && [ $i -lt 3000 ]; do sleep 0.02; i=$((i+1)); done"
+    )
+}
+
+/// `quorumlock run FLAGS... RESOURCE sh -c SCRIPT`, in `dir`.
+fn run_sh(q: &LocalQuorum, flags: &[&str], resource: &str, script: &str, dir: &Path) -> Command {
+    let mut c = quorumlock(&q.urls());
+    c.arg("run")
+        .args(flags)
+        .args([resource, "sh", "-c", script])
+        .current_dir(dir);
+    c
+}
+
+/// The environment a holder wrote: slot, resource and fencing token.
+fn env_of(dir: &Path, name: &str) -> (u32, String, u64) {
+    let text = std::fs::read_to_string(dir.join(format!("env.{name}"))).expect("env file");
+    let parts: Vec<&str> = text.split_whitespace().collect();
+    assert_eq!(parts.len(), 3, "{text:?}");
+    (
+        parts[0].parse().expect("a slot"),
+        parts[1].to_string(),
+        parts[2].parse().expect("a fencing token"),
+    )
+}
+
+/// A `quorumlock` running in the background whose stderr is read line by line as it comes.
+struct Background {
+    child: Child,
+    lines: mpsc::UnboundedReceiver<String>,
+    seen: Vec<String>,
+}
+
+impl Background {
+    fn spawn(command: &mut Command) -> Background {
+        let mut child = command
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("quorumlock starts");
+        let stderr = child.stderr.take().expect("piped stderr");
+        let (tx, lines) = mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            let mut reader = BufReader::new(stderr).lines();
+            while let Ok(Some(line)) = reader.next_line().await {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Background {
+            child,
+            lines,
+            seen: Vec::new(),
+        }
+    }
+
+    /// Waits until a line of stderr contains `needle`; fails if stderr ends first.
+    async fn logs(&mut self, needle: &str) {
+        let found = within(&format!("a line with {needle:?}"), async {
+            while let Some(line) = self.lines.recv().await {
+                let found = line.contains(needle);
+                self.seen.push(line);
+                if found {
+                    return true;
+                }
+            }
+            false
+        })
+        .await;
+        assert!(found, "stderr ended without {needle:?}: {:#?}", self.seen);
+    }
+
+    fn pid(&self) -> nix::unistd::Pid {
+        nix::unistd::Pid::from_raw(self.child.id().expect("running") as i32)
+    }
+
+    /// Its exit code, once it has exited (a hang fails the test).
+    async fn code(&mut self) -> Option<i32> {
+        let status = within("quorumlock exits", self.child.wait()).await;
+        status.expect("wait for quorumlock").code()
+    }
+}
+
+/// The claims `slot:token` recorded at `key` on node `i`, tokens hashed: (slot, SHA1).
+async fn claims(q: &LocalQuorum, i: usize, key: &str) -> BTreeSet<(u32, String)> {
+    let reply = q.node(i).command(&["ZRANGE", key, "0", "-1"]).await;
+    let Ok(Reply::Array(Some(members))) = reply else {
+        panic!("ZRANGE {key}: {reply:?}");
+    };
+    members
+        .iter()
+        .filter_map(|m| m.as_str())
+        .filter_map(|m| m.split_once(':'))
+        .map(|(slot, token)| {
+            let sha1 = quorumlock::fred::util::sha1_hash(token);
+            (slot.parse().expect("a slot"), sha1)
+        })
+        .collect()
+}
+
+/// Every key of every node with its serialized value (`DUMP`, which leaves out the ttl).
+async fn snapshot(q: &LocalQuorum) -> Vec<Vec<(String, Reply)>> {
+    let mut nodes = Vec::new();
+    for node in q.nodes() {
+        let mut dumped = Vec::new();
+        for key in keys(node).await {
+            let value = node.command(&["DUMP", &key]).await.expect("DUMP");
+            dumped.push((key, value));
+        }
+        nodes.push(dumped);
+    }
+    nodes
+}
+
+#[track_caller]
+fn json(out: &Outcome) -> serde_json::Value {
+    serde_json::from_str(&out.stdout).unwrap_or_else(|e| panic!("{e}: {out:?}"))
+}
+
+#[tokio::test]
+async fn two_permits_let_two_commands_run_and_the_third_skip_or_wait() {
+    let q = LocalQuorum::start(3).await.unwrap();
+    let dir = scratch();
+    let d = dir.path();
+    // One after the other, so that every node records the same slots: two attempts at
+    // once may be granted on a majority that leaves one node without the claim (design 2.9).
+    let mut a = Background::spawn(&mut run_sh(
+        &q,
+        &["--permits", "2"],
+        "jobs",
+        &holder("a"),
+        d,
+    ));
+    appears(&d.join("env.a")).await;
+    let mut b = Background::spawn(&mut run_sh(
+        &q,
+        &["--permits", "2"],
+        "jobs",
+        &holder("b"),
+        d,
+    ));
+    appears(&d.join("env.b")).await;
+
+    // Each got a slot of its own, and a fencing token of the semaphore that names its slot
+    // (so that two permits held at once never share one).
+    let (slot_a, resource_a, fence_a) = env_of(d, "a");
+    let (slot_b, resource_b, fence_b) = env_of(d, "b");
+    let slots: BTreeSet<u32> = [slot_a, slot_b].into();
+    assert_eq!(slots, [0, 1].into());
+    assert_eq!((resource_a.as_str(), resource_b.as_str()), ("jobs", "jobs"));
+    assert!(fence_a >= 1 && fence_b >= 1);
+    assert_eq!(fence_a % 1024, u64::from(slot_a));
+    assert_eq!(fence_b % 1024, u64::from(slot_b));
+    assert_ne!(fence_a, fence_b);
+
+    // A third skips: -n fails as a lock held elsewhere does; -q -E 0 silently.
+    let out = outcome(&mut run_sh(
+        &q,
+        &["-n", "--permits", "2"],
+        "jobs",
+        "touch ran.c",
+        d,
+    ))
+    .await;
+    assert_eq!(out.code, Some(75), "{out:?}");
+    assert!(
+        out.stderr.contains("`jobs` is held by another owner"),
+        "{out:?}"
+    );
+    let flags = ["-n", "-q", "-E", "0", "--permits", "2"];
+    let out = outcome(&mut run_sh(&q, &flags, "jobs", "touch ran.c", d)).await;
+    assert_eq!(
+        (out.code, out.stdout.as_str(), out.stderr.as_str()),
+        (Some(0), "", "")
+    );
+    assert!(!d.join("ran.c").exists(), "a third command ran");
+
+    // status: both holders, by slot, with their ttl left; all permits held (75).
+    // (A grant waits for a majority: the third node's answer may still be on its way.)
+    eventually("both claims on every node", || async {
+        let first = claims(&q, 0, "jobs").await;
+        first.len() == 2
+            && claims(&q, 1, "jobs").await == first
+            && claims(&q, 2, "jobs").await == first
+    })
+    .await;
+    let held = claims(&q, 0, "jobs").await;
+    let out = outcome(quorumlock(&q.urls()).args(["status", "jobs"])).await;
+    assert_eq!(out.code, Some(75), "{out:?}");
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    assert_eq!(lines.len(), 6, "{out:?}");
+    for (i, line) in lines[..3].iter().enumerate() {
+        let prefix = format!(
+            "node {i} {}: semaphore of 2 permits (expires in ",
+            q.urls()[i]
+        );
+        assert!(line.starts_with(&prefix), "{out:?}");
+    }
+    for ((slot, sha1), line) in held.iter().zip(&lines[3..5]) {
+        let prefix = format!(
+            "slot {slot}: held by {} on 3 of 3 nodes (expires in ",
+            &sha1[..12]
+        );
+        assert!(line.starts_with(&prefix), "{out:?}");
+    }
+    assert_eq!(
+        lines[5],
+        "`jobs`: semaphore of 2 permits, all held (key on 3 of 3 nodes, quorum 2)"
+    );
+
+    let out = outcome(quorumlock(&q.urls()).args(["status", "--json", "jobs"])).await;
+    assert_eq!(out.code, Some(75), "{out:?}");
+    let doc = json(&out);
+    assert_eq!(doc["resource"], "jobs");
+    assert_eq!(doc["kind"], "semaphore");
+    assert_eq!(doc["permits"], 2);
+    assert_eq!(doc["verdict"], "full");
+    assert_eq!(doc["exit_code"], 75);
+    assert_eq!(doc["holder"], serde_json::Value::Null);
+    assert_eq!(doc["error"], serde_json::Value::Null);
+    assert_eq!(
+        (doc["quorum"].as_u64(), doc["held_on"].as_u64()),
+        (Some(2), Some(3))
+    );
+    for node in doc["nodes"].as_array().expect("nodes") {
+        assert_eq!(node["state"], "semaphore", "{doc}");
+        assert_eq!(node["permits"], 2, "{doc}");
+        assert!(node["pttl_ms"].as_i64().is_some_and(|ms| ms > 0), "{doc}");
+    }
+    let holders = doc["holders"].as_array().expect("holders");
+    let listed: BTreeSet<(u32, String)> = holders
+        .iter()
+        .map(|h| {
+            let slot = h["slot"].as_u64().expect("slot") as u32;
+            (slot, h["token_sha1"].as_str().expect("sha1").to_string())
+        })
+        .collect();
+    assert_eq!(listed, held, "{doc}");
+    for h in holders {
+        assert_eq!(h["nodes"], 3, "{doc}");
+        assert_eq!(h["held"], true, "{doc}");
+        let ttl = h["ttl_ms"].as_u64().expect("ttl_ms");
+        assert!(ttl > 0 && ttl <= 10_000, "the library's 10 s ttl: {doc}");
+    }
+
+    // ls: the semaphore as such.
+    let out = outcome(quorumlock(&q.urls()).arg("ls")).await;
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    let fence = fence_a.max(fence_b);
+    assert_eq!(
+        lines,
+        [
+            format!("jobs  semaphore of 2 permits  held 2  fencing {fence}  on 3 of 3 nodes"),
+            "0 locks, 1 semaphore on the 3 of 3 nodes that answered (quorum 2)".to_string(),
+        ],
+        "{out:?}"
+    );
+    let out = outcome(quorumlock(&q.urls()).args(["ls", "--json"])).await;
+    let doc = json(&out);
+    assert_eq!(doc["locks"], serde_json::json!([]), "{doc}");
+    let semaphore = &doc["semaphores"][0];
+    assert_eq!(semaphore["kind"], "semaphore", "{doc}");
+    assert_eq!(semaphore["permits"], 2, "{doc}");
+    assert_eq!(semaphore["held"], 2, "{doc}");
+    assert_eq!(semaphore["nodes"], serde_json::json!([0, 1, 2]), "{doc}");
+    assert!(!out
+        .stdout
+        .contains(&held.iter().next().expect("a claim").1[12..]));
+
+    // A third that waits gets a's slot when a ends.
+    let mut c = Background::spawn(&mut run_sh(
+        &q,
+        &["-v", "--permits", "2"],
+        "jobs",
+        &holder("c"),
+        d,
+    ));
+    c.logs(WAITING).await;
+    assert!(
+        !d.join("env.c").exists(),
+        "c ran while both permits were held"
+    );
+    std::fs::write(d.join("stop.a"), "").unwrap();
+    assert_eq!(a.code().await, Some(0));
+    appears(&d.join("env.c")).await;
+    let (slot_c, _, fence_c) = env_of(d, "c");
+    assert_eq!(slot_c, slot_a, "the only free slot");
+    assert!(fence_c > fence_a.max(fence_b), "fencing tokens grow");
+    std::fs::write(d.join("stop.b"), "").unwrap();
+    std::fs::write(d.join("stop.c"), "").unwrap();
+    assert_eq!(b.code().await, Some(0));
+    assert_eq!(c.code().await, Some(0));
+    // Released: the key goes with its last claim (the fencing counter stays).
+    eventually("the semaphore's key is gone on every node", || async {
+        let mut gone = true;
+        for node in q.nodes() {
+            gone &= !keys(node).await.contains(&"jobs".to_string());
+        }
+        gone
+    })
+    .await;
+    let out = outcome(quorumlock(&q.urls()).args(["status", "jobs"])).await;
+    assert_eq!(out.code, Some(0), "free: {out:?}");
+}
+
+#[tokio::test]
+async fn bad_permits_and_a_resource_of_another_kind_are_refused_and_change_nothing() {
+    let q = LocalQuorum::start(3).await.unwrap();
+    let dir = scratch();
+    let d = dir.path();
+    let redlock = client(&q).await;
+    let lock = redlock.lock("report").await.unwrap();
+    let permit = redlock
+        .semaphore("exports", 2)
+        .unwrap()
+        .acquire()
+        .await
+        .unwrap();
+    assert!(redlock.settle(std::time::Duration::from_secs(5)).await);
+    let before = snapshot(&q).await;
+
+    for (flags, resource, expected) in [
+        (
+            &["--permits", "0"][..],
+            "fresh",
+            "a semaphore needs 1 to 1024 permits, not 0",
+        ),
+        (
+            &["-n", "--permits", "1025"],
+            "fresh",
+            "a semaphore needs 1 to 1024 permits, not 1025",
+        ),
+        (
+            &["--permits", "two"],
+            "fresh",
+            "invalid value 'two' for '--permits <N>'",
+        ),
+        (&["--permits", "-1"], "fresh", "unexpected argument '-1'"),
+        // A lock's name as a semaphore: refused at once, without -n too.
+        (
+            &["--permits", "2"],
+            "report",
+            "`report` is already in use as a lock (or a value that is not a semaphore)",
+        ),
+        // Another number of permits.
+        (
+            &["-n", "--permits", "3"],
+            "exports",
+            "`exports` is already in use as a semaphore of 2 permits",
+        ),
+    ] {
+        let out = outcome(&mut run_sh(&q, flags, resource, "touch ran", d)).await;
+        let what = format!("{flags:?} {resource}: {out:?}");
+        assert_eq!(out.code, Some(64), "{what}");
+        assert!(out.stderr.starts_with("quorumlock: "), "{what}");
+        assert_eq!(out.stderr.lines().count(), 1, "{what}");
+        assert!(out.stderr.contains(expected), "{what}");
+        assert!(!d.join("ran").exists(), "{what}: the command ran");
+        assert_eq!(snapshot(&q).await, before, "{what}: a node changed");
+    }
+
+    // `status` of the lock is still a lock's.
+    let out = outcome(quorumlock(&q.urls()).args(["status", "--json", "report"])).await;
+    let doc = json(&out);
+    assert_eq!(
+        (doc["kind"].as_str(), doc["verdict"].as_str()),
+        (Some("lock"), Some("held"))
+    );
+    assert_eq!(doc["holder"], lock.token().as_str());
+    assert_eq!(doc["holders"], serde_json::Value::Null);
+    // A semaphore with a permit free: available (0).
+    let out = outcome(quorumlock(&q.urls()).args(["status", "exports"])).await;
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(
+        out.stdout.ends_with(
+            "`exports`: semaphore of 2 permits, 1 held (key on 3 of 3 nodes, quorum 2)\n"
+        ),
+        "{out:?}"
+    );
+    assert!(
+        out.stdout.contains(&format!(
+            "slot {}: held by {} on 3 of 3 nodes",
+            permit.slot(),
+            &quorumlock::fred::util::sha1_hash(permit.token().as_str())[..12]
+        )),
+        "{out:?}"
+    );
+    lock.release().await.unwrap();
+    permit.release().await.unwrap();
+}
+
+/// `--hold-at-least` with a permit: a COMMAND that ends at once leaves its permit on the
+/// nodes until D after it was taken, as it leaves a lock; `release --force` refuses a
+/// semaphore.
+#[tokio::test]
+async fn hold_at_least_leaves_the_permit_to_expire_and_release_force_refuses_it() {
+    let q = LocalQuorum::start(3).await.unwrap();
+    let dir = scratch();
+    let flags = ["--permits", "2", "--hold-at-least", "8"];
+    let out = outcome(&mut run_sh(&q, &flags, "nightly", "touch ran", dir.path())).await;
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(dir.path().join("ran").exists());
+
+    let redlock = client(&q).await;
+    let holders = redlock
+        .semaphore("nightly", 2)
+        .unwrap()
+        .holders()
+        .await
+        .unwrap();
+    assert_eq!(holders.len(), 1, "the permit stays: {holders:?}");
+    let ttl = holders[0].ttl.as_secs_f64();
+    assert!(
+        ttl > 4.0 && ttl <= 8.0,
+        "until 8 s after it was taken: {holders:?}"
+    );
+
+    let before = snapshot(&q).await;
+    let out = outcome(quorumlock(&q.urls()).args(["release", "--force", "nightly"])).await;
+    assert_eq!(out.code, Some(64), "{out:?}");
+    assert!(
+        out.stderr
+            .contains("`nightly` is a semaphore of 2 permits: release --force breaks a lock only"),
+        "{out:?}"
+    );
+    assert_eq!(snapshot(&q).await, before, "nothing deleted");
+}
+
+/// A signal while waiting for a permit ends the wait at once with 128+N, and every node holds
+/// exactly what it held before: the attempt in flight left no claim.
+#[tokio::test]
+async fn a_signal_while_waiting_for_a_permit_ends_the_wait_and_leaves_nothing() {
+    let q = LocalQuorum::start(3).await.unwrap();
+    let dir = scratch();
+    let redlock = client(&q).await;
+    let permit = redlock
+        .semaphore("waited", 1)
+        .unwrap()
+        .acquire_with(
+            std::time::Duration::from_secs(30),
+            quorumlock::Retry::none(),
+        )
+        .await
+        .unwrap();
+    assert!(redlock.settle(std::time::Duration::from_secs(5)).await);
+    let before = snapshot(&q).await;
+    for (sig, code) in [
+        (nix::sys::signal::Signal::SIGTERM, 143),
+        (nix::sys::signal::Signal::SIGINT, 130),
+    ] {
+        let flags = ["-v", "--permits", "1"];
+        let mut waiter =
+            Background::spawn(&mut run_sh(&q, &flags, "waited", "touch ran", dir.path()));
+        waiter.logs(WAITING).await;
+        nix::sys::signal::kill(waiter.pid(), sig).unwrap();
+        assert_eq!(waiter.code().await, Some(code), "{sig}: {:#?}", waiter.seen);
+        assert!(!dir.path().join("ran").exists(), "{sig}: the command ran");
+        assert_eq!(snapshot(&q).await, before, "{sig}");
+    }
+    permit.release().await.unwrap();
+}
