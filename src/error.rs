@@ -178,12 +178,15 @@ pub enum FoundKind {
         /// Its number of permits.
         permits: u32,
     },
+    /// A read-write lock.
+    ReadWriteLock,
 }
 
 impl fmt::Display for FoundKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            FoundKind::Other => f.write_str("a lock (or a value that is not a semaphore)"),
+            FoundKind::Other => f.write_str("a lock (or a value of another kind)"),
+            FoundKind::ReadWriteLock => f.write_str("a read-write lock"),
             FoundKind::Semaphore { permits } => write!(f, "a semaphore of {permits} permits"),
         }
     }

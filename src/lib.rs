@@ -23,6 +23,7 @@ pub use api::election::Leadership;
 pub use api::kept::{KeptLock, LockHandle};
 pub use api::lock::Lock;
 pub use api::redlock::RedLock;
+pub use api::rwlock::{Access, RwGuard, RwLock};
 pub use api::semaphore::{Permit, Semaphore};
 pub use config::builder::{Config, RedLockBuilder, Retry, ENV_VARS};
 #[cfg(feature = "serde")]

@@ -11,4 +11,5 @@ pub(crate) mod election;
 pub(crate) mod kept;
 pub(crate) mod lock;
 pub(crate) mod redlock;
+pub(crate) mod rwlock;
 pub(crate) mod semaphore;

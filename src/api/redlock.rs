@@ -8,6 +8,7 @@ use futures::Stream;
 use crate::api::election::Leadership;
 use crate::api::kept::LockHandle;
 use crate::api::lock::Lock;
+use crate::api::rwlock::RwLock;
 use crate::api::semaphore::Semaphore;
 use crate::config::{Candidacy, Config, RedLockBuilder, Retry};
 use crate::engine::coordinator::Coordinator;
@@ -141,6 +142,17 @@ impl RedLock {
     pub fn semaphore(&self, name: &str, permits: u32) -> Result<Semaphore, ConfigError> {
         let spec = self.0.semaphore(name, permits)?;
         Ok(Semaphore::new(self.0.clone(), spec))
+    }
+
+    /// A read-write lock on the resource `name`: many readers or one writer at once across
+    /// every client, writers first (see [`RwLock`](crate::RwLock)). Nothing is sent until a
+    /// side is asked for.
+    ///
+    /// # Errors
+    /// [`ConfigError::EmptyResource`] and [`ConfigError::ReservedResource`] as for a lock.
+    pub fn rw_lock(&self, name: &str) -> Result<RwLock, ConfigError> {
+        let spec = self.0.rw_lock(name)?;
+        Ok(RwLock::new(self.0.clone(), spec))
     }
 
     /// Makes one attempt to lock `resource` with the configured ttl.

@@ -606,7 +606,7 @@ impl Coordinator {
                     acquired_on: round.tally.yes,
                     failures: round.failures,
                     handovers: 0,
-                    slot: None,
+                    member: None,
                 }));
             }
             Timed::Late => Error::ValidityExpired {

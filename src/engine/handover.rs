@@ -34,7 +34,7 @@ use crate::algo::verdict::{self, Timed};
 use crate::config::Ttl;
 use crate::engine::coordinator::Coordinator;
 use crate::engine::fencing;
-use crate::engine::held::{Acquisition, Held, Ident, Keys, Released};
+use crate::engine::held::{Acquisition, Held, Ident, Keys, Member, Released};
 use crate::engine::token::Token;
 use crate::engine::waiters::Ticket;
 use crate::node::scripts::release_args;
@@ -96,7 +96,10 @@ impl Coordinator {
     /// Hands the lock `ident` over to the head of this client's line for its key, if the
     /// head is waiting; `None` when there is nobody to hand it to (then release it as usual).
     pub(crate) async fn hand_over(&self, ident: &Ident) -> Option<Handover> {
-        if ident.locks() != 1 || Self::yields(ident) {
+        // A read-write lock's side is not handed over: a reader handed on would pass a
+        // waiting writer's intent (design 2.9).
+        let read_write = matches!(ident.member(), Some(Member::Reader | Member::Writer));
+        if ident.locks() != 1 || read_write || Self::yields(ident) {
             return None;
         }
         let key = ident.lock_keys().first()?.as_str()?.to_string();
@@ -203,7 +206,7 @@ impl Coordinator {
             acquired_on: round.tally.yes,
             failures: round.failures,
             handovers: ident.handovers().saturating_add(1),
-            slot: ident.permit_slot(),
+            member: ident.member(),
         });
         // If the waiter has gone meanwhile, the lock is dropped with its ticket, which
         // releases it.

@@ -57,6 +57,15 @@ pub(crate) struct PermitSlot {
     pub(crate) permits: u32,
 }
 
+/// What a holder's claim is, where it is a member of a sorted set rather than a lock's key:
+/// a semaphore's permit (design 2.9), or a read-write lock's reader or writer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Member {
+    Permit(PermitSlot),
+    Reader,
+    Writer,
+}
+
 /// What a successful acquisition hands to [`Lock::new`].
 #[derive(Debug)]
 pub(crate) struct Acquisition {
@@ -74,8 +83,8 @@ pub(crate) struct Acquisition {
     pub(crate) failures: Vec<NodeError>,
     /// How many handovers in a row led to this lock (0: its holder's own attempt got it).
     pub(crate) handovers: u32,
-    /// For a permit of a semaphore, its slot (design 2.9); `None` for a lock.
-    pub(crate) slot: Option<PermitSlot>,
+    /// For a permit or a read-write lock's side, its claim (design 2.9); `None` for a lock.
+    pub(crate) member: Option<Member>,
 }
 
 /// What never changes in a lock, stored compactly and shared by the lock and, once it is
@@ -98,9 +107,10 @@ pub(crate) struct Ident {
     fencing: Option<Fencing>,
     /// How many handovers in a row led to this lock (see `engine/handover.rs`).
     handovers: u32,
-    /// For a permit, its slot: the lock key is then the semaphore's key, and the value the
-    /// scripts get is the claim `slot:token`.
-    slot: Option<PermitSlot>,
+    /// For a permit (or a read-write lock's side), its claim: the lock key is then the
+    /// sorted set's key, and the value the scripts get is the claim `slot:token` (`r:token`,
+    /// `w:token`).
+    member: Option<Member>,
     /// Set when the lock's release starts (`release`, a drop, or the client's shutdown):
     /// whoever sets it sends the release, once.
     released: AtomicBool,
@@ -172,25 +182,36 @@ impl Ident {
     /// What the scripts get for `token` holding what this holds: the token for a lock, the
     /// claim `slot:token` for a permit (a handover's new token holds the same slot).
     pub(crate) fn claim_of(&self, token: &Token) -> Value {
-        match self.slot {
-            None => Value::from(token.as_str()),
-            Some(PermitSlot { slot, .. }) => Value::from(format!("{slot}:{}", token.as_str())),
+        let token = token.as_str();
+        match self.member {
+            None => Value::from(token),
+            Some(Member::Permit(PermitSlot { slot, .. })) => Value::from(format!("{slot}:{token}")),
+            Some(Member::Reader) => Value::from(format!("r:{token}")),
+            Some(Member::Writer) => Value::from(format!("w:{token}")),
         }
+    }
+
+    /// Its claim, if it is a member of a sorted set.
+    pub(crate) fn member(&self) -> Option<Member> {
+        self.member
     }
 
     /// For a permit, its slot.
     pub(crate) fn slot(&self) -> Option<u32> {
-        self.slot.map(|s| s.slot)
+        self.permit_slot().map(|s| s.slot)
     }
 
     /// For a permit, its slot and its semaphore's number of permits.
     pub(crate) fn permit_slot(&self) -> Option<PermitSlot> {
-        self.slot
+        match self.member {
+            Some(Member::Permit(slot)) => Some(slot),
+            _ => None,
+        }
     }
 
     /// What the rounds on it act on: a lock's keys, or a permit's claim.
     pub(crate) fn primitive(&self) -> Primitive {
-        match self.slot {
+        match self.member {
             None => Primitive::Lock,
             Some(_) => Primitive::Permit,
         }
@@ -293,11 +314,11 @@ impl Held {
             acquired_on,
             failures,
             handovers,
-            slot,
+            member,
         } = acquired;
         // The value is the token (or a permit's claim) as the scripts get it: made again
         // from it when needed.
-        debug_assert!(slot.is_some() || value == Value::from(token.as_str()));
+        debug_assert!(member.is_some() || value == Value::from(token.as_str()));
         // One resource's name is the joined name: do not keep it twice.
         let joined = match resources.as_slice() {
             [only] if *only == name => None,
@@ -316,7 +337,7 @@ impl Held {
                 token,
                 fencing,
                 handovers,
-                slot,
+                member,
                 released: AtomicBool::new(false),
                 entry,
             }
@@ -585,7 +606,7 @@ impl Held {
     /// A permit is not restored: a node that lost its claim is one vote fewer until the
     /// permit is taken again.
     fn restore_missing(&self, answers: &[(usize, Extended)], ttl_ms: i64) {
-        if self.ident.slot.is_some() {
+        if self.ident.member.is_some() {
             return;
         }
         let restore = answers

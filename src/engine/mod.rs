@@ -21,6 +21,7 @@ pub(crate) mod inspect;
 pub(crate) mod keeper;
 pub(crate) mod kept;
 pub(crate) mod observe;
+pub(crate) mod rwlock;
 pub(crate) mod seeder;
 pub(crate) mod semaphore;
 pub(crate) mod shutdown;

@@ -9,6 +9,7 @@
 //! lock's validity rule. The acquisition loop, waiting in line for a release included, is
 //! the lock's ([`Coordinator::acquiring`]).
 
+use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -24,10 +25,10 @@ use crate::algo::verdict::{self, Timed};
 use crate::config::{Retry, Ttl};
 use crate::engine::coordinator::{CleanupOnDrop, Coordinator};
 use crate::engine::fencing::Fencing;
-use crate::engine::held::{Acquisition, Held, Keys, PermitSlot};
+use crate::engine::held::{Acquisition, Held, Keys, Member, PermitSlot};
 use crate::engine::token::Token;
 use crate::error::{ConfigError, Error, MAX_PERMITS};
-use crate::node::{Primitive, SlotAnswer};
+use crate::node::{Node, NodeResult, Primitive, SlotAnswer};
 
 /// A semaphore's name, number of permits and keys, checked once.
 #[derive(Debug, Clone)]
@@ -59,6 +60,17 @@ impl Coordinator {
         if permits == 0 || permits > MAX_PERMITS {
             return Err(ConfigError::InvalidPermits { permits });
         }
+        let keys = self.set_keys(name)?;
+        Ok(Spec {
+            name: name.to_string(),
+            permits,
+            keys,
+        })
+    }
+
+    /// The keys of the sorted set of `name` (a semaphore's, a read-write lock's): its key,
+    /// then (with fencing) its fencing counter; the name checked as a lock's is.
+    pub(crate) fn set_keys(&self, name: &str) -> Result<Keys, ConfigError> {
         if name.is_empty() {
             return Err(ConfigError::EmptyResource);
         }
@@ -70,11 +82,7 @@ impl Coordinator {
         if self.config().fencing {
             all.push(Key::from(keys::fence_key(&key)));
         }
-        Ok(Spec {
-            name: name.to_string(),
-            permits,
-            keys: Keys { all, locks: 1 },
-        })
+        Ok(Keys { all, locks: 1 })
     }
 
     /// Takes a permit of `spec` for `ttl`, retrying as `retry` says and waiting in line for
@@ -95,25 +103,46 @@ impl Coordinator {
             Some(spec.permits),
             ttl,
             retry,
-            || self.attempt_permit(spec, ttl),
+            || {
+                let order = slots::preference(spec.permits, rand::random(), rand::random());
+                let permits = spec.permits;
+                self.attempt_member(
+                    &spec.name,
+                    &spec.keys,
+                    ttl,
+                    move |node, key, token| node.acquire_permit(key, token, ttl.px, permits, order),
+                    move |slot| Member::Permit(PermitSlot { slot, permits }),
+                )
+            },
         )
         .await
     }
 
-    /// One attempt: every node records a slot for a fresh token; granted on a slot that a
-    /// majority recorded, in time. The claims of a failed attempt, and those of a granted
-    /// one on other slots, are discarded silently.
+    /// One attempt at a claim in a sorted set (a permit, or a read-write lock's side): every
+    /// node records a claim for a fresh token with `send` (a slot, answered); granted on a
+    /// slot that a majority recorded, in time, as the claim `member(slot)`. The claims of a
+    /// failed attempt, and those of a granted one on other slots, are discarded silently.
     ///
     /// Granted, it also says whether a majority of the nodes that recorded the slot had
-    /// another slot free: the next caller in this client's line may attempt at once.
-    async fn attempt_permit(&self, spec: &Spec, ttl: Ttl) -> Result<(Held, bool), Error> {
+    /// room for another claim: the next caller in this client's line may attempt at once.
+    pub(crate) async fn attempt_member<S, Fut>(
+        &self,
+        name: &str,
+        keys: &Keys,
+        ttl: Ttl,
+        send: S,
+        member: impl Fn(u32) -> Member,
+    ) -> Result<(Held, bool), Error>
+    where
+        S: Fn(&Node, Key, Value) -> Fut,
+        Fut: Future<Output = NodeResult<SlotAnswer>> + Send + 'static,
+    {
         let token = Token::generate()?;
         let value = Value::from(token.as_str());
-        let locks = spec.keys.locks();
+        let locks = keys.locks();
         // Whatever happens to this attempt, no claim of its token is left behind.
         let discard_all = vec![value.clone(), Value::from("")];
         let mut guard = CleanupOnDrop::new(self, Primitive::Permit, locks, discard_all.clone());
-        let order = slots::preference(spec.permits, rand::random(), rand::random());
         let key = &locks[0];
         // The slot granted, told to the nodes that answer after the round was decided (their
         // answers are not counted): one that recorded another slot drops that claim.
@@ -122,8 +151,7 @@ impl Coordinator {
         let start = Instant::now();
         let round = self
             .round_marking(Some(&decided), Stake::Taking, |node| {
-                let answer =
-                    node.acquire_permit(key.clone(), value.clone(), ttl.px, spec.permits, order);
+                let answer = send(node, key.clone(), value.clone());
                 let (decided, mut verdict) = (Arc::clone(&decided), verdict_rx.clone());
                 // The node records at most one claim per attempt: dropping every claim of
                 // the token there drops the one on the wrong slot. Sent only if awaited.
@@ -164,7 +192,7 @@ impl Coordinator {
             verdict::timed(&tally, ttl.ttl, ttl.drift, elapsed),
         ) {
             (Some(found), ..) => Error::KindMismatch {
-                resource: spec.name.clone(),
+                resource: name.to_string(),
                 found,
             },
             (None, Some((slot, _)), Timed::Valid(_)) => {
@@ -184,7 +212,7 @@ impl Coordinator {
                     node.discard(Primitive::Permit, locks.to_vec(), discard_all.clone())
                 });
                 for failure in &round.failures {
-                    tracing::warn!(resource = %spec.name, node = failure.index, error = %failure, "permit acquired without this node");
+                    tracing::warn!(resource = %name, node = failure.index, error = %failure, "permit acquired without this node");
                 }
                 let fencing = self.config().fencing.then(|| Fencing::new(None));
                 let room = round
@@ -195,9 +223,9 @@ impl Coordinator {
                     >= tally.quorum();
                 let permit = Held::new(Acquisition {
                     redlock: self.clone(),
-                    name: spec.name.clone(),
-                    resources: vec![spec.name.clone()],
-                    keys: spec.keys.clone(),
+                    name: name.to_string(),
+                    resources: vec![name.to_string()],
+                    keys: keys.clone(),
                     token,
                     value: claim,
                     fencing,
@@ -206,20 +234,17 @@ impl Coordinator {
                     acquired_on: tally.yes,
                     failures: round.failures,
                     handovers: 0,
-                    slot: Some(PermitSlot {
-                        slot,
-                        permits: spec.permits,
-                    }),
+                    member: Some(member(slot)),
                 });
                 return Ok((permit, room));
             }
             (None, Some(_), Timed::Late) => Error::ValidityExpired {
-                resource: spec.name.clone(),
+                resource: name.to_string(),
                 elapsed,
                 ttl: ttl.ttl,
                 drift: ttl.drift,
             },
-            _ => self.lost(&spec.name, tally, round.failures),
+            _ => self.lost(name, tally, round.failures),
         };
         guard.disarm();
         granted_slot.send_replace(Some(None));

@@ -55,6 +55,7 @@ static PERMIT_DISCARD: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::
 static PERMIT_PEEK: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::PERMIT_PEEK));
 static PERMIT_FENCE: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::PERMIT_FENCE));
 static PERMIT_HANDOVER: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::PERMIT_HANDOVER));
+static RW_ACQUIRE: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::RW_ACQUIRE));
 pub(crate) static BATCH: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::batch()));
 
 /// What a call runs: one of the scripts (the set is sent as the plain command when alone).
@@ -83,6 +84,8 @@ pub(crate) enum Op {
     PermitFence,
     /// Sent even after its deadline, as a lock's handover is.
     PermitHandover,
+    /// A read-write lock's side (RW_ACQUIRE).
+    RwAcquire,
 }
 
 impl Op {
@@ -104,6 +107,7 @@ impl Op {
             Op::PermitPeek => &PERMIT_PEEK,
             Op::PermitFence => &PERMIT_FENCE,
             Op::PermitHandover => &PERMIT_HANDOVER,
+            Op::RwAcquire => &RW_ACQUIRE,
         }
     }
 
@@ -134,6 +138,7 @@ impl Op {
             Op::PermitPeek => 14,
             Op::PermitFence => 15,
             Op::PermitHandover => 16,
+            Op::RwAcquire => 17,
         }
     }
 }

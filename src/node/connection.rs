@@ -146,6 +146,27 @@ fn unexpected(script: &str, reply: &Value) -> FredError {
     )
 }
 
+/// The answer of PERMIT_ACQUIRE or RW_ACQUIRE: `{slot, free}` when recorded, nil when
+/// refused, -1 for a key of another kind, -2 for a read-write lock, `-2 - M` for a semaphore
+/// of `M` permits.
+fn slot_answer(script: &str, value: Value) -> Result<SlotAnswer, FredError> {
+    match value {
+        Value::Null => Ok(SlotAnswer::Full),
+        Value::Integer(-1) => Ok(SlotAnswer::Other(FoundKind::Other)),
+        Value::Integer(-2) => Ok(SlotAnswer::Other(FoundKind::ReadWriteLock)),
+        Value::Array(ref granted) => match granted.as_slice() {
+            [Value::Integer(slot), Value::Integer(free)] => u32::try_from(*slot)
+                .map(|slot| SlotAnswer::Granted(slot, *free == 1))
+                .map_err(|_| unexpected(script, &value)),
+            _ => Err(unexpected(script, &value)),
+        },
+        Value::Integer(other) if other < -2 => u32::try_from(-2 - other)
+            .map(|permits| SlotAnswer::Other(FoundKind::Semaphore { permits }))
+            .map_err(|_| unexpected(script, &value)),
+        other => Err(unexpected(script, &other)),
+    }
+}
+
 /// A connection to one Redis master.
 #[derive(Debug)]
 pub(crate) struct Node {
@@ -443,23 +464,36 @@ impl Node {
                     .call(Op::PermitAcquire, true, vec![key], args)
                     .await,
             )?;
-            ctx.vote(reply.and_then(|value| {
-                match value {
-                    Value::Null => Ok(SlotAnswer::Full),
-                    Value::Integer(-1) => Ok(SlotAnswer::Other(FoundKind::Other)),
-                    Value::Array(ref granted) => match granted.as_slice() {
-                        [Value::Integer(slot), Value::Integer(free)] => u32::try_from(*slot)
-                            .map(|slot| SlotAnswer::Granted(slot, *free == 1))
-                            .map_err(|_| unexpected("PERMIT_ACQUIRE", &value)),
-                        _ => Err(unexpected("PERMIT_ACQUIRE", &value)),
-                    },
-                    Value::Integer(other) if other < -2 => u32::try_from(-2 - other)
-                        .map(|permits| SlotAnswer::Other(FoundKind::Semaphore { permits }))
-                        .map_err(|_| unexpected("PERMIT_ACQUIRE", &value)),
-                    other => Err(unexpected("PERMIT_ACQUIRE", &other)),
-                }
-            }))
-            .await
+            ctx.vote(reply.and_then(|value| slot_answer("PERMIT_ACQUIRE", value)))
+                .await
+        }
+    }
+
+    /// Takes a side of the read-write lock `key` (the RW_ACQUIRE script): `reader` or the
+    /// writer, for a waiter `waiter` whose intent, if it is a writer refused, lives for
+    /// `intent_ms`. Granted answers slot 0.
+    pub(crate) fn acquire_rw(
+        &self,
+        key: Key,
+        token: Value,
+        ttl_ms: i64,
+        reader: bool,
+        (waiter, intent_ms): (Value, i64),
+    ) -> impl Future<Output = NodeResult<SlotAnswer>> + Send + 'static {
+        let ctx = self.context();
+        let side = if reader { "r" } else { "w" };
+        let args = vec![
+            token,
+            Value::Integer(ttl_ms),
+            Value::from(side),
+            waiter,
+            Value::Integer(intent_ms),
+        ];
+        async move {
+            ctx.admitted().await?;
+            let reply = ctx.sent(ctx.batch.call(Op::RwAcquire, true, vec![key], args).await)?;
+            ctx.vote(reply.and_then(|value| slot_answer("RW_ACQUIRE", value)))
+                .await
         }
     }
 

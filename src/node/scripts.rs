@@ -337,8 +337,8 @@ if type(held) ~= 'string' or tonumber(held) <= now then return ",
 /// step`, ... modulo `N`, `step` prime to `N`), and returns it with 1 if another slot is
 /// still free here, 0 if not (`{slot, free}`: a waiter behind it may attempt at once, or
 /// should wait for a release). Returns nil if every slot is claimed; -1 if the key holds
-/// something other than a semaphore (a lock's token, another program's value); `-2 - M` if
-/// it is a semaphore of `M ≠ N` permits. Changes nothing in those three cases.
+/// something other than a semaphore (a lock's token, another program's value); -2 if it is
+/// a read-write lock; `-2 - M` if it is a semaphore of `M ≠ N` permits. Changes nothing in those three cases.
 ///
 /// A key that does not exist (the common case of a semaphore nobody holds: the last release
 /// deletes it) costs no read of the claims.
@@ -360,6 +360,7 @@ if record then
     if s then taken[tonumber(s)] = true end
   end
 elseif redis.call('exists', KEYS[1]) == 1 then
+  if redis.pcall('zscore', KEYS[1], '#rw') then return -2 end
   return -1
 end
 local start, step = tonumber(ARGV[4]), tonumber(ARGV[5])
@@ -526,11 +527,60 @@ end
 return out"
 );
 
+/// Takes a side of the read-write lock `KEYS[1]` (design 2.9): one sorted set, its record
+/// member `#rw` scored -1, a member `r:token` per reader and `w:token` for the writer, each
+/// scored with its expiry in the node's milliseconds, and `i:waiter` per writer waiting
+/// (an intent, scored with its own expiry). A reader (`ARGV[3] = 'r'`) is recorded while
+/// no live writer and no other writer's intent is there; a writer (`'w'`) while no live
+/// claim of either kind is there, and otherwise records (or renews) its intent, so that
+/// readers arriving after it wait (writers go first). Returns `{0, room}` when recorded
+/// (`room` 1 for a reader when another reader may follow at once), nil when refused; -1 if
+/// the key holds something other than a read-write lock, `-2 - M` if a semaphore of `M`
+/// permits. A writer recorded drops its own intent.
+///
+/// `ARGV = [token, ttl_ms, 'r' or 'w', waiter, intent_ttl_ms]`.
+pub(crate) const RW_ACQUIRE: &str = concat!(
+    node_now!(),
+    r"local record = redis.pcall('zscore', KEYS[1], '#rw')
+if type(record) == 'table' then return -1 end
+local readers, writer, intent = false, false, false
+if record then
+  ",
+    prune_claims!(),
+    r"  for _, m in ipairs(redis.call('zrange', KEYS[1], 1, -1)) do
+    local kind = string.sub(m, 1, 2)
+    if kind == 'r:' then readers = true
+    elseif kind == 'w:' then writer = true
+    elseif kind == 'i:' and m ~= 'i:' .. ARGV[4] then intent = true end
+  end
+elseif redis.call('exists', KEYS[1]) == 1 then
+  local permits = redis.pcall('zscore', KEYS[1], '#')
+  if type(permits) == 'string' then return -2 + tonumber(permits) end
+  return -1
+end
+if ARGV[3] == 'w' then
+  if writer or readers then
+    redis.call('zadd', KEYS[1], -1, '#rw', now + tonumber(ARGV[5]), 'i:' .. ARGV[4])
+    ",
+    keep_key!("ARGV[5]"),
+    r"    return false
+  end
+  redis.call('zrem', KEYS[1], 'i:' .. ARGV[4])
+elseif writer or intent then
+  return false
+end
+redis.call('zadd', KEYS[1], -1, '#rw', now + tonumber(ARGV[2]), ARGV[3] .. ':' .. ARGV[1])
+",
+    keep_key!("ARGV[2]"),
+    r"if ARGV[3] == 'r' and not intent then return {0, 1} end
+return {0, 0}"
+);
+
 /// The scripts of semaphores. Their commands beyond a lock's (`TIME`, `TYPE`, `PTTL` and the sorted
 /// set's) are not part of a node's admission, since a client that only locks never sends
 /// them; `doctor` checks them (`probe::semaphore_permissions`).
 #[cfg(test)]
-pub(crate) const PERMIT: [&str; 8] = [
+pub(crate) const PERMIT: [&str; 9] = [
     PERMIT_ACQUIRE,
     PERMIT_EXTEND,
     PERMIT_RELEASE,
@@ -539,11 +589,12 @@ pub(crate) const PERMIT: [&str; 8] = [
     PERMIT_FENCE,
     PERMIT_HANDOVER,
     PERMIT_HOLDERS,
+    RW_ACQUIRE,
 ];
 
 /// Every script, for tests that check the hashes against a real `SCRIPT LOAD`.
 #[cfg(any(test, feature = "testkit"))]
-pub(crate) const ALL: [&str; 19] = [
+pub(crate) const ALL: [&str; 20] = [
     ACQUIRE,
     PEEK,
     FENCE,
@@ -563,10 +614,11 @@ pub(crate) const ALL: [&str; 19] = [
     PERMIT_FENCE,
     PERMIT_HANDOVER,
     PERMIT_HOLDERS,
+    RW_ACQUIRE,
 ];
 
 /// The scripts [`batch`] can run, in the order of their numbers in it.
-pub(crate) const BATCHED: [&str; 16] = [
+pub(crate) const BATCHED: [&str; 17] = [
     SET_NX,
     ACQUIRE,
     FENCE,
@@ -583,6 +635,7 @@ pub(crate) const BATCHED: [&str; 16] = [
     PERMIT_PEEK,
     PERMIT_FENCE,
     PERMIT_HANDOVER,
+    RW_ACQUIRE,
 ];
 
 /// The script that runs several calls of the scripts above in one: concurrent calls bound

@@ -157,3 +157,11 @@ pub const HANG: Duration = Duration::from_secs(60);
 /// A pause no test waits out: only a release (or a handover) ends a wait before the
 /// [`HANG`] detector.
 pub const NEVER: Duration = Duration::from_secs(600);
+
+/// The type of `key` on `node` (`none` when it does not exist).
+pub async fn get_type(node: &LocalNode, key: &str) -> String {
+    match node.command(&["TYPE", key]).await.expect("TYPE") {
+        Reply::Status(t) => t,
+        other => panic!("TYPE {key}: unexpected {other:?}"),
+    }
+}

@@ -1,0 +1,226 @@
+//! A quorum read-write lock: [`RwLock`] and its [`RwGuard`], a thin face over
+//! `engine::rwlock` and `engine::held`.
+
+use std::time::{Duration, Instant};
+
+use crate::api::kept::KeptLock;
+use crate::config::{KeepAlive, Retry};
+use crate::engine::coordinator::Coordinator;
+use crate::engine::held::{Held, Member, Released};
+use crate::engine::rwlock::RwSpec;
+use crate::engine::token::Token;
+use crate::error::{Error, NodeError};
+
+/// Many readers or one writer of a resource, across every client and host, over the same
+/// independent masters as a lock. Made by [`RedLock::rw_lock`](crate::RedLock::rw_lock);
+/// cheap to clone.
+///
+/// Each side is held as a lock is (a majority, validity left) and has what a lock has:
+/// extension, keep-alive with the loss signal, waiting for a release without polling,
+/// release on drop and shutdown, and a fencing token (a writer's is above every earlier
+/// token of the lock; readers held at once may share one). A node records a writer only
+/// while it holds no live claim of either side, and a reader only while it holds no live
+/// writer: any reader majority and any writer majority share a node, so a writer is never
+/// held beside a reader or another writer (docs/design.md, section 2.9).
+///
+/// **Writers first.** A writer refused because others hold leaves an intent on the nodes,
+/// renewed by each of its attempts and dropped when its call ends: readers arriving after it
+/// are refused until it is through, so a stream of readers cannot starve it. Readers already
+/// in finish first.
+///
+/// ```no_run
+/// # async fn f(redlock: quorumlock::RedLock) -> Result<(), quorumlock::Error> {
+/// let catalog = redlock.rw_lock("catalog")?;
+/// let reading = catalog.read().await?; // many at once, fleet-wide
+/// reading.release().await?;
+/// let writing = catalog.write().await?; // alone
+/// let fence = writing.fencing_token().await?;
+/// # let _ = fence;
+/// writing.release().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct RwLock {
+    redlock: Coordinator,
+    spec: RwSpec,
+}
+
+/// Which side of a [`RwLock`] an [`RwGuard`] holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// Shared with other readers.
+    Read,
+    /// Alone.
+    Write,
+}
+
+impl RwLock {
+    pub(crate) fn new(redlock: Coordinator, spec: RwSpec) -> RwLock {
+        RwLock { redlock, spec }
+    }
+
+    /// The lock's name (its key on the nodes, after the client's key prefix).
+    pub fn name(&self) -> &str {
+        self.spec.name()
+    }
+
+    /// Takes the read side with the client's ttl and retry policy, waiting for a release
+    /// while a writer holds or waits.
+    ///
+    /// # Errors
+    /// As [`RedLock::lock`](crate::RedLock::lock); [`Error::KindMismatch`] when the name is
+    /// in use as a lock or a semaphore (nothing was changed on any node).
+    pub async fn read(&self) -> Result<RwGuard, Error> {
+        let config = self.redlock.config();
+        self.acquire(Access::Read, config.ttl, config.retry).await
+    }
+
+    /// Takes the write side with the client's ttl and retry policy, waiting for the
+    /// holders to release; readers arriving meanwhile wait behind it.
+    ///
+    /// # Errors
+    /// As [`read`](Self::read).
+    pub async fn write(&self) -> Result<RwGuard, Error> {
+        let config = self.redlock.config();
+        self.acquire(Access::Write, config.ttl, config.retry).await
+    }
+
+    /// One attempt at the read side with the client's ttl.
+    ///
+    /// # Errors
+    /// As [`read`](Self::read).
+    pub async fn try_read(&self) -> Result<RwGuard, Error> {
+        self.acquire(Access::Read, self.redlock.config().ttl, Retry::none())
+            .await
+    }
+
+    /// One attempt at the write side with the client's ttl (its intent is dropped at once
+    /// when refused).
+    ///
+    /// # Errors
+    /// As [`read`](Self::read).
+    pub async fn try_write(&self) -> Result<RwGuard, Error> {
+        self.acquire(Access::Write, self.redlock.config().ttl, Retry::none())
+            .await
+    }
+
+    /// Takes `access` for `ttl`, retrying by `retry`. A writer's pauses between attempts are
+    /// at most a third of `ttl` (each renews its intent).
+    ///
+    /// # Errors
+    /// As [`read`](Self::read); also [`Error::Config`] for a ttl or retry policy that a lock
+    /// would refuse.
+    pub async fn acquire(
+        &self,
+        access: Access,
+        ttl: Duration,
+        retry: Retry,
+    ) -> Result<RwGuard, Error> {
+        let reader = access == Access::Read;
+        self.redlock
+            .acquire_rw(&self.spec, reader, ttl, retry)
+            .await
+            .map(RwGuard)
+    }
+}
+
+/// One side of a [`RwLock`], held on a majority of nodes until
+/// [`valid_until`](Self::valid_until); everything a [`Lock`](crate::Lock) has.
+///
+/// # Dropping
+/// As a [`Lock`](crate::Lock): released in the background.
+#[derive(Debug)]
+#[must_use = "a read-write lock's side is released in the background as soon as it is dropped"]
+pub struct RwGuard(Held);
+
+impl RwGuard {
+    /// Which side it holds.
+    pub fn access(&self) -> Access {
+        match self.0.ident().member() {
+            Some(Member::Writer) => Access::Write,
+            _ => Access::Read,
+        }
+    }
+
+    /// The lock's name.
+    pub fn resource(&self) -> &str {
+        self.0.resource()
+    }
+
+    /// This acquisition's unguessable token.
+    pub fn token(&self) -> &Token {
+        self.0.token()
+    }
+
+    /// The fencing token, as [`Lock::fencing_token`](crate::Lock::fencing_token), from one
+    /// counter for both sides: a writer's is above every token handed out before it was
+    /// acquired, and so is a reader's; readers held at once may share one.
+    ///
+    /// # Errors
+    /// As [`Lock::fencing_token`](crate::Lock::fencing_token).
+    pub async fn fencing_token(&self) -> Result<u64, Error> {
+        self.0.fencing_token().await
+    }
+
+    /// The ttl of the last acquisition or extension.
+    pub fn ttl(&self) -> Duration {
+        self.0.ttl()
+    }
+
+    /// The instant (client's monotonic clock) until which it can be relied on.
+    pub fn valid_until(&self) -> Instant {
+        self.0.valid_until()
+    }
+
+    /// The validity left, zero once it ran out.
+    pub fn validity(&self) -> Duration {
+        self.0.validity()
+    }
+
+    /// Whether the validity has not yet run out.
+    pub fn is_valid(&self) -> bool {
+        self.0.is_valid()
+    }
+
+    /// How many nodes recorded it when it was granted.
+    pub fn acquired_on(&self) -> usize {
+        self.0.acquired_on()
+    }
+
+    /// Every node that did not record it, as [`Lock::failures`](crate::Lock::failures).
+    pub fn failures(&self) -> &[NodeError] {
+        self.0.failures()
+    }
+
+    /// Extends it by its ttl from now, by each node's clock.
+    ///
+    /// # Errors
+    /// As [`Lock::extend_for`](crate::Lock::extend_for).
+    pub async fn extend(&mut self) -> Result<Duration, Error> {
+        self.0.extend().await
+    }
+
+    /// Extends it to `ttl` from now, decided as a lock's extension is.
+    ///
+    /// # Errors
+    /// As [`Lock::extend_for`](crate::Lock::extend_for).
+    pub async fn extend_for(&mut self, ttl: Duration) -> Result<Duration, Error> {
+        self.0.extend_for(ttl).await
+    }
+
+    /// Removes its claim on every node and announces the release to the lock's waiters.
+    ///
+    /// # Errors
+    /// As [`Lock::release`](crate::Lock::release).
+    pub async fn release(self) -> Result<Released, Error> {
+        self.0.release().await
+    }
+
+    /// Keeps it alive in the background, as [`Lock::keep_alive`](crate::Lock::keep_alive).
+    ///
+    /// # Errors
+    /// As [`Lock::keep_alive`](crate::Lock::keep_alive).
+    pub fn keep_alive(self, keep: KeepAlive) -> Result<KeptLock, Error> {
+        self.0.keep_alive(keep).map(KeptLock)
+    }
+}

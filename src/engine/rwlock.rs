@@ -1,0 +1,116 @@
+//! Read-write locks (design 2.9): many readers or one writer, writers first.
+//!
+//! A side is a [`Held`] whose claim is `r:token` or `w:token` in the lock's sorted set, run
+//! through the lock's rounds with the semaphores' scripts (extension, release, fencing,
+//! keep-alive, shutdown). The acquisition is the semaphores' one-round attempt
+//! ([`Coordinator::attempt_member`]) with the RW_ACQUIRE script, in the lock's loop
+//! ([`Coordinator::acquiring`]). A writer refused because others hold records an intent on
+//! the nodes that refused it, which keeps new readers out until the writer is through; each
+//! of its attempts renews the intent, so its pauses are at most a third of the ttl, and the
+//! intent is dropped everywhere once the writer's call ends, however it ends.
+
+use std::time::Duration;
+
+use fred::types::{Key, Value};
+
+use crate::config::Retry;
+use crate::engine::coordinator::Coordinator;
+use crate::engine::held::{Held, Keys, Member};
+use crate::engine::token::Token;
+use crate::error::{ConfigError, Error};
+use crate::node::Primitive;
+
+/// A read-write lock's name and keys, checked once.
+#[derive(Debug, Clone)]
+pub(crate) struct RwSpec {
+    name: String,
+    /// The lock's key, then (with fencing) its fencing counter.
+    keys: Keys,
+}
+
+impl RwSpec {
+    pub(crate) fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+/// What a waiter for either side of a read-write lock carries in its client's line: never
+/// handed a lock's or a semaphore's release (`0` is no semaphore's number of permits).
+const READ_WRITE: Option<u32> = Some(0);
+
+/// Drops a writer's intent on every node when its call ends, granted, refused or cancelled.
+struct Intent {
+    redlock: Coordinator,
+    keys: Vec<Key>,
+    waiter: Value,
+}
+
+impl Drop for Intent {
+    fn drop(&mut self) {
+        let args = vec![self.waiter.clone(), Value::from("")];
+        self.redlock.detached(u64::MAX, |node| {
+            node.discard(Primitive::Permit, self.keys.clone(), args.clone())
+        });
+    }
+}
+
+impl Coordinator {
+    /// Checks a read-write lock's name, before anything is sent.
+    pub(crate) fn rw_lock(&self, name: &str) -> Result<RwSpec, ConfigError> {
+        Ok(RwSpec {
+            name: name.to_string(),
+            keys: self.set_keys(name)?,
+        })
+    }
+
+    /// Takes the read side (`reader`) or the write side of `spec` for `ttl`, retrying as
+    /// `retry` says and waiting in line for a release as a lock does.
+    pub(crate) async fn acquire_rw(
+        &self,
+        spec: &RwSpec,
+        reader: bool,
+        ttl: Duration,
+        retry: Retry,
+    ) -> Result<Held, Error> {
+        self.refuse_if_shut_down()?;
+        let ttl = self.config().check_ttl(ttl)?;
+        retry.validate()?;
+        let mut retry = retry;
+        let mut intent = None;
+        if !reader {
+            // Each attempt renews the intent, which lives one ttl.
+            retry.delay = retry.delay.min(ttl.ttl / 3);
+            retry.jitter = retry.jitter.min(ttl.ttl / 6);
+            intent = Some(Intent {
+                redlock: self.clone(),
+                keys: spec.keys.locks().to_vec(),
+                waiter: Value::from(Token::generate()?.as_str()),
+            });
+        }
+        let waiter = intent
+            .as_ref()
+            .map_or_else(|| Value::from(""), |i| i.waiter.clone());
+        let key = spec.keys.all[0].as_str().unwrap_or_default().to_string();
+        let side = if reader {
+            Member::Reader
+        } else {
+            Member::Writer
+        };
+        let held = self
+            .acquiring(&spec.name, Some(key), READ_WRITE, ttl, retry, || {
+                let waiter = waiter.clone();
+                self.attempt_member(
+                    &spec.name,
+                    &spec.keys,
+                    ttl,
+                    move |node, key, token| {
+                        node.acquire_rw(key, token, ttl.px, reader, (waiter.clone(), ttl.px))
+                    },
+                    move |_| side,
+                )
+            })
+            .await;
+        drop(intent);
+        held
+    }
+}

@@ -1,0 +1,283 @@
+//! The quorum read-write lock (design 2.9) on real servers: readers share, a writer is
+//! alone, writers go first, the intent goes with its writer, one name is one kind of thing,
+//! fencing, and racing clients checked beside the locks.
+
+mod common;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::{client, HANG, NEVER};
+use quorumlock::testkit::{LocalNode, LocalQuorum, Reply};
+use quorumlock::{Access, Error, FoundKind, Retry};
+
+fn patient() -> Retry {
+    Retry::within(NEVER * 10)
+        .delay(NEVER)
+        .jitter(Duration::ZERO)
+}
+
+/// The members of the sorted set `key` on `node`, in score order.
+async fn members(node: &LocalNode, key: &str) -> Vec<String> {
+    let reply = node
+        .command(&["ZRANGE", key, "0", "-1"])
+        .await
+        .expect("ZRANGE");
+    let Reply::Array(Some(items)) = reply else {
+        panic!("ZRANGE {key}: {reply:?}");
+    };
+    items
+        .iter()
+        .map(|m| m.as_str().expect("member").to_string())
+        .collect()
+}
+
+#[tokio::test]
+async fn readers_share_and_a_writer_is_alone() {
+    let q = LocalQuorum::start(3).await.unwrap();
+    let (a, b, c) = (client(&q).await, client(&q).await, client(&q).await);
+    let r1 = a.rw_lock("catalog").unwrap().try_read().await.unwrap();
+    let r2 = b.rw_lock("catalog").unwrap().try_read().await.unwrap();
+    assert_eq!((r1.access(), r2.access()), (Access::Read, Access::Read));
+    assert!(matches!(
+        c.rw_lock("catalog").unwrap().try_write().await,
+        Err(Error::Taken { .. })
+    ));
+    r1.release().await.unwrap();
+    r2.release().await.unwrap();
+    let w = c.rw_lock("catalog").unwrap().try_write().await.unwrap();
+    assert_eq!(w.access(), Access::Write);
+    assert!(matches!(
+        a.rw_lock("catalog").unwrap().try_read().await,
+        Err(Error::Taken { .. })
+    ));
+    assert!(matches!(
+        b.rw_lock("catalog").unwrap().try_write().await,
+        Err(Error::Taken { .. })
+    ));
+    let claim = format!("w:{}", w.token().as_str());
+    common::eventually("every node records the writer", || async {
+        let mut all = true;
+        for node in q.nodes() {
+            all &= members(node, "catalog").await == ["#rw".to_string(), claim.clone()];
+        }
+        all
+    })
+    .await;
+    w.release().await.unwrap();
+    common::eventually("the key is gone with its last claim", || async {
+        let mut none = true;
+        for node in q.nodes() {
+            none &= common::get_type(node, "catalog").await == "none";
+        }
+        none
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_waiting_writer_goes_before_readers_that_come_after_it() {
+    let q = LocalQuorum::start(3).await.unwrap();
+    let (a, b, c) = (client(&q).await, client(&q).await, client(&q).await);
+    let reading = a.rw_lock("doc").unwrap().try_read().await.unwrap();
+    let writer = {
+        let lock = b.rw_lock("doc").unwrap();
+        tokio::spawn(async move {
+            lock.acquire(Access::Write, Duration::from_secs(10), patient())
+                .await
+        })
+    };
+    common::eventually("the writer's intent is on every node", || async {
+        let mut all = true;
+        for node in q.nodes() {
+            all &= members(node, "doc")
+                .await
+                .iter()
+                .any(|m| m.starts_with("i:"));
+        }
+        all
+    })
+    .await;
+    // A reader arriving now is refused although only a reader holds.
+    assert!(matches!(
+        c.rw_lock("doc").unwrap().try_read().await,
+        Err(Error::Taken { .. })
+    ));
+    reading.release().await.unwrap();
+    let writing = tokio::time::timeout(HANG, writer)
+        .await
+        .expect("the writer missed the release")
+        .unwrap()
+        .unwrap();
+    assert_eq!(writing.access(), Access::Write);
+    // Its intent went with its grant.
+    for node in q.nodes() {
+        let now = members(node, "doc").await;
+        assert!(!now.iter().any(|m| m.starts_with("i:")), "{now:?}");
+    }
+    writing.release().await.unwrap();
+    c.rw_lock("doc")
+        .unwrap()
+        .try_read()
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn a_writer_that_gives_up_takes_its_intent_with_it() {
+    let q = LocalQuorum::start(3).await.unwrap();
+    let (a, b, c) = (client(&q).await, client(&q).await, client(&q).await);
+    let reading = a.rw_lock("notes").unwrap().try_read().await.unwrap();
+    assert!(matches!(
+        b.rw_lock("notes").unwrap().try_write().await,
+        Err(Error::Taken { .. })
+    ));
+    common::eventually("the intent is dropped on every node", || async {
+        let mut none = true;
+        for node in q.nodes() {
+            none &= !members(node, "notes")
+                .await
+                .iter()
+                .any(|m| m.starts_with("i:"));
+        }
+        none
+    })
+    .await;
+    // Readers are welcome again at once.
+    let second = c.rw_lock("notes").unwrap().try_read().await.unwrap();
+    second.release().await.unwrap();
+    reading.release().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_read_write_lock_does_not_share_a_name_with_another_kind() {
+    let q = LocalQuorum::start(3).await.unwrap();
+    let (a, b) = (client(&q).await, client(&q).await);
+    let lock = a.try_lock("plain").await.unwrap();
+    match b.rw_lock("plain").unwrap().try_read().await {
+        Err(Error::KindMismatch { found, .. }) => assert_eq!(found, FoundKind::Other),
+        other => panic!("a reader over a lock: {other:?}"),
+    }
+    lock.release().await.unwrap();
+
+    let permit = a.semaphore("pool", 2).unwrap().try_acquire().await.unwrap();
+    match b.rw_lock("pool").unwrap().try_write().await {
+        Err(Error::KindMismatch { found, .. }) => {
+            assert_eq!(found, FoundKind::Semaphore { permits: 2 });
+        }
+        other => panic!("a writer over a semaphore: {other:?}"),
+    }
+    permit.release().await.unwrap();
+
+    let reading = a.rw_lock("rw").unwrap().try_read().await.unwrap();
+    match b.semaphore("rw", 2).unwrap().try_acquire().await {
+        Err(Error::KindMismatch { found, .. }) => assert_eq!(found, FoundKind::ReadWriteLock),
+        other => panic!("a semaphore over a read-write lock: {other:?}"),
+    }
+    for node in q.nodes() {
+        assert_eq!(members(node, "rw").await.len(), 2, "nothing changed");
+    }
+    reading.release().await.unwrap();
+}
+
+#[tokio::test]
+async fn writers_tokens_increase_and_a_lost_side_is_told() {
+    let q = LocalQuorum::start(3).await.unwrap();
+    let (a, b) = (client(&q).await, client(&q).await);
+    let w1 = a.rw_lock("ledger").unwrap().try_write().await.unwrap();
+    let f1 = w1.fencing_token().await.unwrap();
+    w1.release().await.unwrap();
+    let r = b.rw_lock("ledger").unwrap().try_read().await.unwrap();
+    let fr = r.fencing_token().await.unwrap();
+    assert!(fr > f1, "{fr} after {f1}");
+    r.release().await.unwrap();
+    let mut w2 = b.rw_lock("ledger").unwrap().try_write().await.unwrap();
+    let f2 = w2.fencing_token().await.unwrap();
+    assert!(f2 > fr, "{f2} after {fr}");
+    let claim = format!("w:{}", w2.token().as_str());
+    for node in q.nodes() {
+        node.command(&["ZREM", "ledger", &claim]).await.unwrap();
+    }
+    assert!(matches!(
+        w2.extend().await,
+        Err(Error::NotHeld { held: 0, .. })
+    ));
+}
+
+/// Readers and writers racing: a writer is never inside with anyone, by counts kept beside
+/// the locks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn racing_readers_and_writers_never_overlap_a_writer() {
+    const CLIENTS: usize = 8;
+    const ROUNDS: usize = 6;
+    let q = LocalQuorum::start(5).await.unwrap();
+    let readers = Arc::new(AtomicUsize::new(0));
+    let writers = Arc::new(AtomicUsize::new(0));
+    let violations = Arc::new(AtomicUsize::new(0));
+    let most_readers = Arc::new(AtomicUsize::new(0));
+    let start = Arc::new(tokio::sync::Barrier::new(CLIENTS));
+    let mut clients = Vec::new();
+    for _ in 0..CLIENTS {
+        clients.push(client(&q).await);
+    }
+    let mut tasks = Vec::new();
+    for (i, redlock) in clients.into_iter().enumerate() {
+        let (readers, writers, violations, most_readers, start) = (
+            readers.clone(),
+            writers.clone(),
+            violations.clone(),
+            most_readers.clone(),
+            start.clone(),
+        );
+        tasks.push(tokio::spawn(async move {
+            let lock = redlock.rw_lock("race").unwrap();
+            let retry = Retry::within(HANG).delay(Duration::from_millis(20));
+            start.wait().await;
+            for round in 0..ROUNDS {
+                let access = if (i + round) % 4 == 0 {
+                    Access::Write
+                } else {
+                    Access::Read
+                };
+                let held = lock
+                    .acquire(access, Duration::from_secs(10), retry)
+                    .await
+                    .expect("a side");
+                match access {
+                    Access::Write => {
+                        if writers.fetch_add(1, Ordering::SeqCst) != 0
+                            || readers.load(Ordering::SeqCst) != 0
+                        {
+                            violations.fetch_add(1, Ordering::SeqCst);
+                        }
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                        writers.fetch_sub(1, Ordering::SeqCst);
+                    }
+                    Access::Read => {
+                        let now = readers.fetch_add(1, Ordering::SeqCst) + 1;
+                        most_readers.fetch_max(now, Ordering::SeqCst);
+                        if writers.load(Ordering::SeqCst) != 0 {
+                            violations.fetch_add(1, Ordering::SeqCst);
+                        }
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                        readers.fetch_sub(1, Ordering::SeqCst);
+                    }
+                }
+                assert!(held.is_valid());
+                held.release().await.expect("released");
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    assert_eq!(violations.load(Ordering::SeqCst), 0);
+    eprintln!(
+        "most readers at once: {}",
+        most_readers.load(Ordering::SeqCst)
+    );
+}
