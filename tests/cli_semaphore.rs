@@ -372,7 +372,7 @@ async fn bad_permits_and_a_resource_of_another_kind_are_refused_and_change_nothi
         (
             &["--permits", "2"],
             "report",
-            "`report` is already in use as a lock (or a value that is not a semaphore)",
+            "`report` is already in use as a lock (or a value of another kind)",
         ),
         // Another number of permits.
         (
@@ -490,4 +490,78 @@ async fn a_signal_while_waiting_for_a_permit_ends_the_wait_and_leaves_nothing() 
         assert_eq!(snapshot(&q).await, before, "{sig}");
     }
     permit.release().await.unwrap();
+}
+
+/// `run --shared` and `--exclusive`: a read-write lock's sides. Shared commands run beside
+/// a shared holder and are refused beside an exclusive one; an exclusive command is refused
+/// beside either; a lock's name is refused (64) and nothing changes.
+#[tokio::test]
+async fn shared_and_exclusive_take_the_sides_of_a_read_write_lock() {
+    let q = LocalQuorum::start(3).await.unwrap();
+    let dir = scratch();
+    let d = dir.path();
+    let redlock = client(&q).await;
+    let rw = redlock.rw_lock("catalog").unwrap();
+
+    let reading = rw.try_read().await.unwrap();
+    let out = outcome(&mut run_sh(
+        &q,
+        &["-n", "--shared"],
+        "catalog",
+        "touch shared",
+        d,
+    ))
+    .await;
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(d.join("shared").exists(), "a reader beside a reader");
+    let out = outcome(&mut run_sh(
+        &q,
+        &["-n", "--exclusive"],
+        "catalog",
+        "touch w1",
+        d,
+    ))
+    .await;
+    assert_eq!(out.code, Some(75), "{out:?}");
+    assert!(!d.join("w1").exists(), "a writer beside a reader");
+    reading.release().await.unwrap();
+
+    let writing = rw.try_write().await.unwrap();
+    for flag in ["--shared", "--exclusive"] {
+        let out = outcome(&mut run_sh(&q, &["-n", flag], "catalog", "touch w2", d)).await;
+        assert_eq!(out.code, Some(75), "{flag}: {out:?}");
+        assert!(!d.join("w2").exists(), "{flag} beside a writer");
+    }
+    writing.release().await.unwrap();
+    let out = outcome(&mut run_sh(
+        &q,
+        &["-n", "--exclusive"],
+        "catalog",
+        "touch w3",
+        d,
+    ))
+    .await;
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(d.join("w3").exists());
+
+    let lock = redlock.lock("plain").await.unwrap();
+    assert!(redlock.settle(std::time::Duration::from_secs(5)).await);
+    let before = snapshot(&q).await;
+    let out = outcome(&mut run_sh(&q, &["--shared"], "plain", "touch w4", d)).await;
+    assert_eq!(out.code, Some(64), "{out:?}");
+    assert!(
+        out.stderr.contains("`plain` is already in use as a lock"),
+        "{out:?}"
+    );
+    assert_eq!(snapshot(&q).await, before, "a node changed");
+    let out = outcome(&mut run_sh(
+        &q,
+        &["--shared", "--exclusive"],
+        "x",
+        "true",
+        d,
+    ))
+    .await;
+    assert_eq!(out.code, Some(64), "{out:?}");
+    lock.release().await.unwrap();
 }

@@ -607,3 +607,43 @@ async fn a_permit_is_handed_to_a_waiter_of_its_client_and_never_to_a_lock_waiter
     }
     lock.release().await.unwrap();
 }
+
+/// A permit's token is above every token handed out before it was *asked for*, not only
+/// before the permit was acquired: here a permit handed over (its acquisition) and another
+/// permit's token handed out after it, before its own ask. (A permit handed over used to
+/// read the counters at the handover: a token below one handed out before it was asked.)
+#[tokio::test]
+async fn a_permits_token_is_above_every_token_handed_out_before_it_was_asked() {
+    let q = LocalQuorum::start(3).await.unwrap();
+    let redlock = client(&q).await;
+    let sem = redlock.semaphore("asked", 2).unwrap();
+    // This client's locks have had a token asked for: handovers read the counters.
+    let warm = sem.try_acquire().await.unwrap();
+    warm.fencing_token().await.unwrap();
+    warm.release().await.unwrap();
+    let (a, b) = (
+        sem.try_acquire().await.unwrap(),
+        sem.try_acquire().await.unwrap(),
+    );
+    let (low, high) = if a.slot() < b.slot() { (a, b) } else { (b, a) };
+    let waiting = {
+        let sem = sem.clone();
+        tokio::spawn(async move { sem.acquire_with(Duration::from_secs(10), patient()).await })
+    };
+    common::eventually("the waiter waits in line", || async {
+        redlock.stats().taken >= 2
+    })
+    .await;
+    low.release().await.unwrap();
+    let handed = tokio::time::timeout(HANG, waiting)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(redlock.stats().handed_over, 1);
+    let before = high.fencing_token().await.unwrap();
+    let token = handed.fencing_token().await.unwrap();
+    assert!(token > before, "{token} after {before}");
+    handed.release().await.unwrap();
+    high.release().await.unwrap();
+}

@@ -204,9 +204,13 @@ impl Permit {
         self.0.token()
     }
 
-    /// The fencing token: greater than every fencing token handed out for any permit of this
-    /// semaphore before this one was acquired (one counter per semaphore), recorded on a
-    /// majority on the first call as for [`Lock::fencing_token`](crate::Lock::fencing_token).
+    /// The fencing token, recorded on a majority on the first call as for
+    /// [`Lock::fencing_token`](crate::Lock::fencing_token), from one counter per semaphore:
+    /// greater than every token handed out for any permit of this semaphore before this call
+    /// (permits are held at once, so not only those handed out before this one was
+    /// acquired), and never the same as another permit's: its remainder modulo
+    /// [`MAX_PERMITS`](crate::MAX_PERMITS) is the permit's [`slot`](Self::slot). A store
+    /// fenced per slot refuses a token below the last it saw for that slot.
     ///
     /// # Errors
     /// As [`Lock::fencing_token`](crate::Lock::fencing_token).

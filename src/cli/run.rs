@@ -9,8 +9,8 @@ use clap::Args;
 use humantime::format_duration;
 use nix::sys::signal::Signal;
 use quorumlock::{
-    ConfigError, Error, KeepAlive, KeptLock, Lock, LockHandle, LostReason, Permit, RedLock, Retry,
-    Semaphore, ENV_VARS, MAX_PERMITS,
+    Access, ConfigError, Error, KeepAlive, KeptLock, Lock, LockHandle, LostReason, Permit, RedLock,
+    Retry, RwGuard, RwLock, Semaphore, ENV_VARS, MAX_PERMITS,
 };
 
 use super::child::{exit_code, Relay, Running, Spec};
@@ -69,8 +69,18 @@ pub(crate) struct RunArgs {
     /// Hold one of N permits of RESOURCE, a semaphore, instead of its lock: at most N
     /// COMMANDs run at once across every host (a distributed `sem`); COMMAND gets its slot,
     /// 0 to N-1, in $QUORUMLOCK_SLOT. Every user of RESOURCE must give the same N
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", conflicts_with_all = ["shared", "exclusive"])]
     permits: Option<u32>,
+
+    /// Take RESOURCE as a read-write lock, on its shared (read) side: any number of
+    /// COMMANDs with --shared run at once, never beside one with --exclusive
+    #[arg(long, conflicts_with = "exclusive")]
+    shared: bool,
+
+    /// Take RESOURCE as a read-write lock, on its exclusive (write) side: alone, and before
+    /// --shared COMMANDs that arrive while it waits (writers first)
+    #[arg(long)]
+    exclusive: bool,
 
     /// Run COMMAND in quorumlock's process group, so that it can read from the terminal;
     /// signals then go to COMMAND only, not to the processes it starts
@@ -155,7 +165,13 @@ lock, waits (or not) as above until one is free, keeps it alive and releases it 
 and adds QUORUMLOCK_SLOT (the permit's slot, 0 to N-1: no two holders have the same) to
 COMMAND's environment. The fencing token is the semaphore's, one counter for all its
 permits: greater than every token handed out before the permit was taken, and never the
-same as another permit's (its remainder modulo 1024 is the slot). A RESOURCE in use as a lock, or as a semaphore of another N, is refused (exit 64)
+same as another permit's (its remainder modulo 1024 is the slot). A RESOURCE in use as a
+lock, or as a semaphore of another N, is refused (exit 64) and nothing is changed on any
+node.
+
+With --shared or --exclusive, RESOURCE is a read-write lock: COMMANDs with --shared run
+together, one with --exclusive runs alone, and a waiting --exclusive goes before --shared
+COMMANDs that arrive after it. A RESOURCE in use as another kind is refused (exit 64)
 and nothing is changed on any node.
 
 COMMAND leads a new process group, and signals go to the whole group: SIGTERM and SIGKILL
@@ -280,9 +296,11 @@ pub(crate) async fn run(args: RunArgs) -> Result<u8, Failure> {
     // Caught from now on: a Ctrl-C while waiting for the lock ends quorumlock cleanly.
     let mut relay = Relay::install()?;
     let redlock = builder.build()?;
-    let target = match args.permits {
-        Some(permits) => Target::Semaphore(redlock.semaphore(&args.resource, permits)?),
-        None => Target::Lock,
+    let target = match (args.permits, args.shared, args.exclusive) {
+        (Some(permits), ..) => Target::Semaphore(redlock.semaphore(&args.resource, permits)?),
+        (None, true, _) => Target::ReadWrite(redlock.rw_lock(&args.resource)?, Access::Read),
+        (None, _, true) => Target::ReadWrite(redlock.rw_lock(&args.resource)?, Access::Write),
+        _ => Target::Lock,
     };
     let mut left = None;
     let outcome = locked(
@@ -317,11 +335,13 @@ pub(super) async fn shut_down(redlock: &RedLock, resource: &str) {
     }
 }
 
-/// What `run` takes: RESOURCE's lock, or one permit of it as a semaphore (`--permits`).
+/// What `run` takes: RESOURCE's lock, one permit of it as a semaphore (`--permits`), or a
+/// side of it as a read-write lock (`--shared`, `--exclusive`).
 #[derive(Debug)]
 enum Target {
     Lock,
     Semaphore(Semaphore),
+    ReadWrite(RwLock, Access),
 }
 
 /// What `run` holds before it keeps it alive.
@@ -329,6 +349,7 @@ enum Target {
 enum Taken {
     Lock(Lock),
     Permit(Permit),
+    Side(RwGuard),
 }
 
 impl Taken {
@@ -340,6 +361,7 @@ impl Taken {
                 let slot = permit.slot();
                 Ok((permit.keep_alive(keep)?, Some(slot)))
             }
+            Taken::Side(side) => Ok((side.keep_alive(keep)?, None)),
         }
     }
 }
@@ -561,6 +583,9 @@ async fn acquire(
             Target::Semaphore(semaphore) => {
                 (semaphore.acquire_with(ttl, Retry::none()).await).map(Taken::Permit)
             }
+            Target::ReadWrite(rw, access) => {
+                (rw.acquire(*access, ttl, Retry::none()).await).map(Taken::Side)
+            }
         };
         match first {
             Err(Error::Taken { .. }) => {
@@ -572,6 +597,11 @@ async fn acquire(
     match target {
         Target::Lock => redlock.lock(resource).await.map(Taken::Lock),
         Target::Semaphore(semaphore) => semaphore.acquire().await.map(Taken::Permit),
+        Target::ReadWrite(rw, access) => {
+            let config = redlock.config();
+            let side = rw.acquire(*access, config.ttl(), config.retry()).await;
+            side.map(Taken::Side)
+        }
     }
 }
 
@@ -643,6 +673,8 @@ mod tests {
             hold_at_least: None,
             grace: None,
             permits: None,
+            shared: false,
+            exclusive: false,
             foreground: false,
             resource: "r".into(),
             command: vec!["true".into()],

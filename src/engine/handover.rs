@@ -141,7 +141,9 @@ impl Coordinator {
             all: ident.keys().to_vec(),
             locks: ident.locks(),
         };
-        let reads_counters = self.reads_counters(&keys);
+        // A permit's token is read when it is asked for, never at its acquisition: other
+        // permits, held meanwhile, may be handed tokens between the two (design 2.9).
+        let reads_counters = ident.permit_slot().is_none() && self.reads_counters(&keys);
         let sent = keys.sent(reads_counters).to_vec();
         let (old, new) = (ident.value(), ident.claim_of(&token));
         let primitive = ident.primitive();
