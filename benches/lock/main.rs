@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 use criterion::{criterion_group, criterion_main, Criterion};
 use fred::prelude::Key;
 use quorumlock::testkit::{LocalQuorum, NodeOptions, Reply};
-use quorumlock::{KeepAlive, Lock, RedLock};
+use quorumlock::{Access, KeepAlive, Lock, RedLock, Retry};
 use tokio::runtime::Runtime;
 
 use floor::Floor;
@@ -54,11 +54,13 @@ enum Function {
     QuorumlockExtend,
     QuorumlockKeptAcquire,
     QuorumlockPermit,
+    QuorumlockRead,
+    QuorumlockWrite,
     Rslock,
 }
 
 impl Function {
-    const ALL: [Function; 10] = [
+    const ALL: [Function; 12] = [
         Function::FloorQuorum,
         Function::FloorAll,
         Function::SingleNode,
@@ -68,6 +70,8 @@ impl Function {
         Function::QuorumlockExtend,
         Function::QuorumlockKeptAcquire,
         Function::QuorumlockPermit,
+        Function::QuorumlockRead,
+        Function::QuorumlockWrite,
         Function::Rslock,
     ];
 
@@ -82,6 +86,8 @@ impl Function {
             Function::QuorumlockExtend => "quorumlock_extend",
             Function::QuorumlockKeptAcquire => "quorumlock_kept_acquire",
             Function::QuorumlockPermit => "quorumlock_permit",
+            Function::QuorumlockRead => "quorumlock_read",
+            Function::QuorumlockWrite => "quorumlock_write",
             Function::Rslock => "rslock",
         }
     }
@@ -137,6 +143,17 @@ async fn permit_cycle(redlock: &RedLock, resource: &str) -> bool {
     };
     match semaphore.try_acquire().await {
         Ok(permit) => permit.release().await.is_ok(),
+        Err(_) => false,
+    }
+}
+
+/// A side of a read-write lock nobody else holds: acquire + release, as a lock cycle.
+async fn side_cycle(redlock: &RedLock, resource: &str, access: Access) -> bool {
+    let Ok(rw) = redlock.rw_lock(resource) else {
+        return false;
+    };
+    match rw.acquire(access, TTL, Retry::none()).await {
+        Ok(side) => side.release().await.is_ok(),
         Err(_) => false,
     }
 }
@@ -234,6 +251,8 @@ impl Fixture {
             Function::QuorumlockFencedToken => token_cycle(&self.fenced_token, resource).await,
             Function::QuorumlockKeptAcquire => kept_cycle(&self.fenced, resource).await,
             Function::QuorumlockPermit => permit_cycle(&self.fenced, resource).await,
+            Function::QuorumlockRead => side_cycle(&self.fenced, resource, Access::Read).await,
+            Function::QuorumlockWrite => side_cycle(&self.fenced, resource, Access::Write).await,
             Function::QuorumlockExtend => match held {
                 Some(lock) => lock.extend().await.is_ok(),
                 None => false,
