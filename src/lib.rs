@@ -23,7 +23,7 @@ pub use api::election::Leadership;
 pub use api::kept::{KeptLock, LockHandle};
 pub use api::lock::Lock;
 pub use api::redlock::RedLock;
-pub use api::rwlock::{Access, RwGuard, RwLock};
+pub use api::rwlock::{RwGuard, RwLock};
 pub use api::semaphore::{Permit, Semaphore};
 pub use config::builder::{Config, RedLockBuilder, Retry, ENV_VARS};
 #[cfg(feature = "serde")]
@@ -32,9 +32,10 @@ pub use config::file::{ConfigFile, RetryFile, TlsFileSettings};
 pub use config::url::NodeUrl;
 pub use config::Candidacy;
 pub use config::KeepAlive;
-pub use engine::census::PermitHolder;
+pub use engine::census::{PermitHolder, RwHolder};
 pub use engine::held::Released;
 pub use engine::observe::Leader;
+pub use engine::rwlock::Access;
 pub use engine::shutdown::Shutdown;
 pub use engine::token::Token;
 pub use error::{

@@ -281,3 +281,84 @@ async fn racing_readers_and_writers_never_overlap_a_writer() {
         most_readers.load(Ordering::SeqCst)
     );
 }
+
+#[tokio::test]
+async fn the_holders_are_the_readers_the_writer_and_the_writers_waiting() {
+    let q = LocalQuorum::start(3).await.unwrap();
+    let (a, b, c) = (client(&q).await, client(&q).await, client(&q).await);
+    let rw = a.rw_lock("census").unwrap();
+    assert_eq!(rw.holders().await.unwrap(), Vec::new());
+    let r1 = rw.try_read().await.unwrap();
+    let r2 = b.rw_lock("census").unwrap().try_read().await.unwrap();
+    let writer = {
+        let lock = c.rw_lock("census").unwrap();
+        tokio::spawn(async move {
+            lock.acquire(Access::Write, Duration::from_secs(10), patient())
+                .await
+        })
+    };
+    let sha = |t: &str| quorumlock::fred::util::sha1_hash(t);
+    common::eventually("both readers and the intent on every node", || async {
+        let found = rw.holders().await.unwrap();
+        found.len() == 3 && found.iter().all(|h| h.nodes == 3)
+    })
+    .await;
+    let found = rw.holders().await.unwrap();
+    let mut readers: Vec<&str> = found
+        .iter()
+        .filter(|h| h.access == Access::Read && !h.waiting)
+        .map(|h| h.token_sha1.as_str())
+        .collect();
+    readers.sort_unstable();
+    let mut expected = [sha(r1.token().as_str()), sha(r2.token().as_str())];
+    expected.sort_unstable();
+    assert_eq!(
+        readers,
+        expected.iter().map(String::as_str).collect::<Vec<_>>()
+    );
+    let waiting: Vec<_> = found.iter().filter(|h| h.waiting).collect();
+    assert_eq!(waiting.len(), 1);
+    assert_eq!(waiting[0].access, Access::Write);
+    assert!(found
+        .iter()
+        .all(|h| h.ttl > Duration::ZERO && h.ttl <= Duration::from_secs(10)));
+    r1.release().await.unwrap();
+    r2.release().await.unwrap();
+    let w = tokio::time::timeout(HANG, writer)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    common::eventually("the writer alone", || async {
+        let found = rw.holders().await.unwrap();
+        found.len() == 1 && found[0].nodes == 3
+    })
+    .await;
+    let found = rw.holders().await.unwrap();
+    assert_eq!(
+        (
+            found[0].access,
+            found[0].waiting,
+            found[0].token_sha1.clone()
+        ),
+        (Access::Write, false, sha(w.token().as_str()))
+    );
+    // A semaphore's census of it, and its census of a semaphore, are refused.
+    assert!(matches!(
+        a.semaphore("census", 2).unwrap().holders().await,
+        Err(Error::KindMismatch {
+            found: FoundKind::ReadWriteLock,
+            ..
+        })
+    ));
+    w.release().await.unwrap();
+    let permit = a.semaphore("sem", 3).unwrap().try_acquire().await.unwrap();
+    assert!(matches!(
+        a.rw_lock("sem").unwrap().holders().await,
+        Err(Error::KindMismatch {
+            found: FoundKind::Semaphore { permits: 3 },
+            ..
+        })
+    ));
+    permit.release().await.unwrap();
+}

@@ -5,9 +5,10 @@ use std::time::{Duration, Instant};
 
 use crate::api::kept::KeptLock;
 use crate::config::{KeepAlive, Retry};
+use crate::engine::census::RwHolder;
 use crate::engine::coordinator::Coordinator;
 use crate::engine::held::{Held, Member, Released};
-use crate::engine::rwlock::RwSpec;
+use crate::engine::rwlock::{Access, RwSpec};
 use crate::engine::token::Token;
 use crate::error::{Error, NodeError};
 
@@ -43,15 +44,6 @@ use crate::error::{Error, NodeError};
 pub struct RwLock {
     redlock: Coordinator,
     spec: RwSpec,
-}
-
-/// Which side of a [`RwLock`] an [`RwGuard`] holds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Access {
-    /// Shared with other readers.
-    Read,
-    /// Alone.
-    Write,
 }
 
 impl RwLock {
@@ -102,6 +94,16 @@ impl RwLock {
     pub async fn try_write(&self) -> Result<RwGuard, Error> {
         self.acquire(Access::Write, self.redlock.config().ttl, Retry::none())
             .await
+    }
+
+    /// Every reader and writer of the lock, and every writer waiting, as the nodes record
+    /// them now (read-only, advisory, as [`Semaphore::holders`](crate::Semaphore::holders)).
+    ///
+    /// # Errors
+    /// [`Error::NoQuorum`] when too few nodes answered; [`Error::KindMismatch`] when the
+    /// name is in use as another kind; [`Error::ShutDown`] after the client's shutdown.
+    pub async fn holders(&self) -> Result<Vec<RwHolder>, Error> {
+        self.redlock.rw_holders(&self.spec).await
     }
 
     /// Takes `access` for `ttl`, retrying by `retry`. A writer's pauses between attempts are

@@ -11,6 +11,7 @@ use std::time::Duration;
 use fred::types::{Key, Value};
 
 use crate::engine::coordinator::Coordinator;
+use crate::engine::rwlock::{Access, RwSpec};
 use crate::engine::semaphore::Spec;
 use crate::error::{Error, FoundKind, NodeError};
 use crate::node::scripts::{self, Script};
@@ -70,15 +71,68 @@ struct Claim {
     left: Duration,
 }
 
+/// One claim of a [`RwLock`](crate::RwLock), as
+/// [`RwLock::holders`](crate::RwLock::holders) found it on the nodes: a reader, the writer,
+/// or a writer waiting (its intent, which keeps new readers out).
+///
+/// Advisory, as [`PermitHolder`] is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RwHolder {
+    /// The side held, or waited for.
+    pub access: Access,
+    /// Whether this is a writer waiting (its intent) rather than a holder.
+    pub waiting: bool,
+    /// The SHA1 of the holder's token (of a waiting writer's call, for an intent), as
+    /// [`PermitHolder::token_sha1`].
+    pub token_sha1: String,
+    /// How many nodes record it, unexpired by their own clocks.
+    pub nodes: usize,
+    /// How long a majority of all the nodes will still record it, as [`PermitHolder::ttl`].
+    pub ttl: Duration,
+}
+
 impl Coordinator {
     /// Reads the holders of `spec` on every node, and puts together what they record.
     pub(crate) async fn holders(&self, spec: &Spec) -> Result<Vec<PermitHolder>, Error> {
+        self.census(spec.name(), spec.key(), Some(spec.permits()))
+            .await
+    }
+
+    /// Reads the readers, writer and waiting writers of `spec` on every node.
+    pub(crate) async fn rw_holders(&self, spec: &RwSpec) -> Result<Vec<RwHolder>, Error> {
+        let found = self.census(spec.name(), spec.key(), None).await?;
+        Ok(found
+            .into_iter()
+            .map(|h| RwHolder {
+                access: if h.slot == 0 {
+                    Access::Read
+                } else {
+                    Access::Write
+                },
+                waiting: h.slot == 2,
+                token_sha1: h.token_sha1,
+                nodes: h.nodes,
+                ttl: h.ttl,
+            })
+            .collect())
+    }
+
+    /// The claims of the sorted set at `key` on every node, put together: a semaphore of
+    /// `permits`, or a read-write lock (`None`; slots 0, 1 and 2 are readers, writers and
+    /// intents).
+    async fn census(
+        &self,
+        name: &str,
+        key: &str,
+        permits: Option<u32>,
+    ) -> Result<Vec<PermitHolder>, Error> {
         self.refuse_if_shut_down()?;
-        let key = Key::from(spec.key());
+        let key = Key::from(key);
         let answers = futures::future::join_all(
             self.node_list()
                 .iter()
-                .map(|node| read_node(node, key.clone(), spec.permits())),
+                .map(|node| read_node(node, key.clone(), permits)),
         )
         .await;
         let mut failures = Vec::new();
@@ -89,7 +143,7 @@ impl Coordinator {
                 Err(e) => failures.push(e),
                 Ok(Record::Other(found)) => {
                     return Err(Error::KindMismatch {
-                        resource: spec.name().to_string(),
+                        resource: name.to_string(),
                         found,
                     })
                 }
@@ -103,7 +157,7 @@ impl Coordinator {
         let quorum = self.quorum();
         if answered < quorum {
             return Err(Error::NoQuorum {
-                resource: spec.name().to_string(),
+                resource: name.to_string(),
                 needed: quorum,
                 agreed: answered,
                 failures,
@@ -146,16 +200,18 @@ fn tally(claims: Vec<Claim>, quorum: usize) -> Vec<PermitHolder> {
     holders
 }
 
-/// What one node records at `key`, compared with a semaphore of `permits`.
-async fn read_node(node: &Node, key: Key, permits: u32) -> Result<Record, NodeError> {
+/// What one node records at `key`, compared with a semaphore of `permits` (a read-write
+/// lock: `None`).
+async fn read_node(node: &Node, key: Key, permits: Option<u32>) -> Result<Record, NodeError> {
     node.eval(&PERMIT_HOLDERS, vec![key], Vec::new(), move |reply| {
         parse(&reply, permits).ok_or_else(|| Node::unexpected("PERMIT_HOLDERS", &reply))
     })
     .await
 }
 
-/// PERMIT_HOLDERS's reply; `None` if it is not of the script's shape.
-fn parse(reply: &Value, permits: u32) -> Option<Record> {
+/// PERMIT_HOLDERS's reply, for a semaphore of `permits` or a read-write lock (`None`);
+/// `None` if it is not of the script's shape.
+fn parse(reply: &Value, permits: Option<u32>) -> Option<Record> {
     let Value::Array(parts) = reply else {
         return None;
     };
@@ -167,9 +223,11 @@ fn parse(reply: &Value, permits: u32) -> Option<Record> {
     match record {
         0 if rest.is_empty() => return Some(Record::Empty),
         -1 if rest.is_empty() => return Some(Record::Other(FoundKind::Other)),
+        -2 if permits.is_some() => return Some(Record::Other(FoundKind::ReadWriteLock)),
+        -2 => {}
         n if n > 0 => {
             let found = u32::try_from(n).ok()?;
-            if found != permits {
+            if Some(found) != permits {
                 return Some(Record::Other(FoundKind::Semaphore { permits: found }));
             }
         }
@@ -246,18 +304,18 @@ mod tests {
         let sha = || Value::from("f".repeat(40));
         let reply = |parts: Vec<Value>| Value::Array(parts);
         assert!(matches!(
-            parse(&reply(vec![int(0)]), 2),
+            parse(&reply(vec![int(0)]), Some(2)),
             Some(Record::Empty)
         ));
         assert!(matches!(
-            parse(&reply(vec![int(-1)]), 2),
+            parse(&reply(vec![int(-1)]), Some(2)),
             Some(Record::Other(FoundKind::Other))
         ));
         assert!(matches!(
-            parse(&reply(vec![int(3)]), 2),
+            parse(&reply(vec![int(3)]), Some(2)),
             Some(Record::Other(FoundKind::Semaphore { permits: 3 }))
         ));
-        match parse(&reply(vec![int(2), int(1), sha(), int(1500)]), 2) {
+        match parse(&reply(vec![int(2), int(1), sha(), int(1500)]), Some(2)) {
             Some(Record::Claims(claims)) => {
                 assert_eq!(claims.len(), 1);
                 assert_eq!(claims[0].slot, 1);
@@ -265,9 +323,20 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+        assert!(matches!(
+            parse(&reply(vec![int(-2)]), Some(2)),
+            Some(Record::Other(FoundKind::ReadWriteLock))
+        ));
+        match parse(&reply(vec![int(-2), int(1), sha(), int(800)]), None) {
+            Some(Record::Claims(claims)) => assert_eq!(claims[0].slot, 1),
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            parse(&reply(vec![int(2)]), None),
+            Some(Record::Other(FoundKind::Semaphore { permits: 2 }))
+        ));
         for bad in [
             reply(vec![]),
-            reply(vec![int(-2)]),
             reply(vec![int(0), int(1)]),
             reply(vec![int(2), int(1), sha()]),
             reply(vec![int(2), int(-1), sha(), int(5)]),
@@ -275,7 +344,7 @@ mod tests {
             reply(vec![int(2), int(1), sha(), int(-5)]),
             Value::from("OK"),
         ] {
-            assert!(parse(&bad, 2).is_none(), "{bad:?}");
+            assert!(parse(&bad, Some(2)).is_none(), "{bad:?}");
         }
     }
 }

@@ -32,6 +32,20 @@ impl RwSpec {
     pub(crate) fn name(&self) -> &str {
         &self.name
     }
+
+    /// The lock's key on the nodes.
+    pub(crate) fn key(&self) -> &str {
+        self.keys.all[0].as_str().unwrap_or_default()
+    }
+}
+
+/// Which side of a [`RwLock`](crate::RwLock) an [`RwGuard`](crate::RwGuard) holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// Shared with other readers.
+    Read,
+    /// Alone.
+    Write,
 }
 
 /// What a waiter for either side of a read-write lock carries in its client's line: never
@@ -90,7 +104,7 @@ impl Coordinator {
         let waiter = intent
             .as_ref()
             .map_or_else(|| Value::from(""), |i| i.waiter.clone());
-        let key = spec.keys.all[0].as_str().unwrap_or_default().to_string();
+        let key = spec.key().to_string();
         let side = if reader {
             Member::Reader
         } else {

@@ -499,27 +499,39 @@ if redis.call('get', KEYS[#KEYS - 1]) ~= ARGV[4] then return -1 end
     "return 1"
 );
 
-/// Reads the unexpired claims of the semaphore `KEYS[1]` by the node's clock, changing
-/// nothing (`engine/census.rs`, sent on its own, outside the batches): `{N}` followed, for
-/// each claim whose expiry is still ahead, by its slot, the SHA1 of its token (in hex) and
-/// the milliseconds left; `{0}` when the key does not exist, `{-1}` when it holds something
-/// other than a semaphore. Expired claims are skipped, not dropped. Only the tokens' hashes
-/// leave the node, as with OBSERVE: whoever has a token can release its permit.
+/// Reads the unexpired claims of the semaphore or read-write lock `KEYS[1]` by the node's
+/// clock, changing nothing (`engine/census.rs`, sent on its own, outside the batches): `{N}`
+/// for a semaphore of N permits, `{-2}` for a read-write lock, followed, for each claim whose
+/// expiry is still ahead, by its slot (a read-write lock's: 0 for a reader, 1 for a writer,
+/// 2 for a writer's intent), the SHA1 of its token (in hex) and the milliseconds left; `{0}`
+/// when the key does not exist, `{-1}` when it holds something else. Expired claims are
+/// skipped, not dropped. Only the tokens' hashes leave the node, as with OBSERVE: whoever has
+/// a token can release its claim.
 pub(crate) const PERMIT_HOLDERS: &str = concat!(
     r"local kind = redis.call('type', KEYS[1])['ok']
 if kind == 'none' then return {0} end
 if kind ~= 'zset' then return {-1} end
+local out = {}
+local rw = false
 local record = redis.call('zscore', KEYS[1], '#')
-if not record then return {-1} end
+if record then
+  out[1] = -tonumber(record)
+elseif redis.call('zscore', KEYS[1], '#rw') then
+  out[1], rw = -2, true
+else
+  return {-1}
+end
 ",
     node_now!(),
-    r"local out = {-tonumber(record)}
-local all = redis.call('zrange', KEYS[1], 0, -1, 'withscores')
+    r"local sides = {r = 0, w = 1, i = 2}
+local all = redis.call('zrange', KEYS[1], 1, -1, 'withscores')
 for i = 1, #all, 2 do
-  local slot, token = string.match(all[i], '^(%d+):(.*)$')
+  local prefix, token = string.match(all[i], '^([^:]+):(.*)$')
   local left = tonumber(all[i + 1]) - now
+  local slot = nil
+  if prefix and rw then slot = sides[prefix] elseif prefix then slot = tonumber(prefix) end
   if slot and left > 0 then
-    out[#out + 1] = tonumber(slot)
+    out[#out + 1] = slot
     out[#out + 1] = redis.sha1hex(token)
     out[#out + 1] = math.floor(left)
   end
