@@ -565,3 +565,54 @@ async fn shared_and_exclusive_take_the_sides_of_a_read_write_lock() {
     assert_eq!(out.code, Some(64), "{out:?}");
     lock.release().await.unwrap();
 }
+
+/// `status` of a read-write lock lists its readers, writer and writers waiting (75 while a
+/// writer holds it); `release --force` refuses it.
+#[tokio::test]
+async fn status_lists_a_read_write_locks_sides_and_release_force_refuses_it() {
+    let q = LocalQuorum::start(3).await.unwrap();
+    let redlock = client(&q).await;
+    let rw = redlock.rw_lock("shelf").unwrap();
+    let r1 = rw.try_read().await.unwrap();
+    let r2 = rw.try_read().await.unwrap();
+    assert!(redlock.settle(std::time::Duration::from_secs(5)).await);
+    let out = outcome(quorumlock(&q.urls()).args(["status", "shelf"])).await;
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(
+        out.stdout
+            .ends_with("`shelf`: read-write lock, 2 readers (key on 3 of 3 nodes, quorum 2)\n"),
+        "{out:?}"
+    );
+    for token in [r1.token(), r2.token()] {
+        let sha1 = quorumlock::fred::util::sha1_hash(token.as_str());
+        assert!(
+            out.stdout
+                .contains(&format!("reader {} on 3 of 3 nodes", &sha1[..12])),
+            "{out:?}"
+        );
+    }
+    r1.release().await.unwrap();
+    r2.release().await.unwrap();
+    let w = rw.try_write().await.unwrap();
+    assert!(redlock.settle(std::time::Duration::from_secs(5)).await);
+    let out = outcome(quorumlock(&q.urls()).args(["status", "--json", "shelf"])).await;
+    assert_eq!(out.code, Some(75), "{out:?}");
+    let doc = json(&out);
+    assert_eq!(
+        (doc["kind"].as_str(), doc["verdict"].as_str()),
+        (Some("rwlock"), Some("written"))
+    );
+    let holders = doc["holders"].as_array().expect("holders");
+    assert_eq!(holders.len(), 1, "{doc:#}");
+    assert_eq!(holders[0]["access"], "write");
+    assert_eq!(holders[0]["waiting"], false);
+    assert_eq!(holders[0]["held"], true);
+    assert_eq!(
+        holders[0]["token_sha1"],
+        quorumlock::fred::util::sha1_hash(w.token().as_str())
+    );
+    let out = outcome(quorumlock(&q.urls()).args(["release", "--force", "shelf"])).await;
+    assert_eq!(out.code, Some(64), "{out:?}");
+    assert!(out.stderr.contains("is a read-write lock"), "{out:?}");
+    w.release().await.unwrap();
+}

@@ -126,6 +126,13 @@ pub(crate) async fn release(args: ReleaseArgs) -> Result<u8, Failure> {
             args.resource, args.resource
         )));
     }
+    if before.iter().any(|s| matches!(s, Seen::ReadWrite { .. })) {
+        return Err(Failure::usage(format!(
+            "`{}` is a read-write lock: release --force breaks a lock only \
+             (`quorumlock status {}` lists its holders; they expire by their ttl)",
+            args.resource, args.resource
+        )));
+    }
     let mut out = String::new();
     let tokens = tokens(&before);
     for token in &tokens {

@@ -4,14 +4,14 @@
 //! with the library's census ([`Semaphore::holders`](quorumlock::Semaphore::holders)).
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
+use std::fmt::{self, Write as _};
 use std::time::Duration;
 
 use clap::Args;
 use fred::prelude::{Builder, ClientLike, Config, KeysInterface, Value};
 use fred::types::CustomCommand;
 use humantime::format_duration;
-use quorumlock::{quorum, ConfigError, PermitHolder};
+use quorumlock::{quorum, Access, ConfigError, PermitHolder, RwHolder};
 use serde::Serialize;
 
 use super::exit::{Failure, SOFTWARE, TAKEN, UNAVAILABLE};
@@ -73,6 +73,10 @@ pub(super) enum Seen {
         permits: u32,
         pttl: i64,
     },
+    /// The key is a read-write lock (`run --shared`, `--exclusive`).
+    ReadWrite {
+        pttl: i64,
+    },
     Failed(String),
 }
 
@@ -99,6 +103,9 @@ pub(crate) async fn status(args: StatusArgs) -> Result<u8, Failure> {
     if let Some(permits) = semaphore_of(&seen) {
         return semaphore_status(&args, &vars, &key, &seen, permits).await;
     }
+    if read_write(&seen) {
+        return rw_status(&args, &vars, &key, &seen).await;
+    }
     let summary = summarize(&args.resource, &seen);
     if args.json {
         let document = to_json(&args.resource, &key, config.nodes(), &seen, &summary);
@@ -117,12 +124,7 @@ pub(crate) async fn status(args: StatusArgs) -> Result<u8, Failure> {
                 short(token),
                 expiry(*pttl)
             ),
-            Seen::Semaphore { permits, pttl } => writeln!(
-                out,
-                "node {i} {node}: semaphore of {permits} permits ({})",
-                expiry(*pttl)
-            ),
-            Seen::Failed(why) => writeln!(out, "node {i} {node}: unreachable: {why}"),
+            other => node_line(&mut out, i, node, other),
         };
     }
     out.push_str(&summary.line);
@@ -182,10 +184,42 @@ async fn semaphore_record(
         .filter(|score| *score < 0.0 && score.fract() == 0.0 && -score <= f64::from(u32::MAX))
         .map(|score| -score as u32);
     let Some(permits) = permits else {
-        return Ok(None);
+        let read_write: Value = client
+            .custom(
+                CustomCommand::new_static("ZSCORE", None, false),
+                vec![key, "#rw"],
+            )
+            .await?;
+        if read_write.is_null() {
+            return Ok(None);
+        }
+        let pttl: i64 = client.pttl(key).await?;
+        return Ok(Some(Seen::ReadWrite { pttl }));
     };
     let pttl: i64 = client.pttl(key).await?;
     Ok(Some(Seen::Semaphore { permits, pttl }))
+}
+
+/// A node's line, for the kinds of key a status of another kind shows too.
+fn node_line(out: &mut String, i: usize, node: &quorumlock::NodeUrl, seen: &Seen) -> fmt::Result {
+    match seen {
+        Seen::Free => writeln!(out, "node {i} {node}: free"),
+        Seen::Held { token, pttl } => writeln!(
+            out,
+            "node {i} {node}: a lock's key, held by {} ({})",
+            short(token),
+            expiry(*pttl)
+        ),
+        Seen::Semaphore { permits, pttl } => writeln!(
+            out,
+            "node {i} {node}: semaphore of {permits} permits ({})",
+            expiry(*pttl)
+        ),
+        Seen::ReadWrite { pttl } => {
+            writeln!(out, "node {i} {node}: read-write lock ({})", expiry(*pttl))
+        }
+        Seen::Failed(why) => writeln!(out, "node {i} {node}: unreachable: {why}"),
+    }
 }
 
 /// A connection of its own to one node, for reading: the timeout on every command, no
@@ -298,7 +332,7 @@ struct StatusDocument<'a> {
     holder: Option<&'a str>,
     /// A semaphore's number of permits.
     permits: Option<u32>,
-    /// A semaphore's holders; `null` for a lock.
+    /// A semaphore's or a read-write lock's holders; `null` for a lock.
     holders: Option<Vec<HolderJson<'a>>>,
     verdict: &'static str,
     /// Why a semaphore's holders could not be read.
@@ -306,10 +340,18 @@ struct StatusDocument<'a> {
     exit_code: u8,
 }
 
-/// One holder of a semaphore's permit.
+/// One holder of a semaphore's permit, or of a read-write lock's side.
 #[derive(Debug, Serialize)]
 struct HolderJson<'a> {
-    slot: u32,
+    /// A semaphore's slot; absent for a read-write lock.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    slot: Option<u32>,
+    /// A read-write lock's side, `read` or `write`; absent for a semaphore.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    access: Option<&'static str>,
+    /// A read-write lock's writer waiting (its intent); absent for a semaphore.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    waiting: Option<bool>,
     token_sha1: &'a str,
     nodes: usize,
     ttl_ms: u128,
@@ -371,6 +413,7 @@ fn json_nodes<'a>(nodes: &'a [quorumlock::NodeUrl], seen: &'a [Seen]) -> Vec<Sta
                 Seen::Semaphore { permits, pttl } => {
                     ("semaphore", None, Some(*pttl), Some(*permits), None)
                 }
+                Seen::ReadWrite { pttl } => ("rwlock", None, Some(*pttl), None, None),
                 Seen::Failed(why) => ("unreachable", None, None, None, Some(why.as_str())),
             };
             StatusNode {
@@ -472,7 +515,9 @@ async fn semaphore_status(
                 holders
                     .iter()
                     .map(|h| HolderJson {
-                        slot: h.slot,
+                        slot: Some(h.slot),
+                        access: None,
+                        waiting: None,
                         token_sha1: &h.token_sha1,
                         nodes: h.nodes,
                         ttl_ms: h.ttl.as_millis(),
@@ -499,12 +544,7 @@ async fn semaphore_status(
                 short(token),
                 expiry(*pttl)
             ),
-            Seen::Semaphore { permits, pttl } => writeln!(
-                out,
-                "node {i} {node}: semaphore of {permits} permits ({})",
-                expiry(*pttl)
-            ),
-            Seen::Failed(why) => writeln!(out, "node {i} {node}: unreachable: {why}"),
+            other => node_line(&mut out, i, node, other),
         };
     }
     for h in holders {
@@ -527,6 +567,126 @@ async fn semaphore_status(
                 seen.len()
             )
         };
+    }
+    out.push_str(&line);
+    out.push('\n');
+    print!("{out}");
+    Ok(code)
+}
+
+/// Whether the nodes hold a read-write lock at the key: more of them than a lock's token.
+fn read_write(seen: &[Seen]) -> bool {
+    let count = |f: fn(&Seen) -> bool| seen.iter().filter(|s| f(s)).count();
+    let rw = count(|s| matches!(s, Seen::ReadWrite { .. }));
+    rw > 0 && rw >= count(|s| matches!(s, Seen::Held { .. }))
+}
+
+/// `status` of a read-write lock: the nodes as `seen`, then its readers, writer and writers
+/// waiting, read with the library's census. Exit 75 while a writer holds it (a reader
+/// would wait), 0 otherwise.
+async fn rw_status(
+    args: &StatusArgs,
+    vars: &Vars,
+    key: &str,
+    seen: &[Seen],
+) -> Result<u8, Failure> {
+    let redlock = vars.builder()?.build()?;
+    redlock
+        .wait_for_quorum(redlock.config().connect_timeout())
+        .await;
+    let census = redlock.rw_lock(&args.resource)?.holders().await;
+    let nodes = redlock.config().nodes();
+    let needed = quorum(seen.len());
+    let on = seen
+        .iter()
+        .filter(|s| matches!(s, Seen::ReadWrite { .. }))
+        .count();
+    let free_on = seen.iter().filter(|s| **s == Seen::Free).count();
+    let counts = format!("key on {on} of {} nodes, quorum {needed}", seen.len());
+    let holders: &[RwHolder] = census.as_deref().unwrap_or_default();
+    let holding = |access: Access| {
+        holders
+            .iter()
+            .filter(|h| h.access == access && !h.waiting && h.nodes >= needed)
+            .count()
+    };
+    let waiting = holders.iter().any(|h| h.waiting);
+    let resource = &args.resource;
+    let (verdict, code, line) = match &census {
+        Ok(_) if holding(Access::Write) > 0 => (
+            "written",
+            TAKEN,
+            format!("`{resource}`: read-write lock, held by a writer ({counts})"),
+        ),
+        Ok(_) => {
+            let readers = holding(Access::Read);
+            let behind = if waiting { ", a writer waiting" } else { "" };
+            let verdict = if readers > 0 { "read" } else { "free" };
+            let line =
+                format!("`{resource}`: read-write lock, {readers} readers{behind} ({counts})");
+            (verdict, 0, line)
+        }
+        Err(e) => (
+            "unknown",
+            UNAVAILABLE,
+            format!("`{resource}`: read-write lock: unknown: {e} ({counts})"),
+        ),
+    };
+    if args.json {
+        let document = StatusDocument {
+            resource,
+            key,
+            kind: "rwlock",
+            nodes: json_nodes(nodes, seen),
+            quorum: needed,
+            held_on: on,
+            free_on,
+            holder: None,
+            permits: None,
+            holders: Some(
+                holders
+                    .iter()
+                    .map(|h| HolderJson {
+                        slot: None,
+                        access: Some(match h.access {
+                            Access::Read => "read",
+                            _ => "write",
+                        }),
+                        waiting: Some(h.waiting),
+                        token_sha1: &h.token_sha1,
+                        nodes: h.nodes,
+                        ttl_ms: h.ttl.as_millis(),
+                        held: !h.waiting && h.nodes >= needed,
+                    })
+                    .collect(),
+            ),
+            verdict,
+            error: census.as_ref().err().map(ToString::to_string),
+            exit_code: code,
+        };
+        let text =
+            serde_json::to_string_pretty(&document).map_err(|e| Failure::new(SOFTWARE, e))?;
+        println!("{text}");
+        return Ok(code);
+    }
+    let mut out = String::new();
+    for (i, (node, seen)) in nodes.iter().zip(seen).enumerate() {
+        let _ = node_line(&mut out, i, node, seen);
+    }
+    for h in holders {
+        let sha1 = &h.token_sha1[..12.min(h.token_sha1.len())];
+        let who = match (h.access, h.waiting) {
+            (_, true) => "writer waiting",
+            (Access::Read, _) => "reader",
+            _ => "writer",
+        };
+        let _ = writeln!(
+            out,
+            "{who} {sha1} on {} of {} nodes (expires in {})",
+            h.nodes,
+            seen.len(),
+            format_duration(Duration::from_millis(h.ttl.as_millis() as u64))
+        );
     }
     out.push_str(&line);
     out.push('\n');
