@@ -29,16 +29,27 @@ use crate::error::{Error, NodeError};
 /// are refused until it is through, so a stream of readers cannot starve it. Readers already
 /// in finish first.
 ///
-/// ```no_run
-/// # async fn f(redlock: quorumlock::RedLock) -> Result<(), quorumlock::Error> {
+/// ```
+/// # #[cfg(feature = "testkit")]
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let nodes = quorumlock::testkit::LocalQuorum::start(3).await?;
+/// # let redlock = quorumlock::RedLock::builder().nodes(nodes.urls()).build()?;
+/// # redlock.wait_for_nodes(std::time::Duration::from_secs(5)).await;
 /// let catalog = redlock.rw_lock("catalog")?;
-/// let reading = catalog.read().await?; // many at once, fleet-wide
-/// reading.release().await?;
+/// let one = catalog.read().await?; // many at once, fleet-wide
+/// let two = catalog.read().await?;
+/// assert!(matches!(catalog.try_write().await, Err(quorumlock::Error::Taken { .. })));
+/// one.release().await?;
+/// two.release().await?;
+///
 /// let writing = catalog.write().await?; // alone
 /// let fence = writing.fencing_token().await?;
 /// # let _ = fence;
 /// writing.release().await?;
 /// # Ok(()) }
+/// # #[cfg(not(feature = "testkit"))]
+/// # fn main() {}
 /// ```
 #[derive(Debug, Clone)]
 pub struct RwLock {

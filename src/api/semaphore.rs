@@ -31,16 +31,29 @@ use crate::error::{Error, NodeError};
 /// [`Error::KindMismatch`] and changes nothing. (A *lock* asked where a semaphore is held
 /// is refused as [`Error::Taken`].)
 ///
-/// ```no_run
-/// # async fn f(redlock: quorumlock::RedLock) -> Result<(), quorumlock::Error> {
-/// // At most 4 exports at once, fleet-wide.
-/// let exports = redlock.semaphore("exports", 4)?;
-/// let permit = exports.acquire().await?; // waits for a release when all 4 are taken
-/// let fence = permit.fencing_token().await?; // greater than every earlier permit's
-/// # let _ = fence;
-/// // ... the export ...
-/// permit.release().await?;
+/// ```
+/// # #[cfg(feature = "testkit")]
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let nodes = quorumlock::testkit::LocalQuorum::start(3).await?;
+/// # let redlock = quorumlock::RedLock::builder().nodes(nodes.urls()).build()?;
+/// # redlock.wait_for_nodes(std::time::Duration::from_secs(5)).await;
+/// // At most 2 exports at once, fleet-wide.
+/// let exports = redlock.semaphore("exports", 2)?;
+/// let first = exports.acquire().await?; // waits for a release when both are taken
+/// let second = exports.acquire().await?;
+/// assert_ne!(first.slot(), second.slot());
+/// assert!(matches!(exports.try_acquire().await, Err(quorumlock::Error::Taken { .. })));
+///
+/// // Greater than every token handed out before, and naming the permit's slot.
+/// let fence = first.fencing_token().await?;
+/// assert_eq!(fence % u64::from(quorumlock::MAX_PERMITS), u64::from(first.slot()));
+///
+/// first.release().await?;
+/// second.release().await?;
 /// # Ok(()) }
+/// # #[cfg(not(feature = "testkit"))]
+/// # fn main() {}
 /// ```
 #[derive(Debug, Clone)]
 pub struct Semaphore {
@@ -144,6 +157,7 @@ impl Semaphore {
     /// or released right after the answer. Only a [`Permit`] says that its holder may act.
     ///
     /// ```
+    /// # #[cfg(feature = "testkit")]
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// # let nodes = quorumlock::testkit::LocalQuorum::start(3).await?;
@@ -164,6 +178,8 @@ impl Semaphore {
     /// # redlock.settle(std::time::Duration::from_secs(5)).await; // every node, not a majority
     /// assert!(exports.holders().await?.is_empty());
     /// # Ok(()) }
+    /// # #[cfg(not(feature = "testkit"))]
+    /// # fn main() {}
     /// ```
     ///
     /// # Errors
