@@ -370,7 +370,8 @@ pub async fn attempt_side(
         Ok(Ok(lock)) => {
             op.failed_nodes = lock.failures().iter().map(|f| f.index).collect();
             op.quarantined_nodes = quarantined(lock.failures());
-            op.hold = Some(critical_section(ctx, lock, resource, cs, hard_limit, entered).await);
+            op.hold =
+                Some(critical_section(ctx, lock, resource, side, cs, hard_limit, entered).await);
         }
     }
     op
@@ -405,6 +406,7 @@ async fn critical_section(
     ctx: &Ctx,
     lock: Granted,
     resource: &str,
+    side: Option<Side>,
     cs: Duration,
     hard_limit: Duration,
     entered: Option<&Notify>,
@@ -428,7 +430,7 @@ async fn critical_section(
     }
     // A careful holder checks its lock before each protected step (assumption 5). The read
     // side of a read-write lock only reads.
-    let writes = !matches!(&lock, Granted::Rw(g) if g.access() == Access::Read);
+    let writes = side != Some(Side::Read);
     let mut read = None;
     let mut wrote = None;
     if lock.is_valid() {
