@@ -36,11 +36,36 @@
 //!   order. They never get **the same** token: a permit's token names its slot
 //!   (`algo::slots::next_token`), and permits held at once hold different slots. Equal
 //!   tokens of a semaphore are a violation (`shared_tokens`).
+//!
+//! A resource whose attempts took a side of a read-write lock (`Op::side`) is checked as
+//! one: its write sections read-sleep-write the lock's counter, its read sections only read
+//! it, each section inside its side's validity:
+//!
+//! - **exclusion**: no write section overlaps any other section of the lock, read or
+//!   write (`overlaps`: each overlapping pair of which one is a writer counts once); read
+//!   sections may overlap one another (`max_readers` is the most at once, `read_sections`
+//!   and `write_sections` how many ran);
+//! - **the counter**: the lock's final counter equals the number of write sections that
+//!   wrote it, and each write section read what the write section before it (in
+//!   critical-section order) wrote (`lost_updates`, `stale_reads`);
+//! - **stale reads**: a read section reads the value written by the last write section
+//!   that ended before it began (0 if none did); by exclusion no write section runs beside
+//!   it, so any other value is a writer it could not see or a write it should not have seen
+//!   (`stale_reads`);
+//! - **fencing tokens**, one counter for both sides: the write sections' tokens grow
+//!   strictly in critical-section order; and for two sections `E` and `S` with tokens, if
+//!   `E` holds the write side and its token was handed out before `S` asked for its own
+//!   (`E.cs_start < S.token_asked`), then `token(E) < token(S)`, whichever side `S` holds
+//!   (`regressions`). A writer's token is also above every reader's token handed out before
+//!   it asked (the library's promise: a writer's token is above every token handed out
+//!   before it). Readers may share a token among themselves (`shared_read_tokens`, counted,
+//!   not a violation); a writer's token shared with any other section is a regression by
+//!   the rules above whenever one was handed out before the other asked.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
-use super::history::{Fault, Hold, Op, Outcome, Record};
+use super::history::{Fault, Hold, Op, Outcome, Record, Side};
 
 /// What the checker found in one history.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -70,6 +95,12 @@ pub struct Report {
     /// Semaphores: tokens handed out to more than one permit (allowed when their token
     /// calls overlapped; counted, not a violation): the extra holders of each.
     pub shared_tokens: usize,
+    /// Read-write locks: read sections, write sections, the most read sections of one lock at
+    /// once, and the extra holders of tokens shared by read sections (allowed).
+    pub read_sections: usize,
+    pub write_sections: usize,
+    pub max_readers: usize,
+    pub shared_read_tokens: usize,
     /// Attempts made while a majority was healthy, not counting `Taken`.
     pub healthy_attempts: usize,
     /// Of those, the ones that got the lock.
@@ -177,6 +208,13 @@ impl fmt::Display for Report {
             self.overruns,
             self.counter_errors
         )?;
+        if self.read_sections + self.write_sections > 0 {
+            writeln!(
+                f,
+                "  read-write locks: {} read sections (at most {} at once, {} sharing a token), {} write sections",
+                self.read_sections, self.max_readers, self.shared_read_tokens, self.write_sections
+            )?;
+        }
         if self.permit_sections > 0 {
             writeln!(
                 f,
@@ -255,7 +293,17 @@ pub fn check(records: &[Record]) -> Report {
     check_stuck(&mut report, &ops);
 
     let semaphores = permits_by_resource(&ops);
+    let read_write: BTreeSet<&str> = ops
+        .iter()
+        .filter(|o| o.side.is_some())
+        .map(|o| o.resource.as_str())
+        .collect();
     for (resource, holds) in &holds_by_resource(&ops) {
+        if read_write.contains(resource) {
+            let final_value = finals.get(&(*resource, None)).copied();
+            check_read_write(&mut report, resource, holds, final_value);
+            continue;
+        }
         if let Some(&permits) = semaphores.get(resource) {
             check_semaphore(&mut report, resource, permits, holds, &finals);
             continue;
@@ -377,6 +425,186 @@ fn check_semaphore(
         check_counter(report, &name, &slot_holds, final_value);
     }
     check_semaphore_tokens(report, resource, holds);
+}
+
+/// The checks of a read-write lock (module docs): exclusion of the write side, the counter,
+/// reads against the last write before them, and the tokens. `holds` are in the order
+/// their sections began.
+fn check_read_write(
+    report: &mut Report,
+    resource: &str,
+    holds: &[(&Op, &Hold)],
+    final_value: Option<i64>,
+) {
+    let is_write = |op: &Op| op.side == Some(Side::Write);
+    let writes: Vec<(&Op, &Hold)> = holds.iter().copied().filter(|(o, _)| is_write(o)).collect();
+    let reads: Vec<(&Op, &Hold)> = holds
+        .iter()
+        .copied()
+        .filter(|(o, _)| !is_write(o))
+        .collect();
+    report.write_sections += writes.len();
+    report.read_sections += reads.len();
+
+    // Exclusion: every overlapping pair with a writer in it. Sorted by start, section j
+    // (after i) overlaps i iff it starts before i ends; the first that does not ends the scan.
+    for (i, &(op_i, h_i)) in holds.iter().enumerate() {
+        for &(op_j, h_j) in &holds[i + 1..] {
+            if h_j.cs_start >= h_i.cs_end {
+                break;
+            }
+            if is_write(op_i) || is_write(op_j) {
+                report.overlaps += 1;
+                let side = |op: &Op| if is_write(op) { "writer" } else { "reader" };
+                let what = format!(
+                    "overlap on {resource}: {} {} (token {:?}) held it until {:.1} ms after {} {} (token {:?}) entered",
+                    side(op_i),
+                    op_i.client,
+                    h_i.token,
+                    ms(h_i.cs_end - h_j.cs_start),
+                    side(op_j),
+                    op_j.client,
+                    h_j.token
+                );
+                report.problem(what);
+            }
+        }
+    }
+    for &(op, hold) in holds {
+        if !hold.valid_at_end {
+            report.overruns += 1;
+            let what = format!(
+                "overrun on {resource}: {} ended its critical section after its side's validity",
+                op.client
+            );
+            report.problem(what);
+        }
+    }
+    max_at_once(report, &reads);
+
+    // The counter, written by the writers only.
+    check_counter(report, resource, &writes, final_value);
+
+    // Each read against the last write that ended before it began.
+    let mut ended: Vec<(u64, i64, &str)> = writes
+        .iter()
+        .filter_map(|(op, h)| h.wrote.map(|w| (h.cs_end, w, op.client.as_str())))
+        .collect();
+    ended.sort_unstable();
+    for &(op, hold) in &reads {
+        let before = ended.partition_point(|(end, _, _)| *end <= hold.cs_start);
+        let (expected, by) = before
+            .checked_sub(1)
+            .map_or((0, "nobody"), |k| (ended[k].1, ended[k].2));
+        match (hold.read, hold.wrote) {
+            (_, Some(wrote)) => {
+                report.counter_errors += 1;
+                let what = format!("reader {} wrote {wrote} on {resource}", op.client);
+                report.problem(what);
+            }
+            (Some(read), None) if read != expected => {
+                report.stale_reads += 1;
+                let what = format!(
+                    "stale read on {resource}: reader {} read {read}, the last writer before it ({by}) wrote {expected}",
+                    op.client
+                );
+                report.problem(what);
+            }
+            (Some(_), None) => {}
+            // An overrun may skip its read; it is counted as one.
+            (None, None) if !hold.valid_at_end => {}
+            (None, None) => {
+                report.counter_errors += 1;
+                let what = format!("counter read failed on {resource} for reader {}", op.client);
+                report.problem(what);
+            }
+        }
+    }
+
+    // Tokens: writers strictly growing in section order, then the order of rounds.
+    check_tokens(report, resource, &writes);
+    check_rw_tokens(report, resource, holds, &is_write);
+}
+
+/// The most of `holds` running at one instant (half-open intervals), into `max_readers`.
+fn max_at_once(report: &mut Report, holds: &[(&Op, &Hold)]) {
+    let mut events: Vec<(u64, i32)> = Vec::with_capacity(2 * holds.len());
+    for &(_, hold) in holds {
+        events.push((hold.cs_start, 1));
+        events.push((hold.cs_end.max(hold.cs_start), -1));
+    }
+    // Ends (-1) sort before starts (+1) at the same instant.
+    events.sort_unstable();
+    let mut running = 0i32;
+    for (_, delta) in events {
+        running += delta;
+        report.max_readers = report
+            .max_readers
+            .max(usize::try_from(running).unwrap_or(0));
+    }
+}
+
+/// For sections `E` and `S` with tokens, `E`'s handed out before `S` asked (`E.cs_start <
+/// S.token_asked`, or `S`'s acquire call began when it did not record when it asked): if
+/// `E` is a writer, or `S` is, then `token(E) < token(S)`. Two readers may share a token, and
+/// one reader's token may be below an earlier reader's (nothing is promised between them).
+fn check_rw_tokens(
+    report: &mut Report,
+    resource: &str,
+    holds: &[(&Op, &Hold)],
+    is_write: &dyn Fn(&Op) -> bool,
+) {
+    let mut handed: Vec<(u64, u64, bool, &str)> = Vec::new();
+    let mut asked: Vec<(u64, u64, bool, &str)> = Vec::new();
+    let mut read_tokens: BTreeMap<u64, usize> = BTreeMap::new();
+    for &(op, hold) in holds {
+        let Some(token) = hold.token else { continue };
+        report.token_starts.push(hold.cs_start);
+        let writer = is_write(op);
+        handed.push((hold.cs_start, token, writer, &op.client));
+        asked.push((
+            hold.token_asked.unwrap_or(op.start),
+            token,
+            writer,
+            &op.client,
+        ));
+        if !writer {
+            *read_tokens.entry(token).or_default() += 1;
+        }
+    }
+    report.shared_read_tokens += read_tokens.values().map(|n| n - 1).sum::<usize>();
+    handed.sort_unstable();
+    asked.sort_unstable();
+    // The largest writer's token, and the largest token of either side, handed out before
+    // each ask, with their holders.
+    let mut highest_writer: Option<(u64, &str)> = None;
+    let mut highest_any: Option<(u64, &str)> = None;
+    let mut next = 0;
+    for (at, token, writer, client) in asked {
+        while let Some(&(h_at, h_token, h_writer, h_client)) = handed.get(next) {
+            if h_at >= at {
+                break;
+            }
+            if h_writer && highest_writer.is_none_or(|(t, _)| h_token > t) {
+                highest_writer = Some((h_token, h_client));
+            }
+            if highest_any.is_none_or(|(t, _)| h_token > t) {
+                highest_any = Some((h_token, h_client));
+            }
+            next += 1;
+        }
+        let bound = if writer { highest_any } else { highest_writer };
+        if let Some((before, by)) = bound {
+            if token <= before {
+                report.regressions += 1;
+                let side = if writer { "writer" } else { "reader" };
+                let what = format!(
+                    "token regression on {resource}: {side} {client} got {token}, though {by} had been handed {before} before it asked"
+                );
+                report.problem(what);
+            }
+        }
+    }
 }
 
 /// At no instant more than `permits` critical sections (each `[cs_start, cs_end)`).
@@ -725,6 +953,7 @@ mod tests {
             resource: "r".into(),
             op: "acquire".into(),
             permits: None,
+            side: None,
             outcome: Outcome::Ok,
             start: (at - 1) * MS,
             end: at * MS,
@@ -753,6 +982,7 @@ mod tests {
             resource: "r".into(),
             op: "acquire".into(),
             permits: None,
+            side: None,
             outcome,
             start: at * MS,
             end: (at + took) * MS,
@@ -788,6 +1018,7 @@ mod tests {
             resource: "s".into(),
             op: "acquire_permit".into(),
             permits: Some(2),
+            side: None,
             outcome: Outcome::Ok,
             start: (asked - 1) * MS,
             end: asked * MS,
@@ -808,6 +1039,70 @@ mod tests {
             failed_nodes: Vec::new(),
             quarantined_nodes: Vec::new(),
         })
+    }
+
+    /// A side of the read-write lock `w`, its token (if any) asked for at `at - 1` ms and its
+    /// critical section begun at `at` ms, for `len` ms; a writer writes `read + 1`.
+    fn side(client: &str, side: Side, at: u64, len: u64, token: Option<u64>, read: i64) -> Record {
+        let writer = side == Side::Write;
+        Record::Op(Op {
+            client: client.into(),
+            resource: "w".into(),
+            op: if writer {
+                "acquire_write"
+            } else {
+                "acquire_read"
+            }
+            .into(),
+            permits: None,
+            side: Some(side),
+            outcome: Outcome::Ok,
+            start: (at - 2) * MS,
+            end: (at - 1) * MS,
+            deadline_ms: 1_000,
+            hold: Some(Hold {
+                token,
+                token_asked: token.map(|_| (at - 1) * MS),
+                slot: None,
+                cs_start: at * MS,
+                cs_end: (at + len) * MS,
+                read: Some(read),
+                wrote: writer.then_some(read + 1),
+                valid_at_end: true,
+                released_at: (at + len + 1) * MS,
+                release: "ok".into(),
+            }),
+            error: None,
+            failed_nodes: Vec::new(),
+            quarantined_nodes: Vec::new(),
+        })
+    }
+
+    fn rw_counter(value: i64) -> Record {
+        Record::Counter {
+            resource: "w".into(),
+            slot: None,
+            value,
+        }
+    }
+
+    /// Two readers at once sharing a token, a writer, three readers (two at once), a writer,
+    /// a reader: nothing to report.
+    fn clean_read_write() -> Vec<Record> {
+        use Side::{Read, Write};
+        vec![
+            meta(),
+            side("a", Read, 10, 10, Some(1), 0),
+            side("b", Read, 12, 10, Some(1), 0),
+            side("c", Write, 25, 5, Some(2), 0),
+            side("a", Read, 30, 5, None, 1),
+            side("b", Read, 31, 5, Some(3), 1),
+            side("d", Read, 40, 5, Some(3), 1),
+            side("c", Write, 50, 5, Some(4), 1),
+            // Ends as the next begins (half-open): not an overlap.
+            side("d", Read, 55, 5, None, 2),
+            rw_counter(2),
+        ]
     }
 
     fn slot_counter(slot: u32, value: i64) -> Record {
@@ -1174,5 +1469,127 @@ mod tests {
         );
         // And a lock's records are written as before.
         assert!(!super::super::history::to_jsonl(&clean()).contains("slot"));
+    }
+
+    #[test]
+    fn a_clean_read_write_history_passes() {
+        let report = check(&clean_read_write());
+        assert!(report.is_clean(), "{report}");
+        assert_eq!(
+            (
+                report.read_sections,
+                report.write_sections,
+                report.max_readers,
+                report.shared_read_tokens
+            ),
+            (6, 2, 2, 2),
+            "{report}"
+        );
+    }
+
+    #[test]
+    fn a_writer_beside_a_reader_or_a_writer_is_reported() {
+        use Side::{Read, Write};
+        // x writes while a and b read (two overlapping pairs); y writes beside c.
+        let mut history = clean_read_write();
+        history.insert(3, side("x", Write, 15, 2, None, 0));
+        history.insert(5, side("y", Write, 27, 1, None, 1));
+        history.pop();
+        history.push(rw_counter(3));
+        let report = check(&history);
+        assert_eq!(report.overlaps, 3, "{report}");
+        assert!(report.exclusion_violated() && !report.is_clean());
+        // Readers at once are not an overlap.
+        let report = check(&[
+            meta(),
+            side("a", Read, 10, 10, None, 0),
+            side("b", Read, 11, 10, None, 0),
+            side("c", Read, 12, 10, None, 0),
+            rw_counter(0),
+        ]);
+        assert!(report.is_clean(), "{report}");
+        assert_eq!(report.max_readers, 3);
+    }
+
+    #[test]
+    fn a_read_write_lost_update_is_reported() {
+        let mut history = clean_read_write();
+        history.pop();
+        history.push(rw_counter(1));
+        let report = check(&history);
+        assert_eq!(
+            (report.lost_updates, report.stale_reads),
+            (1, 0),
+            "{report}"
+        );
+        // A reader's write is a counter error.
+        let mut history = clean_read_write();
+        if let Some(Record::Op(op)) = history.get_mut(1) {
+            if let Some(h) = op.hold.as_mut() {
+                h.wrote = Some(1);
+            }
+        }
+        assert_eq!(check(&history).counter_errors, 1);
+    }
+
+    #[test]
+    fn a_stale_read_is_reported() {
+        use Side::{Read, Write};
+        let mut history = clean_read_write();
+        // d reads at 40 what was there before c wrote at 25..30.
+        history[6] = side("d", Read, 40, 5, Some(3), 0);
+        // A writer that read what was there before the writer before it wrote.
+        history[7] = side("c", Write, 50, 5, Some(4), 0);
+        history[8] = side("d", Read, 55, 5, None, 1);
+        history.pop();
+        history.push(rw_counter(1));
+        let report = check(&history);
+        assert_eq!(
+            (report.stale_reads, report.lost_updates, report.overlaps),
+            (2, 1, 0),
+            "{report}"
+        );
+        assert!(
+            report
+                .problems
+                .iter()
+                .any(|p| p.contains("reader d read 0")),
+            "{report}"
+        );
+    }
+
+    #[test]
+    fn read_write_token_regressions_are_reported() {
+        use Side::{Read, Write};
+        let history = vec![
+            meta(),
+            side("a", Read, 10, 5, Some(5), 0),
+            // A writer not above a reader's token handed out before it asked.
+            side("b", Write, 20, 5, Some(5), 0),
+            // A reader not above the writer's.
+            side("c", Read, 30, 5, Some(5), 1),
+            // A writer below the writer before it: regression twice (in order, and by round).
+            side("d", Write, 40, 5, Some(4), 1),
+            // A reader below an earlier reader's token: allowed.
+            side("e", Read, 50, 5, Some(6), 2),
+            side("f", Read, 60, 5, Some(6), 2),
+            rw_counter(2),
+        ];
+        let report = check(&history);
+        assert_eq!(report.regressions, 4, "{report}");
+        assert!(!report.exclusion_violated() && !report.is_clean());
+        // a and c share 5, e and f share 6.
+        assert_eq!(report.shared_read_tokens, 2);
+    }
+
+    #[test]
+    fn read_write_histories_survive_json_lines() {
+        let history = clean_read_write();
+        let text = super::super::history::to_jsonl(&history);
+        let back = super::super::history::parse_jsonl(text.as_bytes()).unwrap();
+        assert_eq!(back, history);
+        assert!(text.contains(r#""side":"write""#), "{text}");
+        // Locks' records are written as before.
+        assert!(!super::super::history::to_jsonl(&clean()).contains("side"));
     }
 }

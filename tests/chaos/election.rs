@@ -25,6 +25,7 @@ pub fn term_op(
         resource: election.to_string(),
         op: "lead".to_string(),
         permits: None,
+        side: None,
         outcome: Outcome::Ok,
         start,
         end,

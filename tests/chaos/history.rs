@@ -1,4 +1,5 @@
-//! What a chaos run records: one `Op` per lock (or semaphore permit) attempt, one `Fault` per interval during
+//! What a chaos run records: one `Op` per lock attempt (or semaphore permit, or side of a
+//! read-write lock), one `Fault` per interval during
 //! which nodes were down, frozen, cut off or quarantined, and the final value of each
 //! shared counter. Written as JSON lines (one record per line) so that the histories of
 //! clients in other processes and containers can be merged with the driver's.
@@ -58,6 +59,16 @@ impl Outcome {
     }
 }
 
+/// Which side of a read-write lock an attempt asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Side {
+    /// Shared: the critical section only reads the lock's counter.
+    Read,
+    /// Alone: the critical section read-sleep-writes the lock's counter.
+    Write,
+}
+
 /// A critical section run under a granted lock or semaphore permit: a read-sleep-write of
 /// the resource's counter (for a permit, its slot's counter), which a second holder at the
 /// same time would make lose an update.
@@ -78,7 +89,8 @@ pub struct Hold {
     pub cs_end: u64,
     /// The counter value read (`None`: the read failed).
     pub read: Option<i64>,
-    /// The counter value written (`None`: the write failed or was skipped).
+    /// The counter value written (`None`: the write failed or was skipped, or the section
+    /// held the read side of a read-write lock, which only reads).
     pub wrote: Option<i64>,
     /// Whether the lock was still valid when the critical section ended (a holder that
     /// outlives its lock breaks assumption 5, not the lock).
@@ -96,11 +108,15 @@ pub struct Op {
     pub client: String,
     /// The locked resource, or the semaphore's name.
     pub resource: String,
-    /// The operation: `acquire` (a lock), `acquire_permit` (a permit of a semaphore).
+    /// The operation: `acquire` (a lock), `acquire_permit` (a permit of a semaphore),
+    /// `acquire_read` or `acquire_write` (a side of a read-write lock).
     pub op: String,
     /// The semaphore's number of permits, for `acquire_permit`; `None` for a lock.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub permits: Option<u32>,
+    /// The side asked for, for a read-write lock; `None` for a lock or a semaphore.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub side: Option<Side>,
     pub outcome: Outcome,
     /// When the call was made.
     pub start: u64,

@@ -10,7 +10,7 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
 use super::checker::{check, Report};
-use super::history::{mono_ns, ns, FaultId, History, Record};
+use super::history::{mono_ns, ns, FaultId, History, Record, Side};
 use super::workload::{self, Counter, Ctx, Settings};
 
 /// Where a scenario's clients find the nodes and the counter.
@@ -284,6 +284,7 @@ async fn quarantine_end(clients: &[RedLock], nodes: &[usize], fallback: u64) -> 
 }
 
 /// Attempts until one critical section of `cs` has run; notifies `entered` when it begins.
+/// On read-write locks it takes the write side.
 pub async fn hold_once(
     ctx: Arc<Ctx>,
     redlock: RedLock,
@@ -292,7 +293,17 @@ pub async fn hold_once(
     entered: Arc<Notify>,
 ) {
     for _ in 0..50 {
-        let op = workload::attempt(&ctx, &redlock, "holder", &resource, cs, Some(&entered)).await;
+        let side = ctx.settings.write_one_in.map(|_| Side::Write);
+        let op = workload::attempt_side(
+            &ctx,
+            &redlock,
+            "holder",
+            &resource,
+            cs,
+            Some(&entered),
+            side,
+        )
+        .await;
         let held = op.hold.is_some();
         ctx.history.push(Record::Op(op));
         if held {

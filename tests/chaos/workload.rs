@@ -1,7 +1,9 @@
 //! The workload: workers that lock a resource (or take a permit of a semaphore of that
-//! name, when [`Settings::permits`] says so), run a read-sleep-write critical section on
-//! the resource's counter (a permit: its slot's counter) in a Redis outside the quorum,
-//! release, pause, and record every attempt in the history.
+//! name, when [`Settings::permits`] says so, or a side of a read-write lock of that name,
+//! when [`Settings::write_one_in`] does), run a read-sleep-write critical section on the
+//! resource's counter (a permit: its slot's counter; the read side of a read-write lock:
+//! read-sleep, no write) in a Redis outside the quorum, release, pause, and record every
+//! attempt in the history.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,12 +11,12 @@ use std::time::Duration;
 use fred::interfaces::{ClientLike, KeysInterface};
 use fred::types::config::{Config as FredConfig, ReconnectPolicy};
 use fred::types::Builder;
-use quorumlock::{Lock, Permit, RedLock, RedLockBuilder, Retry};
+use quorumlock::{Access, Lock, Permit, RedLock, RedLockBuilder, Retry, RwGuard};
 use rand::Rng;
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
-use super::history::{mono_ns, ns, History, Hold, Op, Outcome, Record};
+use super::history::{mono_ns, ns, History, Hold, Op, Outcome, Record, Side};
 
 /// How the workers lock and what they do under the lock.
 #[derive(Debug, Clone)]
@@ -36,6 +38,10 @@ pub struct Settings {
     /// `None`: the workers lock each resource. `Some(n)`: they take permits of a semaphore
     /// of `n` permits named after the resource, and each slot has its own counter.
     pub permits: Option<u32>,
+    /// `None`: as `permits` says. `Some(n)`: the workers take a side of a read-write lock
+    /// named after the resource, the write side once in `n` attempts (at random) and the
+    /// read side otherwise; the lock has one counter, written only under the write side.
+    pub write_one_in: Option<u32>,
 }
 
 impl Settings {
@@ -52,6 +58,7 @@ impl Settings {
             max_ops: 1_000,
             quarantine: true,
             permits: None,
+            write_one_in: None,
         }
     }
 
@@ -61,6 +68,27 @@ impl Settings {
             permits: Some(permits),
             ..self
         }
+    }
+
+    /// The same workers on read-write locks, taking the write side once in `write_one_in`
+    /// attempts.
+    pub fn read_write(self, write_one_in: u32) -> Settings {
+        Settings {
+            permits: None,
+            write_one_in: Some(write_one_in.max(1)),
+            ..self
+        }
+    }
+
+    /// A side at random, for read-write locks (`None` otherwise).
+    pub fn random_side(&self) -> Option<Side> {
+        self.write_one_in.map(|n| {
+            if rand::rng().random_range(0..n) == 0 {
+                Side::Write
+            } else {
+                Side::Read
+            }
+        })
     }
 
     /// The counters of `resource`: one for a lock; one per slot, with its slot, for a
@@ -164,11 +192,13 @@ pub fn slot_counter_key(resource: &str, slot: u32) -> String {
     format!("chaos-counter:{resource}:slot{slot}")
 }
 
-/// What a granted call holds: a lock, or a permit of a semaphore.
+/// What a granted call holds: a lock, a permit of a semaphore, or a side of a read-write
+/// lock.
 #[derive(Debug)]
 pub enum Granted {
     Lock(Lock),
     Permit(Permit),
+    Rw(RwGuard),
 }
 
 impl Granted {
@@ -176,6 +206,7 @@ impl Granted {
         match self {
             Granted::Lock(l) => l.fencing_token().await,
             Granted::Permit(p) => p.fencing_token().await,
+            Granted::Rw(g) => g.fencing_token().await,
         }
     }
 
@@ -183,6 +214,7 @@ impl Granted {
         match self {
             Granted::Lock(l) => l.is_valid(),
             Granted::Permit(p) => p.is_valid(),
+            Granted::Rw(g) => g.is_valid(),
         }
     }
 
@@ -190,13 +222,14 @@ impl Granted {
         match self {
             Granted::Lock(l) => l.failures(),
             Granted::Permit(p) => p.failures(),
+            Granted::Rw(g) => g.failures(),
         }
     }
 
     /// The permit's slot; `None` for a lock.
     fn slot(&self) -> Option<u32> {
         match self {
-            Granted::Lock(_) => None,
+            Granted::Lock(_) | Granted::Rw(_) => None,
             Granted::Permit(p) => Some(p.slot()),
         }
     }
@@ -205,16 +238,30 @@ impl Granted {
         match self {
             Granted::Lock(l) => l.release().await.map(drop),
             Granted::Permit(p) => p.release().await.map(drop),
+            Granted::Rw(g) => g.release().await.map(drop),
         }
     }
 }
 
-/// One acquisition of `resource` as `settings` says: a lock, or a permit.
+/// One acquisition of `resource` as `settings` says: a lock, a permit, or `side` of a
+/// read-write lock.
 async fn acquire(
     settings: &Settings,
     redlock: &RedLock,
     resource: &str,
+    side: Option<Side>,
 ) -> Result<Granted, quorumlock::Error> {
+    if let Some(side) = side {
+        let access = match side {
+            Side::Read => Access::Read,
+            Side::Write => Access::Write,
+        };
+        return redlock
+            .rw_lock(resource)?
+            .acquire(access, settings.ttl, settings.retry())
+            .await
+            .map(Granted::Rw);
+    }
     match settings.permits {
         None => redlock
             .lock_with(resource, settings.ttl, settings.retry())
@@ -248,9 +295,11 @@ fn random_ms((from, to): (u64, u64)) -> Duration {
     Duration::from_millis(rand::rng().random_range(from..=to.max(from)))
 }
 
-/// One acquire call by `client` on `resource` (a lock, or a permit of the semaphore
-/// `resource`); when granted, a critical section that sleeps `cs` between its read and its
-/// write, then a release. `entered` is notified when the critical section begins.
+/// One acquire call by `client` on `resource` (a lock, a permit of the semaphore
+/// `resource`, or a side of the read-write lock `resource`, chosen at random); when
+/// granted, a critical section that sleeps `cs` between its read and its write (the read
+/// side: after its read), then a release. `entered` is notified when the critical section
+/// begins.
 pub async fn attempt(
     ctx: &Ctx,
     redlock: &RedLock,
@@ -259,23 +308,41 @@ pub async fn attempt(
     cs: Duration,
     entered: Option<&Notify>,
 ) -> Op {
+    let side = ctx.settings.random_side();
+    attempt_side(ctx, redlock, client, resource, cs, entered, side).await
+}
+
+/// [`attempt`] on `side` of the read-write lock `resource` (`None`: a lock or a permit, as
+/// the settings say).
+pub async fn attempt_side(
+    ctx: &Ctx,
+    redlock: &RedLock,
+    client: &str,
+    resource: &str,
+    cs: Duration,
+    entered: Option<&Notify>,
+    side: Option<Side>,
+) -> Op {
     let settings = &ctx.settings;
     let deadline = settings.deadline();
     // Past the deadline the call already counts as stuck; waiting twice as long tells a
     // slow call from one that never returns.
     let hard_limit = 2 * deadline;
     let start = mono_ns();
-    let result = tokio::time::timeout(hard_limit, acquire(settings, redlock, resource)).await;
+    let result = tokio::time::timeout(hard_limit, acquire(settings, redlock, resource, side)).await;
     let end = mono_ns();
     let mut op = Op {
         client: client.to_owned(),
         resource: resource.to_owned(),
-        op: match settings.permits {
-            None => "acquire",
-            Some(_) => "acquire_permit",
+        op: match (side, settings.permits) {
+            (Some(Side::Read), _) => "acquire_read",
+            (Some(Side::Write), _) => "acquire_write",
+            (None, None) => "acquire",
+            (None, Some(_)) => "acquire_permit",
         }
         .to_owned(),
-        permits: settings.permits,
+        permits: settings.permits.filter(|_| side.is_none()),
+        side,
         outcome: Outcome::Ok,
         start,
         end,
@@ -303,7 +370,8 @@ pub async fn attempt(
         Ok(Ok(lock)) => {
             op.failed_nodes = lock.failures().iter().map(|f| f.index).collect();
             op.quarantined_nodes = quarantined(lock.failures());
-            op.hold = Some(critical_section(ctx, lock, resource, cs, hard_limit, entered).await);
+            op.hold =
+                Some(critical_section(ctx, lock, resource, side, cs, hard_limit, entered).await);
         }
     }
     op
@@ -338,6 +406,7 @@ async fn critical_section(
     ctx: &Ctx,
     lock: Granted,
     resource: &str,
+    side: Option<Side>,
     cs: Duration,
     hard_limit: Duration,
     entered: Option<&Notify>,
@@ -359,13 +428,15 @@ async fn critical_section(
     if let Some(entered) = entered {
         entered.notify_one();
     }
-    // A careful holder checks its lock before each protected step (assumption 5).
+    // A careful holder checks its lock before each protected step (assumption 5). The read
+    // side of a read-write lock only reads.
+    let writes = side != Some(Side::Read);
     let mut read = None;
     let mut wrote = None;
     if lock.is_valid() {
         read = ctx.counter.get(&key).await.ok();
         tokio::time::sleep(cs).await;
-        if let (Some(r), true) = (read, lock.is_valid()) {
+        if let (Some(r), true, true) = (read, writes, lock.is_valid()) {
             wrote = ctx.counter.set(&key, r + 1).await.ok().map(|()| r + 1);
         }
     }
