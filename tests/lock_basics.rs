@@ -345,6 +345,37 @@ async fn script_hashes_match_the_server_and_noscript_falls_back() {
     let leading = redlock.campaign("scripts-election").await.unwrap();
     assert!(redlock.leader("scripts-election").await.unwrap().is_some());
     leading.resign().await.unwrap();
+    // So do a semaphore's: its acquisition, extension, token (PEEK, FENCE), census, a
+    // refused attempt's discard, a handover to a waiting caller and a release; and a
+    // read-write lock's acquisition.
+    let sem = redlock.semaphore("scripts-sem", 1).unwrap();
+    let mut permit = sem.try_acquire().await.unwrap();
+    permit.extend().await.unwrap();
+    permit.fencing_token().await.unwrap();
+    assert_eq!(sem.holders().await.unwrap().len(), 1);
+    let taken = redlock.stats().taken;
+    let waiting = {
+        let sem = sem.clone();
+        let retry = quorumlock::Retry::within(Duration::from_secs(6000))
+            .delay(Duration::from_secs(600))
+            .jitter(Duration::ZERO);
+        tokio::spawn(async move { sem.acquire_with(Duration::from_secs(10), retry).await })
+    };
+    common::eventually("the permit's waiter waits", || async {
+        redlock.stats().taken >= taken + 2
+    })
+    .await;
+    permit.release().await.unwrap();
+    let handed = waiting.await.unwrap().unwrap();
+    assert_eq!(redlock.stats().handed_over, 2);
+    handed.release().await.unwrap();
+    let side = redlock
+        .rw_lock("scripts-rw")
+        .unwrap()
+        .try_write()
+        .await
+        .unwrap();
+    side.release().await.unwrap();
     // A node that lost its marker (node 1: flushed, say) is found by the next acquisition
     // that reads the counters, and re-seeded (SEED).
     assert_eq!(

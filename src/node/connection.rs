@@ -251,9 +251,11 @@ impl Node {
             async move {
                 // Cache the scripts on every (re)connection, so that a command that a frozen
                 // node runs late finds them too: by then nobody waits to send the EVAL
-                // fallback.
+                // fallback. In this task (the connection events' own), not one of its own:
+                // a client's tasks are its events' task and its background work, which
+                // `settle` counts.
                 if preload {
-                    preload_scripts(index, client);
+                    preload_scripts(index, &client).await;
                 }
                 Ok(())
             }
@@ -265,7 +267,8 @@ impl Node {
             if client.is_connected() {
                 admission.recheck(&client, true);
                 if preload {
-                    preload_scripts(index, client.clone());
+                    let client = client.clone();
+                    tokio::spawn(async move { preload_scripts(index, &client).await });
                 }
             }
         } else {
@@ -822,15 +825,13 @@ fn our_builder(mut fred_config: FredConfig, config: &Config) -> Builder {
 
 /// Caches the scripts on the node, so that a command that a frozen node runs late finds
 /// them too: by then nobody waits to send the EVAL fallback.
-fn preload_scripts(index: usize, client: Client) {
-    tokio::spawn(async move {
-        let batch = BATCH.body.as_ref();
-        for body in scripts::BATCHED.into_iter().chain([batch]) {
-            if let Err(error) = client.script_load::<String, _>(body).await {
-                tracing::debug!(node = index, %error, "could not cache a script");
-            }
+async fn preload_scripts(index: usize, client: &Client) {
+    let batch = BATCH.body.as_ref();
+    for body in scripts::BATCHED.into_iter().chain([batch]) {
+        if let Err(error) = client.script_load::<String, _>(body).await {
+            tracing::debug!(node = index, %error, "could not cache a script");
         }
-    });
+    }
 }
 
 /// How long a connection may leave a command unanswered before it is replaced: ten node
