@@ -362,3 +362,34 @@ async fn the_holders_are_the_readers_the_writer_and_the_writers_waiting() {
     ));
     permit.release().await.unwrap();
 }
+
+/// An uncontended writer recorded no intent, so it sends nothing to drop one; a refused one
+/// does. (DISCARD, of an attempt's claims or of an intent, is the only read-write script
+/// that runs `TYPE`.)
+#[tokio::test]
+async fn only_a_writer_that_was_refused_drops_an_intent() {
+    let q = LocalQuorum::start(3).await.unwrap();
+    let (a, b) = (client(&q).await, client(&q).await);
+    let types = || async {
+        let mut n = 0;
+        for node in q.nodes() {
+            n += common::calls(node, "type").await;
+        }
+        n
+    };
+    let before = types().await;
+    let w = a.rw_lock("quiet").unwrap().try_write().await.unwrap();
+    w.release().await.unwrap();
+    assert!(a.settle(Duration::from_secs(5)).await);
+    assert_eq!(
+        types().await,
+        before,
+        "an intent was dropped that nobody recorded"
+    );
+    let r = a.rw_lock("quiet").unwrap().try_read().await.unwrap();
+    assert!(b.rw_lock("quiet").unwrap().try_write().await.is_err());
+    assert!(b.settle(Duration::from_secs(5)).await);
+    // On every node: the refused attempt's discard, and the drop of its intent.
+    assert_eq!(types().await, before + 6);
+    r.release().await.unwrap();
+}

@@ -52,15 +52,20 @@ pub enum Access {
 /// handed a lock's or a semaphore's release (`0` is no semaphore's number of permits).
 const READ_WRITE: Option<u32> = Some(0);
 
-/// Drops a writer's intent on every node when its call ends, granted, refused or cancelled.
+/// Drops a writer's intent on every node when its call ends, granted, refused or cancelled
+/// (unless disarmed: it recorded none).
 struct Intent {
     redlock: Coordinator,
     keys: Vec<Key>,
     waiter: Value,
+    armed: bool,
 }
 
 impl Drop for Intent {
     fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
         let args = vec![self.waiter.clone(), Value::from("")];
         self.redlock.detached(u64::MAX, |node| {
             node.discard(Primitive::Permit, self.keys.clone(), args.clone())
@@ -99,6 +104,7 @@ impl Coordinator {
                 redlock: self.clone(),
                 keys: spec.keys.locks().to_vec(),
                 waiter: Value::from(Token::generate()?.as_str()),
+                armed: true,
             });
         }
         let waiter = intent
@@ -110,8 +116,10 @@ impl Coordinator {
         } else {
             Member::Writer
         };
+        let mut attempts = 0u32;
         let held = self
             .acquiring(&spec.name, Some(key), READ_WRITE, ttl, retry, || {
+                attempts += 1;
                 let waiter = waiter.clone();
                 self.attempt_member(
                     &spec.name,
@@ -124,7 +132,20 @@ impl Coordinator {
                 )
             })
             .await;
-        drop(intent);
+        // A writer granted at its first attempt, with no node heard refusing it, recorded
+        // no intent on the nodes heard: nothing to drop (an uncontended writer then costs
+        // no more scripts than a reader). A node not heard from that refused it keeps the
+        // intent until it expires, which delays readers there, never wrongly admits one.
+        let refused = |held: &Held| {
+            held.failures()
+                .iter()
+                .any(|f| f.kind == crate::NodeErrorKind::Refused)
+        };
+        if let (Ok(held), Some(mut dropped)) = (&held, intent.take()) {
+            if attempts == 1 && !refused(held) {
+                dropped.armed = false;
+            }
+        }
         held
     }
 }
