@@ -341,7 +341,7 @@ if type(held) ~= 'string' or tonumber(held) <= now then return ",
 /// a read-write lock; `-2 - M` if it is a semaphore of `M ≠ N` permits. Changes nothing in those three cases.
 ///
 /// A key that does not exist (the common case of a semaphore nobody holds: the last release
-/// deletes it) costs no read of the claims.
+/// deletes it) costs no read of the claims: `TIME`, `TYPE`, `ZADD`, `PEXPIRE`.
 ///
 /// `ARGV = [token, ttl_ms, N, start, step]`.
 pub(crate) const PERMIT_ACQUIRE: &str = concat!(
@@ -349,9 +349,15 @@ pub(crate) const PERMIT_ACQUIRE: &str = concat!(
 ",
     node_now!(),
     r"local taken = {}
-local record = redis.pcall('zscore', KEYS[1], '#')
-if type(record) == 'table' then return -1 end
-if record then
+local record = false
+local kind = redis.call('type', KEYS[1])['ok']
+if kind ~= 'none' then
+  if kind ~= 'zset' then return -1 end
+  record = redis.call('zscore', KEYS[1], '#')
+  if not record then
+    if redis.call('zscore', KEYS[1], '#rw') then return -2 end
+    return -1
+  end
   if -tonumber(record) ~= n then return -2 + tonumber(record) end
 ",
     prune_claims!(),
@@ -359,9 +365,6 @@ if record then
     local s = string.match(m, '^(%d+):')
     if s then taken[tonumber(s)] = true end
   end
-elseif redis.call('exists', KEYS[1]) == 1 then
-  if redis.pcall('zscore', KEYS[1], '#rw') then return -2 end
-  return -1
 end
 local start, step = tonumber(ARGV[4]), tonumber(ARGV[5])
 for j = 0, n - 1 do
@@ -553,22 +556,24 @@ return out"
 /// `ARGV = [token, ttl_ms, 'r' or 'w', waiter, intent_ttl_ms]`.
 pub(crate) const RW_ACQUIRE: &str = concat!(
     node_now!(),
-    r"local record = redis.pcall('zscore', KEYS[1], '#rw')
-if type(record) == 'table' then return -1 end
-local readers, writer, intent = false, false, false
-if record then
+    r"local readers, writer, intent = false, false, false
+local kind = redis.call('type', KEYS[1])['ok']
+local fresh = kind == 'none'
+if not fresh then
+  if kind ~= 'zset' then return -1 end
+  if not redis.call('zscore', KEYS[1], '#rw') then
+    local permits = redis.call('zscore', KEYS[1], '#')
+    if permits then return -2 + tonumber(permits) end
+    return -1
+  end
   ",
     prune_claims!(),
     r"  for _, m in ipairs(redis.call('zrange', KEYS[1], 1, -1)) do
-    local kind = string.sub(m, 1, 2)
-    if kind == 'r:' then readers = true
-    elseif kind == 'w:' then writer = true
-    elseif kind == 'i:' and m ~= 'i:' .. ARGV[4] then intent = true end
+    local side = string.sub(m, 1, 2)
+    if side == 'r:' then readers = true
+    elseif side == 'w:' then writer = true
+    elseif side == 'i:' and m ~= 'i:' .. ARGV[4] then intent = true end
   end
-elseif redis.call('exists', KEYS[1]) == 1 then
-  local permits = redis.pcall('zscore', KEYS[1], '#')
-  if type(permits) == 'string' then return -2 + tonumber(permits) end
-  return -1
 end
 if ARGV[3] == 'w' then
   if writer or readers then
@@ -582,9 +587,13 @@ elseif writer or intent then
   return false
 end
 redis.call('zadd', KEYS[1], -1, '#rw', now + tonumber(ARGV[2]), ARGV[3] .. ':' .. ARGV[1])
-",
+if fresh then
+  redis.call('pexpire', KEYS[1], ARGV[2])
+else
+  ",
     keep_key!("ARGV[2]"),
-    r"if ARGV[3] == 'r' and not intent then return {0, 1} end
+    r"end
+if ARGV[3] == 'r' and not intent then return {0, 1} end
 return {0, 0}"
 );
 
