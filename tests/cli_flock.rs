@@ -4,16 +4,14 @@
 
 mod common;
 
-use std::process::Stdio;
-
-use common::cli::{appears, finished, nowhere, outcome, quorumlock, Outcome, UNTIL_STOP};
-use common::{client, eventually, get, keys, values, within};
+use common::cli::{
+    appears, finished, nowhere, outcome, quorumlock, scratch, snapshot, Background, Outcome,
+    UNTIL_STOP,
+};
+use common::{client, eventually, get, values};
 use nix::sys::signal::{kill, Signal};
-use nix::unistd::Pid;
-use quorumlock::testkit::{LocalQuorum, Reply};
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, Command};
-use tokio::sync::mpsc;
+use quorumlock::testkit::LocalQuorum;
+use tokio::process::Command;
 
 /// What `run -v` logs once its first attempt found the resource held and it starts waiting.
 const WAITING: &str = "held elsewhere: waiting until it is free";
@@ -32,82 +30,6 @@ fn run_sh(
         .args([resource, "sh", "-c", script])
         .current_dir(dir.path());
     c
-}
-
-fn scratch() -> tempfile::TempDir {
-    tempfile::tempdir().expect("temporary directory")
-}
-
-/// A `quorumlock` running in the background whose stderr is read line by line as it comes.
-struct Background {
-    child: Child,
-    lines: mpsc::UnboundedReceiver<String>,
-    seen: Vec<String>,
-}
-
-impl Background {
-    fn spawn(command: &mut Command) -> Background {
-        let mut child = command
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("quorumlock starts");
-        let stderr = child.stderr.take().expect("piped stderr");
-        let (tx, lines) = mpsc::unbounded_channel();
-        tokio::spawn(async move {
-            let mut reader = BufReader::new(stderr).lines();
-            while let Ok(Some(line)) = reader.next_line().await {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        Background {
-            child,
-            lines,
-            seen: Vec::new(),
-        }
-    }
-
-    /// Waits until a line of stderr contains `needle`; fails if stderr ends first.
-    async fn logs(&mut self, needle: &str) {
-        let found = within(&format!("a line with {needle:?}"), async {
-            while let Some(line) = self.lines.recv().await {
-                let found = line.contains(needle);
-                self.seen.push(line);
-                if found {
-                    return true;
-                }
-            }
-            false
-        })
-        .await;
-        assert!(found, "stderr ended without {needle:?}: {:#?}", self.seen);
-    }
-
-    fn pid(&self) -> Pid {
-        Pid::from_raw(self.child.id().expect("running") as i32)
-    }
-
-    /// Its exit code, once it has exited (a hang fails the test).
-    async fn code(&mut self) -> Option<i32> {
-        let status = within("quorumlock exits", self.child.wait()).await;
-        status.expect("wait for quorumlock").code()
-    }
-}
-
-/// Every key of every node with its serialized value (`DUMP`, which leaves out the ttl), to
-/// show that nothing was written, and nothing left behind.
-async fn snapshot(q: &LocalQuorum) -> Vec<Vec<(String, Reply)>> {
-    let mut nodes = Vec::new();
-    for node in q.nodes() {
-        let mut dumped = Vec::new();
-        for key in keys(node).await {
-            let value = node.command(&["DUMP", &key]).await.expect("DUMP");
-            dumped.push((key, value));
-        }
-        nodes.push(dumped);
-    }
-    nodes
 }
 
 /// The key's remaining ttl on each node, in ms (-2 where it is missing).

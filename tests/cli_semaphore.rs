@@ -7,21 +7,14 @@ mod common;
 
 use std::collections::BTreeSet;
 use std::path::Path;
-use std::process::Stdio;
 
-use common::cli::{appears, outcome, quorumlock, Outcome};
-use common::{client, eventually, keys, within};
+use common::cli::{appears, outcome, quorumlock, scratch, snapshot, Background, Outcome};
+use common::{client, eventually, keys};
 use quorumlock::testkit::{LocalQuorum, Reply};
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, Command};
-use tokio::sync::mpsc;
+use tokio::process::Command;
 
 /// What `run -v` logs once its first attempt found every permit held and it starts waiting.
 const WAITING: &str = "held elsewhere: waiting until it is free";
-
-fn scratch() -> tempfile::TempDir {
-    tempfile::tempdir().expect("temporary directory")
-}
 
 /// Shell: writes the environment quorumlock gives COMMAND into `env.NAME`, then waits for a
 /// file `stop.NAME` (at most a minute).
@@ -55,63 +48,6 @@ fn env_of(dir: &Path, name: &str) -> (u32, String, u64) {
     )
 }
 
-/// A `quorumlock` running in the background whose stderr is read line by line as it comes.
-struct Background {
-    child: Child,
-    lines: mpsc::UnboundedReceiver<String>,
-    seen: Vec<String>,
-}
-
-impl Background {
-    fn spawn(command: &mut Command) -> Background {
-        let mut child = command
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("quorumlock starts");
-        let stderr = child.stderr.take().expect("piped stderr");
-        let (tx, lines) = mpsc::unbounded_channel();
-        tokio::spawn(async move {
-            let mut reader = BufReader::new(stderr).lines();
-            while let Ok(Some(line)) = reader.next_line().await {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        Background {
-            child,
-            lines,
-            seen: Vec::new(),
-        }
-    }
-
-    /// Waits until a line of stderr contains `needle`; fails if stderr ends first.
-    async fn logs(&mut self, needle: &str) {
-        let found = within(&format!("a line with {needle:?}"), async {
-            while let Some(line) = self.lines.recv().await {
-                let found = line.contains(needle);
-                self.seen.push(line);
-                if found {
-                    return true;
-                }
-            }
-            false
-        })
-        .await;
-        assert!(found, "stderr ended without {needle:?}: {:#?}", self.seen);
-    }
-
-    fn pid(&self) -> nix::unistd::Pid {
-        nix::unistd::Pid::from_raw(self.child.id().expect("running") as i32)
-    }
-
-    /// Its exit code, once it has exited (a hang fails the test).
-    async fn code(&mut self) -> Option<i32> {
-        let status = within("quorumlock exits", self.child.wait()).await;
-        status.expect("wait for quorumlock").code()
-    }
-}
-
 /// The claims `slot:token` recorded at `key` on node `i`, tokens hashed: (slot, SHA1).
 async fn claims(q: &LocalQuorum, i: usize, key: &str) -> BTreeSet<(u32, String)> {
     let reply = q.node(i).command(&["ZRANGE", key, "0", "-1"]).await;
@@ -127,20 +63,6 @@ async fn claims(q: &LocalQuorum, i: usize, key: &str) -> BTreeSet<(u32, String)>
             (slot.parse().expect("a slot"), sha1)
         })
         .collect()
-}
-
-/// Every key of every node with its serialized value (`DUMP`, which leaves out the ttl).
-async fn snapshot(q: &LocalQuorum) -> Vec<Vec<(String, Reply)>> {
-    let mut nodes = Vec::new();
-    for node in q.nodes() {
-        let mut dumped = Vec::new();
-        for key in keys(node).await {
-            let value = node.command(&["DUMP", &key]).await.expect("DUMP");
-            dumped.push((key, value));
-        }
-        nodes.push(dumped);
-    }
-    nodes
 }
 
 #[track_caller]

@@ -1,12 +1,18 @@
-//! Running the `quorumlock` binary, for the tests of its subcommands (tests/cli.rs,
-//! tests/cli_doctor.rs).
+//! Running the `quorumlock` binary, for the tests of its subcommands (tests/cli*.rs):
+//! one-shot runs, runs in the background read line by line, and snapshots of the nodes.
 
 use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use nix::unistd::Pid;
+use quorumlock::testkit::{LocalQuorum, Reply};
 use quorumlock::ENV_VARS;
-use tokio::process::Command;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+use tokio::sync::mpsc;
+
+use super::{keys, within};
 
 /// The binary cargo built for these tests.
 pub const BIN: &str = env!("CARGO_BIN_EXE_quorumlock");
@@ -143,4 +149,82 @@ pub fn commands_that_cannot_run(dir: &Path) -> Vec<(String, i32, &'static str)> 
             "cannot execute",
         ),
     ]
+}
+
+/// A scratch directory for a test's files.
+pub fn scratch() -> tempfile::TempDir {
+    tempfile::tempdir().expect("temporary directory")
+}
+
+#[derive(Debug)]
+/// A `quorumlock` running in the background whose stderr is read line by line as it comes.
+pub struct Background {
+    pub child: Child,
+    lines: mpsc::UnboundedReceiver<String>,
+    pub seen: Vec<String>,
+}
+
+impl Background {
+    pub fn spawn(command: &mut Command) -> Background {
+        let mut child = command
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("quorumlock starts");
+        let stderr = child.stderr.take().expect("piped stderr");
+        let (tx, lines) = mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            let mut reader = BufReader::new(stderr).lines();
+            while let Ok(Some(line)) = reader.next_line().await {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Background {
+            child,
+            lines,
+            seen: Vec::new(),
+        }
+    }
+
+    /// Waits until a line of stderr contains `needle`; fails if stderr ends first.
+    pub async fn logs(&mut self, needle: &str) {
+        let found = within(&format!("a line with {needle:?}"), async {
+            while let Some(line) = self.lines.recv().await {
+                let found = line.contains(needle);
+                self.seen.push(line);
+                if found {
+                    return true;
+                }
+            }
+            false
+        })
+        .await;
+        assert!(found, "stderr ended without {needle:?}: {:#?}", self.seen);
+    }
+
+    pub fn pid(&self) -> Pid {
+        Pid::from_raw(self.child.id().expect("running") as i32)
+    }
+
+    /// Its exit code, once it has exited (a hang fails the test).
+    pub async fn code(&mut self) -> Option<i32> {
+        let status = within("quorumlock exits", self.child.wait()).await;
+        status.expect("wait for quorumlock").code()
+    }
+}
+
+/// Every key of every node with its serialized value (`DUMP`, which leaves out the ttl), to
+/// show that nothing was written, and nothing left behind.
+pub async fn snapshot(q: &LocalQuorum) -> Vec<Vec<(String, Reply)>> {
+    let mut nodes = Vec::new();
+    for node in q.nodes() {
+        let mut dumped = Vec::new();
+        for key in keys(node).await {
+            let value = node.command(&["DUMP", &key]).await.expect("DUMP");
+            dumped.push((key, value));
+        }
+        nodes.push(dumped);
+    }
+    nodes
 }
