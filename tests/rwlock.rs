@@ -76,6 +76,44 @@ async fn readers_share_and_a_writer_is_alone() {
     .await;
 }
 
+/// A reader left behind on a new key (its claim expires with the key), then a longer reader
+/// that lengthens the key and releases: the first reader still expires at its own time, and
+/// a waiting writer is granted then. Without the dating of the first claim when the second
+/// joined, it would live as long as the key (30 s) and the writer would give up after 10.
+#[tokio::test]
+async fn a_first_reader_keeps_its_own_expiry_when_a_longer_one_joins_it() {
+    let q = LocalQuorum::start(3).await.unwrap();
+    let (a, b) = (client(&q).await, client(&q).await);
+    let lock = a.rw_lock("joined").unwrap();
+    let short = lock
+        .acquire(Access::Read, Duration::from_millis(600), Retry::none())
+        .await
+        .unwrap();
+    let valid_until = short.valid_until();
+    // Abandoned, as by a process that died: never released.
+    std::mem::forget(short);
+    let long = lock
+        .acquire(Access::Read, Duration::from_secs(30), Retry::none())
+        .await
+        .unwrap();
+    long.release().await.unwrap();
+    let writer = b
+        .rw_lock("joined")
+        .unwrap()
+        .acquire(
+            Access::Write,
+            Duration::from_secs(5),
+            Retry::within(Duration::from_secs(10)),
+        )
+        .await
+        .unwrap();
+    assert!(
+        std::time::Instant::now() >= valid_until,
+        "a writer granted while the abandoned reader was still valid"
+    );
+    writer.release().await.unwrap();
+}
+
 #[tokio::test]
 async fn a_waiting_writer_goes_before_readers_that_come_after_it() {
     let q = LocalQuorum::start(3).await.unwrap();

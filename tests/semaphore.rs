@@ -84,16 +84,20 @@ async fn n_permits_are_granted_on_distinct_slots_and_the_next_is_taken() {
     second.release().await.unwrap();
 }
 
+/// The first claim on a new key is scored `+inf`: it expires with the key, whose ttl is the
+/// permit's (design 2.9: no `TIME` on the uncontended path). A second claim dates it first,
+/// by the node's clock and the key's ttl, so that each claim keeps its own expiry once they
+/// share the key. The last release deletes the key.
 #[tokio::test]
 async fn the_nodes_hold_one_sorted_set_that_goes_with_the_last_permit() {
     let q = LocalQuorum::start(3).await.unwrap();
     let redlock = client(&q).await;
     let sem = redlock.semaphore("reports", 3).unwrap();
-    let permit = sem
+    let first = sem
         .acquire_with(Duration::from_secs(10), Retry::none())
         .await
         .unwrap();
-    let claim = format!("{}:{}", permit.slot(), permit.token().as_str());
+    let claim = format!("{}:{}", first.slot(), first.token().as_str());
     common::eventually("every node recorded the claim", || async {
         let mut all = true;
         for node in q.nodes() {
@@ -103,18 +107,53 @@ async fn the_nodes_hold_one_sorted_set_that_goes_with_the_last_permit() {
     })
     .await;
     for node in q.nodes() {
-        let now = node_ms(node).await;
         let found = claims(node, "reports").await;
         assert_eq!(found[0], ("#".to_string(), -3.0), "the record of N");
-        assert_eq!(found[1].0, claim);
-        let left = found[1].1 - now;
-        assert!(left > 9_000.0 && left <= 10_000.0, "{left}");
+        assert_eq!(
+            found[1],
+            (claim.clone(), f64::INFINITY),
+            "expires with the key"
+        );
         let pttl = node.command(&["PTTL", "reports"]).await.unwrap().as_int();
         assert!(pttl.is_some_and(|p| p > 9_000 && p <= 10_001), "{pttl:?}");
         // Nothing else: the semaphore is one key (no fencing counter until asked).
         assert_eq!(keys(node).await, ["reports"]);
     }
-    permit.release().await.unwrap();
+    let second = sem
+        .acquire_with(Duration::from_secs(30), Retry::none())
+        .await
+        .unwrap();
+    let joined = format!("{}:{}", second.slot(), second.token().as_str());
+    common::eventually("every node recorded the second claim", || async {
+        let mut all = true;
+        for node in q.nodes() {
+            all &= claims(node, "reports").await.len() == 3;
+        }
+        all
+    })
+    .await;
+    for node in q.nodes() {
+        let now = node_ms(node).await;
+        let found = claims(node, "reports").await;
+        assert_eq!(found.len(), 3, "{found:?}");
+        assert_eq!(
+            (found[1].0.as_str(), found[2].0.as_str()),
+            (claim.as_str(), joined.as_str())
+        );
+        let (left_first, left_second) = (found[1].1 - now, found[2].1 - now);
+        assert!(
+            left_first > 8_000.0 && left_first <= 10_000.0,
+            "{left_first}"
+        );
+        assert!(
+            left_second > 28_000.0 && left_second <= 30_000.0,
+            "{left_second}"
+        );
+        let pttl = node.command(&["PTTL", "reports"]).await.unwrap().as_int();
+        assert!(pttl.is_some_and(|p| p > 28_000 && p <= 30_001), "{pttl:?}");
+    }
+    first.release().await.unwrap();
+    second.release().await.unwrap();
     common::eventually("the key is gone on every node", || async {
         let mut none = true;
         for node in q.nodes() {
@@ -123,6 +162,63 @@ async fn the_nodes_hold_one_sorted_set_that_goes_with_the_last_permit() {
         none
     })
     .await;
+}
+
+/// A permit left behind on a new key (its claim expires with the key), then a longer permit
+/// that lengthens the key: the first claim still expires at its own time, and a waiter gets
+/// its slot then, long before the key's ttl. Without the dating of the first claim, the slot
+/// would stay taken for the second permit's 30 s and the waiter would give up after 10.
+#[tokio::test]
+async fn a_first_claim_keeps_its_own_expiry_when_a_longer_one_joins_it() {
+    let q = LocalQuorum::start(3).await.unwrap();
+    let (a, b) = (client(&q).await, client(&q).await);
+    let sem_a = a.semaphore("joined", 2).unwrap();
+    let short = sem_a
+        .acquire_with(Duration::from_millis(600), Retry::none())
+        .await
+        .unwrap();
+    let (slot, valid_until) = (short.slot(), short.valid_until());
+    short.leave();
+    let long = sem_a
+        .acquire_with(Duration::from_secs(30), Retry::none())
+        .await
+        .unwrap();
+    assert_ne!(long.slot(), slot);
+    let waiter = b
+        .semaphore("joined", 2)
+        .unwrap()
+        .acquire_with(
+            Duration::from_secs(5),
+            Retry::within(Duration::from_secs(10)),
+        )
+        .await
+        .unwrap();
+    assert_eq!(waiter.slot(), slot, "the abandoned permit's slot");
+    assert!(
+        Instant::now() >= valid_until,
+        "granted while the abandoned permit was still valid"
+    );
+    waiter.release().await.unwrap();
+    long.release().await.unwrap();
+}
+
+/// The census of a lone permit, whose claim expires with its key: its ttl left is the key's.
+#[tokio::test]
+async fn a_lone_permit_is_listed_with_the_ttl_of_its_key() {
+    let q = LocalQuorum::start(3).await.unwrap();
+    let redlock = client(&q).await;
+    let sem = redlock.semaphore("lone", 2).unwrap();
+    let ttl = Duration::from_secs(10);
+    let permit = sem.acquire_with(ttl, Retry::none()).await.unwrap();
+    assert!(redlock.settle(Duration::from_secs(5)).await);
+    let holders = sem.holders().await.unwrap();
+    assert_eq!(holders.len(), 1, "{holders:?}");
+    assert_eq!((holders[0].slot, holders[0].nodes), (permit.slot(), 3));
+    assert!(
+        holders[0].ttl > Duration::from_secs(8) && holders[0].ttl <= ttl,
+        "{holders:?}"
+    );
+    permit.release().await.unwrap();
 }
 
 #[tokio::test]
@@ -172,9 +268,16 @@ async fn an_extension_moves_the_expiry_and_a_lost_permit_is_told() {
         let now = node_ms(node).await;
         let found = claims(node, "ext").await;
         let mine = found.iter().find(|(m, _)| *m == claim);
-        // A node the extension did not wait for gets it a moment later.
+        // A node the extension did not wait for gets it a moment later. The only claim on
+        // a new key expires with the key: the extension moved the key's ttl.
         if let Some((_, expiry)) = mine {
-            assert!(*expiry - now > 5_000.0, "{expiry} at {now}");
+            let left = if expiry.is_infinite() {
+                let pttl = node.command(&["PTTL", "ext"]).await.unwrap().as_int();
+                pttl.expect("a ttl") as f64
+            } else {
+                *expiry - now
+            };
+            assert!(left > 5_000.0, "{left} ms left");
         }
     }
     // Every claim removed behind the holder's back: the permit is lost.

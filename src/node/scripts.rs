@@ -286,9 +286,34 @@ return 1";
 
 /// Lua that sets `now` to the node's own clock in milliseconds (`TIME`): a semaphore's
 /// permits expire by the clocks of the nodes that record them, never by a client's.
+/// `node_now!()` declares `now`; `node_now!(set)` assigns a `now` declared before.
 macro_rules! node_now {
     () => {
-        "local t = redis.call('time')\nlocal now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
+        concat!("local now\n", node_now!(set))
+    };
+    (set) => {
+        "local t = redis.call('time')\nnow = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
+    };
+}
+
+/// Lua that gives the claim `undated` (if any) its expiry in the node's milliseconds: `now`
+/// + the key's PTTL. A claim recorded on a key that did not exist is scored `+inf` and
+/// expires with the key (design 2.9: the first claim on a new key costs no `TIME`). Such a
+/// claim is the only one on its key: every script that adds a claim to an existing key, or
+/// lengthens the key, runs this first (with `undated` found among the claims `all`, read
+/// `withscores`, by `undated!`), so that the key's expiry is never the claim's once another
+/// claim shares the key. A refusal changes nothing, not even that.
+macro_rules! date_claim {
+    () => {
+        "if undated then redis.call('zadd', KEYS[1], now + redis.call('pttl', KEYS[1]), undated) end\n"
+    };
+}
+
+/// Lua run on each claim `all[i]` (scored `all[i + 1]`): notes the claim that expires with
+/// its key, for `date_claim!`. Declare `local undated = false` before.
+macro_rules! undated {
+    () => {
+        "if all[i + 1] == 'inf' then undated = all[i] end\n"
     };
 }
 
@@ -341,43 +366,47 @@ if type(held) ~= 'string' or tonumber(held) <= now then return ",
 /// a read-write lock; `-2 - M` if it is a semaphore of `M ≠ N` permits. Changes nothing in those three cases.
 ///
 /// A key that does not exist (the common case of a semaphore nobody holds: the last release
-/// deletes it) costs no read of the claims: `TIME`, `TYPE`, `ZADD`, `PEXPIRE`.
+/// deletes it) costs neither a read of the claims nor the node's clock: `TYPE`, `ZADD`,
+/// `PEXPIRE`, the claim scored `+inf` so that it expires with the key (`date_claim!`).
 ///
 /// `ARGV = [token, ttl_ms, N, start, step]`.
 pub(crate) const PERMIT_ACQUIRE: &str = concat!(
     r"local n = tonumber(ARGV[3])
+local start, step = tonumber(ARGV[4]), tonumber(ARGV[5])
+local kind = redis.call('type', KEYS[1])['ok']
+if kind == 'none' then
+  redis.call('zadd', KEYS[1], -n, '#', '+inf', (start % n) .. ':' .. ARGV[1])
+  redis.call('pexpire', KEYS[1], ARGV[2])
+  if n > 1 then return {start % n, 1} end
+  return {start % n, 0}
+end
+if kind ~= 'zset' then return -1 end
+local record = redis.call('zscore', KEYS[1], '#')
+if not record then
+  if redis.call('zscore', KEYS[1], '#rw') then return -2 end
+  return -1
+end
+if -tonumber(record) ~= n then return -2 + tonumber(record) end
 ",
     node_now!(),
-    r"local taken = {}
-local record = false
-local kind = redis.call('type', KEYS[1])['ok']
-if kind ~= 'none' then
-  if kind ~= 'zset' then return -1 end
-  record = redis.call('zscore', KEYS[1], '#')
-  if not record then
-    if redis.call('zscore', KEYS[1], '#rw') then return -2 end
-    return -1
-  end
-  if -tonumber(record) ~= n then return -2 + tonumber(record) end
-",
     prune_claims!(),
-    r"  for _, m in ipairs(redis.call('zrange', KEYS[1], 1, -1)) do
-    local s = string.match(m, '^(%d+):')
-    if s then taken[tonumber(s)] = true end
-  end
+    r"local taken, undated = {}, false
+local all = redis.call('zrange', KEYS[1], 1, -1, 'withscores')
+for i = 1, #all, 2 do
+  ",
+    undated!(),
+    r"  local s = string.match(all[i], '^(%d+):')
+  if s then taken[tonumber(s)] = true end
 end
-local start, step = tonumber(ARGV[4]), tonumber(ARGV[5])
 for j = 0, n - 1 do
   local s = (start + j * step) % n
   if not taken[s] then
-    redis.call('zadd', KEYS[1], -n, '#', now + tonumber(ARGV[2]), s .. ':' .. ARGV[1])
-    if record then
-      ",
+    ",
+    date_claim!(),
+    r"    redis.call('zadd', KEYS[1], now + tonumber(ARGV[2]), s .. ':' .. ARGV[1])
+    ",
     keep_key!("ARGV[2]"),
-    r"    else
-      redis.call('pexpire', KEYS[1], ARGV[2])
-    end
-    local free = 0
+    r"    local free = 0
     for k = j + 1, n - 1 do
       if not taken[(start + k * step) % n] then free = 1 break end
     end
@@ -390,12 +419,19 @@ return false"
 /// EXTEND for a permit: if the claim `ARGV[1]` (`slot:token`) is recorded and not expired,
 /// moves its expiry to the node's now + `ARGV[2]` ms and returns 1; returns 2 if it is
 /// missing (expired, released, or never recorded here), 0 if the key holds something other
-/// than a semaphore. `ARGV = [claim, ttl_ms, 1]`, as EXTEND's.
+/// than a semaphore. A claim that expires with its key (`date_claim!`) is the key's only
+/// one: the key's ttl is set instead, without the node's clock.
+/// `ARGV = [claim, ttl_ms, 1]`, as EXTEND's.
 pub(crate) const PERMIT_EXTEND: &str = concat!(
-    node_now!(),
     r"local held = redis.pcall('zscore', KEYS[1], ARGV[1])
 if type(held) == 'table' then return 0 end
-if not held or tonumber(held) <= now then return 2 end
+if held == 'inf' then
+  redis.call('pexpire', KEYS[1], ARGV[2])
+  return 1
+end
+",
+    node_now!(),
+    r"if not held or tonumber(held) <= now then return 2 end
 redis.call('zadd', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
 ",
     keep_key!("ARGV[2]"),
@@ -407,13 +443,24 @@ redis.call('zadd', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
 /// the semaphore's channel with the claim's SHA1, as a lock's release is (two claims: a
 /// handover that failed releases the old claim and the new one). Returns how many claims
 /// were removed. The last claim's release deletes the key (expired claims are dropped
-/// first).
+/// first). A claim that expires with its key (`date_claim!`) is the key's only one: its
+/// release deletes the key without the node's clock (`ZSCORE`, `DEL`, `PUBLISH`).
 pub(crate) const PERMIT_RELEASE: &str = concat!(
+    r"local held = {}
+for j = 1, #ARGV, 2 do
+  held[j] = redis.pcall('zscore', KEYS[1], ARGV[j])
+  if held[j] == 'inf' then
+    redis.call('del', KEYS[1])
+    ",
+    announce!("KEYS[1]", "ARGV[j + 1]"),
+    r"    return 1
+  end
+end
+",
     node_now!(),
     r"local n = 0
 for j = 1, #ARGV, 2 do
-  local held = redis.pcall('zscore', KEYS[1], ARGV[j])
-  if type(held) == 'string' and tonumber(held) > now then
+  if type(held[j]) == 'string' and tonumber(held[j]) > now then
     n = n + redis.call('zrem', KEYS[1], ARGV[j])
     ",
     announce!("KEYS[1]", "ARGV[j + 1]"),
@@ -440,27 +487,42 @@ return n"
 /// `ARGV = [old claim, new claim, ttl_ms, n, marker]`, as HANDOVER's.
 pub(crate) const PERMIT_HANDOVER: &str = concat!(
     r"local n = tonumber(ARGV[4])
-",
-    node_now!(),
-    r"local held = redis.pcall('zscore', KEYS[1], ARGV[1])
+local held = redis.pcall('zscore', KEYS[1], ARGV[1])
 if type(held) == 'table' then return false end
-if held and tonumber(held) > now then
+local now = false
+if held == 'inf' then
   redis.call('zrem', KEYS[1], ARGV[1])
 else
-  if not redis.call('zscore', KEYS[1], '#') then return false end
   ",
+    node_now!(set),
+    r"  if held and tonumber(held) > now then
+    redis.call('zrem', KEYS[1], ARGV[1])
+  else
+    if not redis.call('zscore', KEYS[1], '#') then return false end
+    ",
     prune_claims!(),
-    r"  local slot = string.match(ARGV[1], '^(%d+):')
-  for _, m in ipairs(redis.call('zrange', KEYS[1], 1, -1)) do
-    if string.match(m, '^(%d+):') == slot then return false end
-  end
+    r"    local slot = string.match(ARGV[1], '^(%d+):')
+    local all, undated = redis.call('zrange', KEYS[1], 1, -1, 'withscores'), false
+    for i = 1, #all, 2 do
+      if string.match(all[i], '^(%d+):') == slot then return false end
+      ",
+    undated!(),
+    r"    end
+    ",
+    date_claim!(),
+    r"  end
 end
 ",
     largest_counter!(),
-    r"redis.call('zadd', KEYS[1], now + tonumber(ARGV[3]), ARGV[2])
-",
+    r"if now then
+  redis.call('zadd', KEYS[1], now + tonumber(ARGV[3]), ARGV[2])
+  ",
     keep_key!("ARGV[3]"),
-    "return fence"
+    r"else
+  redis.call('zadd', KEYS[1], '+inf', ARGV[2])
+  redis.call('pexpire', KEYS[1], ARGV[3])
+end
+return fence"
 );
 
 /// DISCARD for a permit: removes, without announcing it, every claim of the token `ARGV[1]`
@@ -531,6 +593,7 @@ local all = redis.call('zrange', KEYS[1], 1, -1, 'withscores')
 for i = 1, #all, 2 do
   local prefix, token = string.match(all[i], '^([^:]+):(.*)$')
   local left = tonumber(all[i + 1]) - now
+  if all[i + 1] == 'inf' then left = redis.call('pttl', KEYS[1]) end
   local slot = nil
   if prefix and rw then slot = sides[prefix] elseif prefix then slot = tonumber(prefix) end
   if slot and left > 0 then
@@ -551,33 +614,42 @@ return out"
 /// readers arriving after it wait (writers go first). Returns `{0, room}` when recorded
 /// (`room` 1 for a reader when another reader may follow at once), nil when refused; -1 if
 /// the key holds something other than a read-write lock, `-2 - M` if a semaphore of `M`
-/// permits. A writer recorded drops its own intent.
+/// permits. A writer recorded drops its own intent. A key that does not exist costs
+/// `TYPE`, `ZADD`, `PEXPIRE`, as PERMIT_ACQUIRE's (the claim expires with the key).
 ///
 /// `ARGV = [token, ttl_ms, 'r' or 'w', waiter, intent_ttl_ms]`.
 pub(crate) const RW_ACQUIRE: &str = concat!(
+    r"local kind = redis.call('type', KEYS[1])['ok']
+if kind == 'none' then
+  redis.call('zadd', KEYS[1], -1, '#rw', '+inf', ARGV[3] .. ':' .. ARGV[1])
+  redis.call('pexpire', KEYS[1], ARGV[2])
+  if ARGV[3] == 'r' then return {0, 1} end
+  return {0, 0}
+end
+if kind ~= 'zset' then return -1 end
+if not redis.call('zscore', KEYS[1], '#rw') then
+  local permits = redis.call('zscore', KEYS[1], '#')
+  if permits then return -2 + tonumber(permits) end
+  return -1
+end
+",
     node_now!(),
-    r"local readers, writer, intent = false, false, false
-local kind = redis.call('type', KEYS[1])['ok']
-local fresh = kind == 'none'
-if not fresh then
-  if kind ~= 'zset' then return -1 end
-  if not redis.call('zscore', KEYS[1], '#rw') then
-    local permits = redis.call('zscore', KEYS[1], '#')
-    if permits then return -2 + tonumber(permits) end
-    return -1
-  end
-  ",
     prune_claims!(),
-    r"  for _, m in ipairs(redis.call('zrange', KEYS[1], 1, -1)) do
-    local side = string.sub(m, 1, 2)
-    if side == 'r:' then readers = true
-    elseif side == 'w:' then writer = true
-    elseif side == 'i:' and m ~= 'i:' .. ARGV[4] then intent = true end
-  end
+    r"local readers, writer, intent, undated = false, false, false, false
+local all = redis.call('zrange', KEYS[1], 1, -1, 'withscores')
+for i = 1, #all, 2 do
+  ",
+    undated!(),
+    r"  local side = string.sub(all[i], 1, 2)
+  if side == 'r:' then readers = true
+  elseif side == 'w:' then writer = true
+  elseif side == 'i:' and all[i] ~= 'i:' .. ARGV[4] then intent = true end
 end
 if ARGV[3] == 'w' then
   if writer or readers then
-    redis.call('zadd', KEYS[1], -1, '#rw', now + tonumber(ARGV[5]), 'i:' .. ARGV[4])
+    ",
+    date_claim!(),
+    r"    redis.call('zadd', KEYS[1], -1, '#rw', now + tonumber(ARGV[5]), 'i:' .. ARGV[4])
     ",
     keep_key!("ARGV[5]"),
     r"    return false
@@ -586,14 +658,12 @@ if ARGV[3] == 'w' then
 elseif writer or intent then
   return false
 end
-redis.call('zadd', KEYS[1], -1, '#rw', now + tonumber(ARGV[2]), ARGV[3] .. ':' .. ARGV[1])
-if fresh then
-  redis.call('pexpire', KEYS[1], ARGV[2])
-else
-  ",
+",
+    date_claim!(),
+    r"redis.call('zadd', KEYS[1], -1, '#rw', now + tonumber(ARGV[2]), ARGV[3] .. ':' .. ARGV[1])
+",
     keep_key!("ARGV[2]"),
-    r"end
-if ARGV[3] == 'r' and not intent then return {0, 1} end
+    r"if ARGV[3] == 'r' and not intent then return {0, 1} end
 return {0, 0}"
 );
 
