@@ -667,67 +667,55 @@ end
 return {0, 0}"
 );
 
+/// The arrays `a` then `b` as one (`C = A + B`, checked when the constant is built): the
+/// script lists below are written once and joined.
+const fn join<const A: usize, const B: usize, const C: usize>(
+    a: [&'static str; A],
+    b: [&'static str; B],
+) -> [&'static str; C] {
+    assert!(A + B == C, "join: C must be A + B");
+    let mut out = [""; C];
+    let mut i = 0;
+    while i < A {
+        out[i] = a[i];
+        i += 1;
+    }
+    while i < C {
+        out[i] = b[i - A];
+        i += 1;
+    }
+    out
+}
+
+/// The locks' scripts that [`batch`] runs (numbers 1 to 9 in it).
+const LOCK_BATCHED: [&str; 9] = [
+    SET_NX, ACQUIRE, FENCE, EXTEND, RESTORE, RELEASE, PEEK, HANDOVER, DISCARD,
+];
+
+/// The semaphores' and read-write locks' scripts that [`batch`] runs (numbers 10 to 17).
+const PERMIT_BATCHED: [&str; 8] = [
+    PERMIT_ACQUIRE,
+    PERMIT_EXTEND,
+    PERMIT_RELEASE,
+    PERMIT_DISCARD,
+    PERMIT_PEEK,
+    PERMIT_FENCE,
+    PERMIT_HANDOVER,
+    RW_ACQUIRE,
+];
+
 /// The scripts of semaphores. Their commands beyond a lock's (`TIME`, `TYPE`, `PTTL` and the sorted
 /// set's) are not part of a node's admission, since a client that only locks never sends
 /// them; `doctor` checks them (`probe::semaphore_permissions`).
 #[cfg(test)]
-pub(crate) const PERMIT: [&str; 9] = [
-    PERMIT_ACQUIRE,
-    PERMIT_EXTEND,
-    PERMIT_RELEASE,
-    PERMIT_DISCARD,
-    PERMIT_PEEK,
-    PERMIT_FENCE,
-    PERMIT_HANDOVER,
-    PERMIT_HOLDERS,
-    RW_ACQUIRE,
-];
+pub(crate) const PERMIT: [&str; 9] = join(PERMIT_BATCHED, [PERMIT_HOLDERS]);
 
 /// Every script, for tests that check the hashes against a real `SCRIPT LOAD`.
 #[cfg(any(test, feature = "testkit"))]
-pub(crate) const ALL: [&str; 20] = [
-    ACQUIRE,
-    PEEK,
-    FENCE,
-    EXTEND,
-    RESTORE,
-    RELEASE,
-    HANDOVER,
-    IDENTIFY,
-    OBSERVE,
-    DISCARD,
-    SEED,
-    PERMIT_ACQUIRE,
-    PERMIT_EXTEND,
-    PERMIT_RELEASE,
-    PERMIT_DISCARD,
-    PERMIT_PEEK,
-    PERMIT_FENCE,
-    PERMIT_HANDOVER,
-    PERMIT_HOLDERS,
-    RW_ACQUIRE,
-];
+pub(crate) const ALL: [&str; 21] = join(BATCHED, [IDENTIFY, OBSERVE, SEED, PERMIT_HOLDERS]);
 
 /// The scripts [`batch`] can run, in the order of their numbers in it.
-pub(crate) const BATCHED: [&str; 17] = [
-    SET_NX,
-    ACQUIRE,
-    FENCE,
-    EXTEND,
-    RESTORE,
-    RELEASE,
-    PEEK,
-    HANDOVER,
-    DISCARD,
-    PERMIT_ACQUIRE,
-    PERMIT_EXTEND,
-    PERMIT_RELEASE,
-    PERMIT_DISCARD,
-    PERMIT_PEEK,
-    PERMIT_FENCE,
-    PERMIT_HANDOVER,
-    RW_ACQUIRE,
-];
+pub(crate) const BATCHED: [&str; 17] = join(LOCK_BATCHED, PERMIT_BATCHED);
 
 /// The script that runs several calls of the scripts above in one: concurrent calls bound
 /// for one node are sent as one (see `node/batch.rs`). Each script becomes a function of
