@@ -9,7 +9,8 @@
 //! `--include-ignored` and `QUORUMLOCK_CHAOS=compose` (builds the images and writes a
 //! summary). Run without `QUORUMLOCK_CHAOS=compose`, a scenario fails. It
 //! needs the images `QUORUMLOCK_REDIS_IMAGE` (scripts/build-redis-image) and, for the
-//! partition, `QUORUMLOCK_CHAOS_CLIENT_IMAGE` (scripts/build-client-image). It brings the
+//! scenarios with clients in containers (the partition, the election, the read-write
+//! locks), `QUORUMLOCK_CHAOS_CLIENT_IMAGE` (scripts/build-client-image). It brings the
 //! project up for each scenario and down again (`down -v`) afterwards, also when the
 //! scenario fails, and uses the fixed host ports 7000-7005: one run per Docker host.
 
