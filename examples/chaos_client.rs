@@ -1,6 +1,9 @@
 //! A chaos-suite client for running inside a container: contending workers that lock
 //! resources on the given nodes, run a read-sleep-write critical section on a counter in
-//! another Redis, and record every attempt. The history goes to stdout as JSON lines (one
+//! another Redis, and record every attempt. With `--write-one-in N` the workers take a side
+//! of a read-write lock named after each resource instead, the write side once in `N`
+//! attempts at random (a writer read-sleep-writes the lock's counter, a reader only reads
+//! it), as `Settings::read_write` has the local workers do. The history goes to stdout as JSON lines (one
 //! record per line, tests/chaos/history.rs); progress and errors go to stderr. The driver
 //! (tests/chaos_compose.rs) merges the histories of every client and checks them together: times
 //! are `CLOCK_MONOTONIC`, which the host and its containers share.
@@ -9,7 +12,7 @@
 //! chaos_client --client NAME --nodes URL,URL,... --counter URL --resources R,R,...
 //!              --start-at NS --stop-at NS [--workers N] [--ttl-ms MS]
 //!              [--node-timeout-ms MS] [--retry-within-ms MS] [--max-ops N]
-//!              [--quarantine true|false]
+//!              [--quarantine true|false] [--write-one-in N]
 //! chaos_client --elect NAME --client NAME --nodes URL,URL,... --stop-at NS
 //!              [--ttl-ms MS] [--node-timeout-ms MS]
 //! ```
@@ -38,7 +41,7 @@ use chaos::workload::{self, Counter, Ctx, Settings};
 const USAGE: &str = "usage: chaos_client --client NAME --nodes URL,URL,... --counter URL \
                      --resources R,R,... --start-at NS --stop-at NS [--workers N] \
                      [--ttl-ms MS] [--node-timeout-ms MS] [--retry-within-ms MS] \
-                     [--max-ops N] [--quarantine true|false]\n\
+                     [--max-ops N] [--quarantine true|false] [--write-one-in N]\n\
                      or: chaos_client --elect NAME --client NAME --nodes URL,URL,... \
                      --stop-at NS [--ttl-ms MS] [--node-timeout-ms MS]";
 
@@ -145,6 +148,14 @@ async fn run() -> Result<(), String> {
         quarantine: number(&args, "quarantine", defaults.quarantine)?,
         ..defaults
     };
+    // Read-write locks, the write side once in N attempts.
+    let settings = match args.get("write-one-in") {
+        None => settings,
+        Some(_) => match number(&args, "write-one-in", 0u32)? {
+            0 => return Err(format!("--write-one-in: at least 1\n{USAGE}")),
+            n => settings.read_write(n),
+        },
+    };
     if nodes.is_empty() || resources.is_empty() || stop_at <= start_at {
         return Err(format!(
             "need nodes, resources and --stop-at after --start-at\n{USAGE}"
@@ -168,8 +179,12 @@ async fn run() -> Result<(), String> {
         left.max(Duration::from_secs(2)),
     )
     .await?;
+    let what = match ctx.settings.write_one_in {
+        None => "locks".to_owned(),
+        Some(n) => format!("read-write locks, the write side 1 attempt in {n}"),
+    };
     eprintln!(
-        "chaos_client {client}: {} nodes ready, {} workers per resource, starting in {:?}",
+        "chaos_client {client}: {} nodes ready, {} workers per resource on {what}, starting in {:?}",
         nodes.len(),
         workers,
         Duration::from_nanos(start_at.saturating_sub(mono_ns()))

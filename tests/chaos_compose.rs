@@ -9,7 +9,8 @@
 //! `--include-ignored` and `QUORUMLOCK_CHAOS=compose` (builds the images and writes a
 //! summary). Run without `QUORUMLOCK_CHAOS=compose`, a scenario fails. It
 //! needs the images `QUORUMLOCK_REDIS_IMAGE` (scripts/build-redis-image) and, for the
-//! partition, `QUORUMLOCK_CHAOS_CLIENT_IMAGE` (scripts/build-client-image). It brings the
+//! scenarios with clients in containers (the partition, the election, the read-write
+//! locks), `QUORUMLOCK_CHAOS_CLIENT_IMAGE` (scripts/build-client-image). It brings the
 //! project up for each scenario and down again (`down -v`) afterwards, also when the
 //! scenario fails, and uses the fixed host ports 7000-7005: one run per Docker host.
 
@@ -23,7 +24,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use chaos::checker::Report;
-use chaos::history::{ns, Outcome, Record};
+use chaos::history::{ns, Outcome, Record, Side as RwSide};
 use chaos::run::{self, Run};
 use chaos::workload::Settings;
 use compose::{Compose, Side, SERVICES};
@@ -334,6 +335,145 @@ async fn j_semaphore_kill_and_pause_minority() {
     assert_clean(&report);
     assert_eq!(report.permit_sections, report.ok, "{report}");
     assert_eq!(report.max_holders, 2, "{report}");
+}
+
+/// The read-write scenario's workers take the write side once in this many attempts, as
+/// the local suite's do.
+const WRITE_ONE_IN: u32 = 4;
+
+/// Read-write locks on the host and in a container: workers on two read-write locks (six
+/// on the host and two in client `c`'s container on each, the write side one attempt in
+/// four) while a minority is killed and started empty, then, once it counts again, another
+/// is paused. The merged history is checked as read-write locks (tests/chaos/checker.rs):
+/// no writer beside any other section, the counter exact and every read the last write
+/// before it, the tokens in order. The local suite has the read-write lock's negative
+/// control.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a Docker engine; run by scripts/chaos"]
+async fn k_rwlock_kill_and_pause_minority() {
+    require_enabled();
+    let _serial = SERIAL.lock().await;
+    let image = compose::client_image().await;
+    let description = "read-write locks, the write side 1 attempt in 4, 6 workers on the host \
+                       and 2 in a container (client c) on each; docker kill redis1, redis2 \
+                       at 3 s, docker start at 5.5 s (empty, quarantined 1 s); docker pause \
+                       redis4, redis5 for 2 s from 8.5 s, or from when the host clients \
+                       count redis1 and redis2 again if later; 13 s";
+    let (kill_at, start_at, pause_at, pause_for, end) = (3.0, 5.5, 8.5, 2.0, 13.0);
+    let settings = settings().read_write(WRITE_ONE_IN);
+    let (mut compose, mut run) = start(
+        "k_rwlock_minority",
+        description,
+        false,
+        settings.clone(),
+        Duration::from_secs_f64(end),
+    )
+    .await;
+    // The container's workers start 2 s in, once it has had time to come up and check its
+    // connections, and stop with the host's.
+    let begin = run.t0() + ns(Duration::from_secs(2));
+    let stop = run.t0() + ns(Duration::from_secs_f64(end));
+    let args = client_args(
+        [
+            ("--resources", run.resources.join(",")),
+            ("--workers", "2".to_owned()),
+            ("--write-one-in", WRITE_ONE_IN.to_string()),
+            ("--start-at", begin.to_string()),
+            ("--stop-at", stop.to_string()),
+        ],
+        &settings,
+    );
+    compose.start_workers(&image, "c", 0, &args).await;
+    run.runs_until(stop);
+    // No fault before every node counts for the container's client too: it gives up
+    // otherwise.
+    compose.wait_ready("c", Duration::from_secs(20)).await;
+    run.at(kill_at).await;
+    let killed = chaos::history::mono_ns();
+    compose.kill(&mut run, &[0, 1]).await;
+    run.at(start_at).await;
+    compose.start(&mut run, &[0, 1]).await;
+    // Not before the host clients count redis1 and redis2 again: their quarantine runs
+    // 1 s from each client's reconnection, which its backoff can put 2 s after the start.
+    for (name, redlock) in &run.clients {
+        let probe = format!("chaos-probe:{name}");
+        let admitted =
+            chaos::workload::wait_admitted(redlock, &probe, Duration::from_secs(10)).await;
+        assert!(
+            admitted,
+            "client {name} did not count every node again within 10 s"
+        );
+    }
+    run.at(pause_at).await;
+    let paused = chaos::history::mono_ns();
+    compose.pause(&mut run, &[3, 4]).await;
+    chaos::workload::sleep_until(paused + ns(Duration::from_secs_f64(pause_for))).await;
+    compose.unpause(&mut run, &[3, 4]).await;
+    let unpaused = chaos::history::mono_ns();
+
+    let (records, stderr) = compose.collect_workers("c").await;
+    eprintln!("client c: {}", stderr.trim());
+    let sections = |records: &[Record], side: RwSide| {
+        records
+            .iter()
+            .filter(|r| {
+                matches!(r, Record::Op(op)
+                    if op.outcome == Outcome::Ok && op.hold.is_some() && op.side == Some(side))
+            })
+            .count()
+    };
+    let (c_reads, c_writes) = (
+        sections(&records, RwSide::Read),
+        sections(&records, RwSide::Write),
+    );
+    // The container's workers ran across both faults, on both sides.
+    let spans: Vec<(u64, u64)> = records
+        .iter()
+        .filter_map(|r| match r {
+            Record::Op(op) => Some((op.start, op.end)),
+            _ => None,
+        })
+        .collect();
+    let first = spans.iter().map(|s| s.0).min();
+    let last = spans.iter().map(|s| s.1).max();
+    run.merge(records);
+    let ctx = std::sync::Arc::clone(&run.ctx);
+    let report = run.finish(&out_dir()).await;
+    drop(compose);
+    eprintln!("client c: {c_reads} read and {c_writes} write sections");
+    assert_clean(&report);
+    assert!(
+        c_reads > 0 && c_writes > 0,
+        "client c: {c_reads} reads, {c_writes} writes"
+    );
+    assert!(
+        first.is_some_and(|f| f < killed) && last.is_some_and(|l| l > unpaused),
+        "client c did not run across the faults: attempts from {first:?} to {last:?}, \
+         kill at {killed}, unpause at {unpaused}"
+    );
+    // Every granted section ran under a side, and the checker counted them all.
+    let history = ctx.history.records();
+    assert_eq!(
+        report.read_sections,
+        sections(&history, RwSide::Read),
+        "{report}"
+    );
+    assert_eq!(
+        report.write_sections,
+        sections(&history, RwSide::Write),
+        "{report}"
+    );
+    assert_eq!(
+        report.read_sections + report.write_sections,
+        report.ok,
+        "{report}"
+    );
+    assert_eq!(report.permit_sections, 0, "{report}");
+    assert!(report.write_sections > 0, "no writer ran: {report}");
+    assert!(
+        report.max_readers >= 2,
+        "readers were never held at once: {report}"
+    );
 }
 
 /// Settings for the restart scenarios: locks long enough to be held across a restart of

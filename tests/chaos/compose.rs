@@ -490,3 +490,58 @@ impl Compose {
         records
     }
 }
+
+/// A client of contending workers (`chaos_client` without `--elect`) in container
+/// `quorumlock-chaos-<name>` on the project's network, as a candidate is: at 172.28.0.<30 +
+/// n>, reaching the nodes and the counter at their addresses there.
+impl Compose {
+    pub async fn start_workers(&mut self, image: &str, name: &str, n: u8, args: &[String]) {
+        let mut args = args.to_vec();
+        args.extend(["--counter".to_owned(), COUNTER_IN_NETWORK.to_owned()]);
+        self.start_candidate(image, name, n, &args).await;
+    }
+
+    /// Waits until the client `name` has said on stderr that its nodes are ready (every
+    /// node counts for it: `chaos_client` prints it once admitted, before its workers
+    /// start). Panics with its logs if it has not within `within`, or exited first.
+    pub async fn wait_ready(&self, name: &str, within: Duration) {
+        let container = format!("quorumlock-chaos-{name}");
+        let give_up = mono_ns() + ns(within);
+        loop {
+            let logs = Command::new("docker")
+                .args(["logs", &container])
+                .output()
+                .await
+                .expect("docker logs");
+            let stderr = String::from_utf8_lossy(&logs.stderr);
+            if stderr.contains("nodes ready") {
+                return;
+            }
+            let running = docker(&["inspect", "--format", "{{.State.Running}}", &container])
+                .await
+                .expect("docker inspect");
+            assert!(
+                running.trim() == "true" && mono_ns() < give_up,
+                "client {name} not ready (running: {}):\n{stderr}",
+                running.trim()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Waits until the client `name` has exited, checks that it succeeded, and returns its
+    /// history and its stderr.
+    pub async fn collect_workers(&self, name: &str) -> (Vec<Record>, String) {
+        let container = format!("quorumlock-chaos-{name}");
+        let code = docker(&["wait", &container]).await.expect("docker wait");
+        let logs = Command::new("docker")
+            .args(["logs", &container])
+            .output()
+            .await
+            .expect("docker logs");
+        let stderr = String::from_utf8_lossy(&logs.stderr).into_owned();
+        assert_eq!(code.trim(), "0", "client {name} failed:\n{stderr}");
+        let records = parse_jsonl(logs.stdout.as_slice()).expect("the client's history");
+        (records, stderr)
+    }
+}
