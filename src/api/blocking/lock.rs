@@ -4,10 +4,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::Driver;
-use crate::config::KeepAlive;
 use crate::engine::held::Released;
 use crate::engine::token::Token;
-use crate::error::{ConfigError, Error, LostReason, NodeError};
+use crate::error::{ConfigError, Error, LostReason};
 
 /// A lock held on a majority of nodes: [`crate::Lock`] with blocking calls.
 ///
@@ -31,100 +30,10 @@ impl Lock {
         self.inner.resources()
     }
 
-    /// The lock's token; see [`crate::Lock::token`].
-    pub fn token(&self) -> &Token {
-        self.inner.token()
-    }
-
-    /// The ttl the lock was taken (or last extended) with.
-    pub fn ttl(&self) -> Duration {
-        self.inner.ttl()
-    }
-
-    /// The instant the lock stops being valid; see [`crate::Lock::valid_until`].
-    pub fn valid_until(&self) -> Instant {
-        self.inner.valid_until()
-    }
-
-    /// The validity left: zero once the lock has expired.
-    pub fn validity(&self) -> Duration {
-        self.inner.validity()
-    }
-
-    /// Whether the validity has not ended yet.
-    pub fn is_valid(&self) -> bool {
-        self.inner.is_valid()
-    }
-
-    /// How many nodes had confirmed the lock when it was granted.
-    pub fn acquired_on(&self) -> usize {
-        self.inner.acquired_on()
-    }
-
-    /// Every node that did not vote yes to the acquisition; see [`crate::Lock::failures`].
-    pub fn failures(&self) -> &[NodeError] {
-        self.inner.failures()
-    }
-
-    /// The fencing token; see [`crate::Lock::fencing_token`].
-    ///
-    /// # Errors
-    /// As [`crate::Lock::fencing_token`]; [`Error::Config`] with [`ConfigError::ThreadStart`]
-    /// if the call needed a helper thread and none could start.
-    pub fn fencing_token(&self) -> Result<u64, Error> {
-        self.driver.block_on(self.inner.fencing_token())?
-    }
-
-    /// Extends the lock by its ttl, measured from now; see [`crate::Lock::extend`].
-    ///
-    /// # Errors
-    /// As [`crate::Lock::extend`], and as [`fencing_token`](Self::fencing_token).
-    pub fn extend(&mut self) -> Result<Duration, Error> {
-        self.driver.block_on(self.inner.extend())?
-    }
-
-    /// Extends the lock to `ttl` from now; see [`crate::Lock::extend_for`].
-    ///
-    /// # Errors
-    /// As [`crate::Lock::extend_for`], and as [`fencing_token`](Self::fencing_token).
-    pub fn extend_for(&mut self, ttl: Duration) -> Result<Duration, Error> {
-        self.driver.block_on(self.inner.extend_for(ttl))?
-    }
-
-    /// Releases the lock on every node and waits for a majority; see
-    /// [`crate::Lock::release`].
-    ///
-    /// # Errors
-    /// As [`crate::Lock::release`], and as [`fencing_token`](Self::fencing_token) (the lock is
-    /// then released in the background).
-    pub fn release(self) -> Result<Released, Error> {
-        let Lock { inner, driver } = self;
-        driver.block_on(inner.release())?
-    }
-
-    /// Lets go of the lock without releasing it: its keys expire at their ttl; see
-    /// [`crate::Lock::leave`].
-    pub fn leave(self) {
-        self.inner.leave();
-    }
-
-    /// Keeps the lock alive on the client's runtime thread, while the caller's thread does
-    /// what it likes; see [`crate::Lock::keep_alive`].
-    ///
-    /// # Errors
-    /// As [`crate::Lock::keep_alive`].
-    pub fn keep_alive(self, keep: KeepAlive) -> Result<KeptLock, Error> {
-        let Lock { inner, driver } = self;
-        let kept = {
-            let _entered = driver.handle.enter();
-            inner.keep_alive(keep)?
-        };
-        Ok(KeptLock {
-            handle: kept.handle(),
-            inner: kept,
-            driver,
-        })
-    }
+    super::held_calls!("lock", "crate::Lock";
+        token, ttl, valid_until, validity, is_valid, acquired_on, failures,
+        fencing_token, extend, extend_for, release, leave, keep_alive,
+    );
 }
 
 /// A lock kept alive on the client's runtime thread: [`crate::KeptLock`] with blocking calls.
@@ -143,6 +52,15 @@ pub struct KeptLock {
 }
 
 impl KeptLock {
+    /// Wraps `inner`, kept alive on `driver`'s runtime thread.
+    pub(super) fn new(inner: crate::KeptLock, driver: Arc<Driver>) -> KeptLock {
+        KeptLock {
+            handle: inner.handle(),
+            inner,
+            driver,
+        }
+    }
+
     /// The locked resource's name.
     pub fn resource(&self) -> &str {
         self.inner.resource()

@@ -7,7 +7,9 @@
 //! keeper of a [`KeptLock`] runs on that thread too, so a kept lock is extended, and its loss
 //! noticed, while the caller's thread blocks in its own work, for as long as it likes: the
 //! workaround of a current-thread runtime and `block_on` stops the keeper whenever the
-//! caller's thread blocks (see [`crate::KeptLock`], "What the keeper needs").
+//! caller's thread blocks (see [`crate::KeptLock`], "What the keeper needs"). Its
+//! semaphores ([`Semaphore`], [`Permit`]) and read-write locks ([`RwLock`], [`RwGuard`]) are
+//! the async ones with blocking calls in the same way.
 //!
 //! ```no_run
 //! use quorumlock::blocking;
@@ -36,6 +38,8 @@
 
 mod election;
 mod lock;
+mod rwlock;
+mod semaphore;
 
 use std::fmt;
 use std::future::Future;
@@ -47,6 +51,8 @@ use tokio::sync::oneshot;
 
 pub use self::election::Leadership;
 pub use self::lock::{KeptLock, Lock};
+pub use self::rwlock::{RwGuard, RwLock};
+pub use self::semaphore::{Permit, Semaphore};
 use crate::config::{Candidacy, Config, KeepAlive, RedLockBuilder, Retry};
 use crate::engine::observe::Leader;
 use crate::engine::shutdown::Shutdown;
@@ -117,6 +123,13 @@ impl Driver {
         run_blocking(&self.handle, work)
     }
 
+    /// Runs `start` in the runtime's context, so that what it spawns (a client's keeper, the
+    /// first time) runs on the runtime thread.
+    fn entered<T>(&self, start: impl FnOnce() -> T) -> T {
+        let _entered = self.handle.enter();
+        start()
+    }
+
     /// Blocks until `handle`'s lock is lost or `within` has passed: why it was lost, or `None`.
     fn wait_lost(
         &self,
@@ -162,6 +175,125 @@ where
         }
     })
 }
+
+/// The calls of a held handle of this module ([`Lock`], [`Permit`], [`RwGuard`]) that only
+/// pass on to the async handle it wraps (its field `inner`), blocking on the client's runtime
+/// (its field `driver`): written once, named in the docs by `$noun` and the async type's
+/// path `$path`. Invoked inside the handle's `impl` block with the calls it has.
+macro_rules! held_calls {
+    ($noun:literal, $path:literal; $($call:ident),+ $(,)?) => {
+        $( $crate::api::blocking::held_calls!(@ $call, $noun, $path); )+
+    };
+    (@ token, $noun:literal, $path:literal) => {
+        #[doc = concat!("The ", $noun, "'s token; see [`", $path, "::token`].")]
+        pub fn token(&self) -> &$crate::engine::token::Token {
+            self.inner.token()
+        }
+    };
+    (@ ttl, $noun:literal, $path:literal) => {
+        #[doc = concat!("The ttl the ", $noun, " was taken (or last extended) with.")]
+        pub fn ttl(&self) -> std::time::Duration {
+            self.inner.ttl()
+        }
+    };
+    (@ valid_until, $noun:literal, $path:literal) => {
+        #[doc = concat!("The instant the ", $noun, " stops being valid; see [`", $path, "::valid_until`].")]
+        pub fn valid_until(&self) -> std::time::Instant {
+            self.inner.valid_until()
+        }
+    };
+    (@ validity, $noun:literal, $path:literal) => {
+        #[doc = concat!("The validity left: zero once the ", $noun, " has expired.")]
+        pub fn validity(&self) -> std::time::Duration {
+            self.inner.validity()
+        }
+    };
+    (@ is_valid, $noun:literal, $path:literal) => {
+        /// Whether the validity has not ended yet.
+        pub fn is_valid(&self) -> bool {
+            self.inner.is_valid()
+        }
+    };
+    (@ acquired_on, $noun:literal, $path:literal) => {
+        #[doc = concat!("How many nodes had confirmed the ", $noun, " when it was granted.")]
+        pub fn acquired_on(&self) -> usize {
+            self.inner.acquired_on()
+        }
+    };
+    (@ failures, $noun:literal, $path:literal) => {
+        #[doc = concat!("Every node that did not vote yes to the acquisition; see [`", $path, "::failures`].")]
+        pub fn failures(&self) -> &[$crate::error::NodeError] {
+            self.inner.failures()
+        }
+    };
+    (@ fencing_token, $noun:literal, $path:literal) => {
+        #[doc = concat!("The fencing token; see [`", $path, "::fencing_token`].")]
+        ///
+        /// # Errors
+        #[doc = concat!("As [`", $path, "::fencing_token`]; [`Error::Config`](crate::Error::Config) with")]
+        /// [`ConfigError::ThreadStart`](crate::ConfigError::ThreadStart) if the call needed a
+        /// helper thread and none could start.
+        pub fn fencing_token(&self) -> Result<u64, $crate::error::Error> {
+            self.driver.block_on(self.inner.fencing_token())?
+        }
+    };
+    (@ extend, $noun:literal, $path:literal) => {
+        #[doc = concat!("Extends the ", $noun, " by its ttl, measured from now; see [`", $path, "::extend`].")]
+        ///
+        /// # Errors
+        #[doc = concat!("As [`", $path, "::extend`], and as [`fencing_token`](Self::fencing_token).")]
+        pub fn extend(&mut self) -> Result<std::time::Duration, $crate::error::Error> {
+            self.driver.block_on(self.inner.extend())?
+        }
+    };
+    (@ extend_for, $noun:literal, $path:literal) => {
+        #[doc = concat!("Extends the ", $noun, " to `ttl` from now; see [`", $path, "::extend_for`].")]
+        ///
+        /// # Errors
+        #[doc = concat!("As [`", $path, "::extend_for`], and as [`fencing_token`](Self::fencing_token).")]
+        pub fn extend_for(
+            &mut self,
+            ttl: std::time::Duration,
+        ) -> Result<std::time::Duration, $crate::error::Error> {
+            self.driver.block_on(self.inner.extend_for(ttl))?
+        }
+    };
+    (@ release, $noun:literal, $path:literal) => {
+        #[doc = concat!("Releases the ", $noun, " on every node and waits for a majority; see")]
+        #[doc = concat!("[`", $path, "::release`].")]
+        ///
+        /// # Errors
+        #[doc = concat!("As [`", $path, "::release`], and as [`fencing_token`](Self::fencing_token) (the")]
+        #[doc = concat!($noun, " is then released in the background).")]
+        pub fn release(self) -> Result<$crate::engine::held::Released, $crate::error::Error> {
+            let Self { inner, driver, .. } = self;
+            driver.block_on(inner.release())?
+        }
+    };
+    (@ leave, $noun:literal, $path:literal) => {
+        #[doc = concat!("Lets go of the ", $noun, " without releasing it: it stays on the nodes until its")]
+        #[doc = concat!("ttl runs out; see [`", $path, "::leave`].")]
+        pub fn leave(self) {
+            self.inner.leave();
+        }
+    };
+    (@ keep_alive, $noun:literal, $path:literal) => {
+        #[doc = concat!("Keeps the ", $noun, " alive on the client's runtime thread, while the caller's")]
+        #[doc = concat!("thread does what it likes; see [`", $path, "::keep_alive`].")]
+        ///
+        /// # Errors
+        #[doc = concat!("As [`", $path, "::keep_alive`].")]
+        pub fn keep_alive(
+            self,
+            keep: $crate::config::KeepAlive,
+        ) -> Result<$crate::api::blocking::KeptLock, $crate::error::Error> {
+            let Self { inner, driver, .. } = self;
+            let kept = driver.entered(|| inner.keep_alive(keep))?;
+            Ok($crate::api::blocking::KeptLock::new(kept, driver))
+        }
+    };
+}
+use held_calls;
 
 /// A Redlock client whose calls block: [`crate::RedLock`] on a runtime thread of its own.
 ///
@@ -239,6 +371,35 @@ impl RedLock {
     pub fn lock(&self, resource: &str) -> Result<Lock, Error> {
         let lock = self.driver.block_on(self.driver.redlock.lock(resource))??;
         Ok(self.wrap(lock))
+    }
+
+    /// A semaphore of `permits` permits on the resource `name`, with blocking calls: at most
+    /// `permits` holders at once across every client; see [`crate::RedLock::semaphore`].
+    /// Nothing is sent until a permit is asked for.
+    ///
+    /// # Errors
+    /// As [`crate::RedLock::semaphore`]: [`ConfigError::InvalidPermits`] for 0 permits or
+    /// more than [`MAX_PERMITS`](crate::MAX_PERMITS), [`ConfigError::EmptyResource`] and
+    /// [`ConfigError::ReservedResource`] as for a lock.
+    pub fn semaphore(&self, name: &str, permits: u32) -> Result<Semaphore, ConfigError> {
+        Ok(Semaphore {
+            inner: self.driver.redlock.semaphore(name, permits)?,
+            driver: Arc::clone(&self.driver),
+        })
+    }
+
+    /// A read-write lock on the resource `name`, with blocking calls: many readers or one
+    /// writer at once across every client, writers first; see [`crate::RedLock::rw_lock`].
+    /// Nothing is sent until a side is asked for.
+    ///
+    /// # Errors
+    /// As [`crate::RedLock::rw_lock`]: [`ConfigError::EmptyResource`] and
+    /// [`ConfigError::ReservedResource`] as for a lock.
+    pub fn rw_lock(&self, name: &str) -> Result<RwLock, ConfigError> {
+        Ok(RwLock {
+            inner: self.driver.redlock.rw_lock(name)?,
+            driver: Arc::clone(&self.driver),
+        })
     }
 
     /// Makes one attempt to lock `resource` with the configured ttl.
