@@ -7,11 +7,11 @@ use super::Driver;
 use crate::engine::held::Released;
 use crate::error::{ConfigError, Error, LostReason};
 
-/// This process's leadership of an election, won by [`RedLock::campaign`](super::RedLock::campaign):
-/// [`crate::Leadership`] with blocking calls. Its lock is kept alive on the client's runtime
-/// thread; a loss while the caller's thread was busy is reported by the next call
-/// ([`is_leader`](Self::is_leader), [`lost_reason`](Self::lost_reason)). Dropping it resigns
-/// in the background.
+/// This process's leadership of an election, won by
+/// [`RedLock::campaign`](super::RedLock::campaign): [`crate::Leadership`] with blocking calls.
+/// Its lock is kept alive on the client's runtime thread; a loss while the caller's thread was
+/// busy is reported by the next call ([`is_leader`](Self::is_leader),
+/// [`lost_reason`](Self::lost_reason)). Dropping it resigns in the background.
 #[derive(Debug)]
 #[must_use = "leadership is given up as soon as it is dropped"]
 pub struct Leadership {

@@ -197,7 +197,13 @@ macro_rules! held_calls {
         }
     };
     (@ valid_until, $noun:literal, $path:literal) => {
-        #[doc = concat!("The instant the ", $noun, " stops being valid; see [`", $path, "::valid_until`].")]
+        #[doc = concat!(
+            "The instant the ",
+            $noun,
+            " stops being valid; see [`",
+            $path,
+            "::valid_until`].",
+        )]
         pub fn valid_until(&self) -> std::time::Instant {
             self.inner.valid_until()
         }
@@ -221,7 +227,11 @@ macro_rules! held_calls {
         }
     };
     (@ failures, $noun:literal, $path:literal) => {
-        #[doc = concat!("Every node that did not vote yes to the acquisition; see [`", $path, "::failures`].")]
+        #[doc = concat!(
+            "Every node that did not vote yes to the acquisition; see [`",
+            $path,
+            "::failures`].",
+        )]
         pub fn failures(&self) -> &[$crate::error::NodeError] {
             self.inner.failures()
         }
@@ -230,7 +240,11 @@ macro_rules! held_calls {
         #[doc = concat!("The fencing token; see [`", $path, "::fencing_token`].")]
         ///
         /// # Errors
-        #[doc = concat!("As [`", $path, "::fencing_token`]; [`Error::Config`](crate::Error::Config) with")]
+        #[doc = concat!(
+            "As [`",
+            $path,
+            "::fencing_token`]; [`Error::Config`](crate::Error::Config) with",
+        )]
         /// [`ConfigError::ThreadStart`](crate::ConfigError::ThreadStart) if the call needed a
         /// helper thread and none could start.
         pub fn fencing_token(&self) -> Result<u64, $crate::error::Error> {
@@ -238,19 +252,39 @@ macro_rules! held_calls {
         }
     };
     (@ extend, $noun:literal, $path:literal) => {
-        #[doc = concat!("Extends the ", $noun, " by its ttl, measured from now; see [`", $path, "::extend`].")]
+        #[doc = concat!(
+            "Extends the ",
+            $noun,
+            " by its ttl, measured from now; see [`",
+            $path,
+            "::extend`].",
+        )]
         ///
         /// # Errors
-        #[doc = concat!("As [`", $path, "::extend`], and as [`fencing_token`](Self::fencing_token).")]
+        #[doc = concat!(
+            "As [`",
+            $path,
+            "::extend`], and as [`fencing_token`](Self::fencing_token).",
+        )]
         pub fn extend(&mut self) -> Result<std::time::Duration, $crate::error::Error> {
             self.driver.block_on(self.inner.extend())?
         }
     };
     (@ extend_for, $noun:literal, $path:literal) => {
-        #[doc = concat!("Extends the ", $noun, " to `ttl` from now; see [`", $path, "::extend_for`].")]
+        #[doc = concat!(
+            "Extends the ",
+            $noun,
+            " to `ttl` from now; see [`",
+            $path,
+            "::extend_for`].",
+        )]
         ///
         /// # Errors
-        #[doc = concat!("As [`", $path, "::extend_for`], and as [`fencing_token`](Self::fencing_token).")]
+        #[doc = concat!(
+            "As [`",
+            $path,
+            "::extend_for`], and as [`fencing_token`](Self::fencing_token).",
+        )]
         pub fn extend_for(
             &mut self,
             ttl: std::time::Duration,
@@ -263,7 +297,11 @@ macro_rules! held_calls {
         #[doc = concat!("[`", $path, "::release`].")]
         ///
         /// # Errors
-        #[doc = concat!("As [`", $path, "::release`], and as [`fencing_token`](Self::fencing_token) (the")]
+        #[doc = concat!(
+            "As [`",
+            $path,
+            "::release`], and as [`fencing_token`](Self::fencing_token) (the",
+        )]
         #[doc = concat!($noun, " is then released in the background).")]
         pub fn release(self) -> Result<$crate::engine::held::Released, $crate::error::Error> {
             let Self { inner, driver, .. } = self;
@@ -271,14 +309,22 @@ macro_rules! held_calls {
         }
     };
     (@ leave, $noun:literal, $path:literal) => {
-        #[doc = concat!("Lets go of the ", $noun, " without releasing it: it stays on the nodes until its")]
+        #[doc = concat!(
+            "Lets go of the ",
+            $noun,
+            " without releasing it: it stays on the nodes until its",
+        )]
         #[doc = concat!("ttl runs out; see [`", $path, "::leave`].")]
         pub fn leave(self) {
             self.inner.leave();
         }
     };
     (@ keep_alive, $noun:literal, $path:literal) => {
-        #[doc = concat!("Keeps the ", $noun, " alive on the client's runtime thread, while the caller's")]
+        #[doc = concat!(
+            "Keeps the ",
+            $noun,
+            " alive on the client's runtime thread, while the caller's",
+        )]
         #[doc = concat!("thread does what it likes; see [`", $path, "::keep_alive`].")]
         ///
         /// # Errors
