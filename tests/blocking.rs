@@ -463,3 +463,17 @@ fn bad_input_gives_the_typed_error() {
     assert_eq!(types(&rt, &quorum, "exports"), ["none", "none", "none"]);
     assert_eq!(types(&rt, &quorum, "catalog"), ["none", "none", "none"]);
 }
+
+/// Every blocking handle can be shared with and sent to other threads.
+#[test]
+fn the_blocking_handles_are_send_and_sync() {
+    fn send_and_sync<T: Send + Sync>() {}
+    send_and_sync::<blocking::RedLock>();
+    send_and_sync::<blocking::Lock>();
+    send_and_sync::<blocking::KeptLock>();
+    send_and_sync::<blocking::Leadership>();
+    send_and_sync::<blocking::Semaphore>();
+    send_and_sync::<blocking::Permit>();
+    send_and_sync::<blocking::RwLock>();
+    send_and_sync::<blocking::RwGuard>();
+}
