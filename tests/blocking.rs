@@ -1,5 +1,5 @@
 //! The blocking client (`quorumlock::blocking`): a runtime thread of its own keeps locks
-//! alive while the caller's thread blocks.
+//! alive while the caller's thread blocks; its semaphores and read-write locks.
 
 mod common;
 
@@ -7,7 +7,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use quorumlock::testkit::LocalQuorum;
-use quorumlock::{blocking, Error, KeepAlive, RedLockBuilder};
+use quorumlock::{blocking, Access, ConfigError, Error, KeepAlive, RedLockBuilder};
 
 /// The lock's ttl in these tests.
 const TTL: Duration = Duration::from_secs(1);
@@ -220,6 +220,8 @@ fn with_lock_runs_the_work_and_releases() {
         })
         .expect("ran");
     assert_eq!(holders_meanwhile, (1, 3));
+    // Released at the quorum; the last node's delete finishes in the background.
+    assert_eq!(redlock.settle(Duration::from_secs(10)), Ok(true));
     assert_eq!(holders(&rt, &quorum, "job"), 0);
 }
 
@@ -245,4 +247,233 @@ fn a_blocked_candidate_leads_when_the_leader_resigns() {
         .expect("the candidate's thread")
         .expect("leads after the resignation");
     assert!(next > term, "term {next} after {term}");
+}
+
+/// The type of `key` on every node of `quorum`, in order (`none` where it does not exist).
+fn types(rt: &tokio::runtime::Runtime, quorum: &LocalQuorum, key: &str) -> Vec<String> {
+    rt.block_on(async {
+        let mut types = Vec::new();
+        for node in quorum.nodes() {
+            types.push(common::get_type(node, key).await);
+        }
+        types
+    })
+}
+
+/// A blocking semaphore of two permits grants two, refuses a third at one attempt, and
+/// grants it on the freed slot once a permit is released.
+#[test]
+fn a_semaphore_of_two_refuses_a_third_permit_until_one_is_released() {
+    let rt = test_runtime();
+    let quorum = rt.block_on(LocalQuorum::start(3)).expect("quorum");
+    let a = blocking::RedLock::connect(&builder(&quorum)).expect("a");
+    let b = blocking::RedLock::connect(&builder(&quorum)).expect("b");
+    let sem_a = a.semaphore("exports", 2).expect("a semaphore");
+    let sem_b = b.semaphore("exports", 2).expect("a semaphore");
+    assert_eq!((sem_a.name(), sem_a.permits()), ("exports", 2));
+
+    let first = sem_a.try_acquire().expect("the first permit");
+    let second = sem_b.try_acquire().expect("the second permit");
+    assert_eq!(first.semaphore(), "exports");
+    assert_ne!(first.slot(), second.slot());
+    assert!(first.slot() < 2 && second.slot() < 2);
+    assert!(first.is_valid() && second.is_valid());
+    match sem_b.try_acquire() {
+        Err(Error::Taken {
+            held_elsewhere,
+            nodes,
+            ..
+        }) => {
+            assert!(held_elsewhere >= 2, "{held_elsewhere}");
+            assert_eq!(nodes, 3);
+        }
+        other => panic!("a third permit of two: {other:?}"),
+    }
+
+    let freed = first.slot();
+    first.release().expect("released");
+    let third = sem_b.try_acquire().expect("the freed permit");
+    assert_eq!(third.slot(), freed, "the only free slot");
+    third.release().expect("released");
+    second.release().expect("released");
+    assert_eq!(a.settle(Duration::from_secs(10)), Ok(true));
+    assert_eq!(b.settle(Duration::from_secs(10)), Ok(true));
+    assert_eq!(types(&rt, &quorum, "exports"), ["none", "none", "none"]);
+}
+
+/// A permit's fencing token is asked once (the same on a second call), exceeds every token
+/// handed out before, and names its slot.
+#[test]
+fn a_permits_fencing_tokens_increase() {
+    let rt = test_runtime();
+    let quorum = rt.block_on(LocalQuorum::start(3)).expect("quorum");
+    let redlock = blocking::RedLock::connect(&builder(&quorum)).expect("client");
+    let sem = redlock.semaphore("exports", 2).expect("a semaphore");
+    let per_slot = u64::from(quorumlock::MAX_PERMITS);
+
+    let first = sem.try_acquire().expect("a permit");
+    let one = first.fencing_token().expect("a token");
+    assert_eq!(first.fencing_token().expect("the same token"), one);
+    assert_eq!(one % per_slot, u64::from(first.slot()));
+    // Held at once with the first: a greater token, never the same.
+    let second = sem.try_acquire().expect("a second permit");
+    let two = second.fencing_token().expect("a token");
+    assert!(two > one, "{two} after {one}");
+    assert_eq!(two % per_slot, u64::from(second.slot()));
+    first.release().expect("released");
+    second.release().expect("released");
+    // After both were released.
+    let third = sem.try_acquire().expect("a third permit");
+    let three = third.fencing_token().expect("a token");
+    assert!(three > two, "{three} after {two}");
+    assert_eq!(three % per_slot, u64::from(third.slot()));
+    third.release().expect("released");
+}
+
+/// `with_permit` runs blocking work under a kept permit, returns its value, and releases the
+/// permit: the semaphore's key is on every node while the work runs and gone after.
+#[test]
+fn with_permit_returns_the_works_value_and_releases() {
+    let rt = test_runtime();
+    let quorum = rt.block_on(LocalQuorum::start(3)).expect("quorum");
+    let redlock = blocking::RedLock::connect(&builder(&quorum)).expect("client");
+    let sem = redlock.semaphore("exports", 2).expect("a semaphore");
+    let (value, meanwhile, holders) = sem
+        .with_permit(|kept| {
+            assert!(kept.is_held());
+            assert_eq!(kept.resource(), "exports");
+            let holders = sem.holders().expect("holders");
+            let sha1 = quorumlock::fred::util::sha1_hash(kept.token().as_str());
+            let mine = holders.iter().filter(|h| h.token_sha1 == sha1).count();
+            (42, types(&rt, &quorum, "exports"), (holders.len(), mine))
+        })
+        .expect("ran");
+    assert_eq!(value, 42);
+    assert_eq!(meanwhile, ["zset", "zset", "zset"]);
+    assert_eq!(holders, (1, 1));
+    // Released at the quorum; the last node's release finishes in the background.
+    assert_eq!(redlock.settle(Duration::from_secs(10)), Ok(true));
+    assert_eq!(types(&rt, &quorum, "exports"), ["none", "none", "none"]);
+    assert_eq!(sem.holders().expect("holders"), Vec::new());
+}
+
+/// A permit dropped unreleased on a plain thread is released by the client's own thread, as
+/// a lock is; one kept alive is a blocking `KeptLock` on the semaphore.
+#[test]
+fn a_dropped_permit_is_released_and_a_kept_one_is_held() {
+    let rt = test_runtime();
+    let quorum = rt.block_on(LocalQuorum::start(3)).expect("quorum");
+    let redlock = blocking::RedLock::connect(&builder(&quorum)).expect("client");
+    let sem = redlock.semaphore("exports", 1).expect("a semaphore");
+    drop(sem.try_acquire().expect("a permit"));
+    assert_eq!(redlock.settle(Duration::from_secs(10)), Ok(true));
+    assert_eq!(types(&rt, &quorum, "exports"), ["none", "none", "none"]);
+
+    let kept = sem
+        .try_acquire()
+        .expect("the permit again")
+        .keep_alive(KeepAlive::new())
+        .expect("kept");
+    assert_eq!(kept.resource(), "exports");
+    assert!(kept.is_held());
+    assert!(matches!(sem.try_acquire(), Err(Error::Taken { .. })));
+    kept.release().expect("released");
+    assert_eq!(redlock.settle(Duration::from_secs(10)), Ok(true));
+    assert_eq!(types(&rt, &quorum, "exports"), ["none", "none", "none"]);
+}
+
+/// A blocking read-write lock: two readers at once; a writer is refused while either holds,
+/// and granted once both have released.
+#[test]
+fn readers_share_a_blocking_rwlock_and_a_writer_waits_for_both() {
+    let rt = test_runtime();
+    let quorum = rt.block_on(LocalQuorum::start(3)).expect("quorum");
+    let a = blocking::RedLock::connect(&builder(&quorum)).expect("a");
+    let b = blocking::RedLock::connect(&builder(&quorum)).expect("b");
+    let c = blocking::RedLock::connect(&builder(&quorum)).expect("c");
+    let writer = c.rw_lock("catalog").expect("a read-write lock");
+    assert_eq!(writer.name(), "catalog");
+
+    let one = a
+        .rw_lock("catalog")
+        .expect("rw")
+        .try_read()
+        .expect("a reader");
+    let two = b
+        .rw_lock("catalog")
+        .expect("rw")
+        .try_read()
+        .expect("a second reader");
+    assert_eq!((one.access(), two.access()), (Access::Read, Access::Read));
+    assert_eq!(one.resource(), "catalog");
+    assert!(one.is_valid() && two.is_valid(), "both held at once");
+    let readers = writer.holders().expect("holders");
+    assert_eq!(readers.len(), 2, "{readers:?}");
+    assert!(readers
+        .iter()
+        .all(|h| h.access == Access::Read && !h.waiting));
+
+    assert!(matches!(writer.try_write(), Err(Error::Taken { .. })));
+    one.release().expect("released");
+    assert!(matches!(writer.try_write(), Err(Error::Taken { .. })));
+    two.release().expect("released");
+    let writing = writer.try_write().expect("the writer, alone");
+    assert_eq!(writing.access(), Access::Write);
+    assert!(matches!(
+        a.rw_lock("catalog").expect("rw").try_read(),
+        Err(Error::Taken { .. })
+    ));
+    writing.release().expect("released");
+    for client in [&a, &b, &c] {
+        assert_eq!(client.settle(Duration::from_secs(10)), Ok(true));
+    }
+    assert_eq!(types(&rt, &quorum, "catalog"), ["none", "none", "none"]);
+}
+
+/// Bad input is refused with the typed error before anything is sent.
+#[test]
+fn bad_input_gives_the_typed_error() {
+    let rt = test_runtime();
+    let quorum = rt.block_on(LocalQuorum::start(3)).expect("quorum");
+    let redlock = blocking::RedLock::connect(&builder(&quorum)).expect("client");
+    for permits in [0, quorumlock::MAX_PERMITS + 1] {
+        match redlock.semaphore("exports", permits) {
+            Err(ConfigError::InvalidPermits { permits: p }) => assert_eq!(p, permits),
+            other => panic!("{permits} permits: {other:?}"),
+        }
+    }
+    assert!(matches!(
+        redlock.semaphore("", 2),
+        Err(ConfigError::EmptyResource)
+    ));
+    assert!(matches!(
+        redlock.rw_lock(""),
+        Err(ConfigError::EmptyResource)
+    ));
+    let sem = redlock.semaphore("exports", 2).expect("a semaphore");
+    assert!(matches!(
+        sem.acquire_with(Duration::ZERO, quorumlock::Retry::none()),
+        Err(Error::Config(ConfigError::ZeroTtl))
+    ));
+    let rw = redlock.rw_lock("catalog").expect("a read-write lock");
+    assert!(matches!(
+        rw.acquire(Access::Write, Duration::ZERO, quorumlock::Retry::none()),
+        Err(Error::Config(ConfigError::ZeroTtl))
+    ));
+    assert_eq!(types(&rt, &quorum, "exports"), ["none", "none", "none"]);
+    assert_eq!(types(&rt, &quorum, "catalog"), ["none", "none", "none"]);
+}
+
+/// Every blocking handle can be shared with and sent to other threads.
+#[test]
+fn the_blocking_handles_are_send_and_sync() {
+    fn send_and_sync<T: Send + Sync>() {}
+    send_and_sync::<blocking::RedLock>();
+    send_and_sync::<blocking::Lock>();
+    send_and_sync::<blocking::KeptLock>();
+    send_and_sync::<blocking::Leadership>();
+    send_and_sync::<blocking::Semaphore>();
+    send_and_sync::<blocking::Permit>();
+    send_and_sync::<blocking::RwLock>();
+    send_and_sync::<blocking::RwGuard>();
 }

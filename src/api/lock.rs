@@ -1,12 +1,6 @@
 //! A held lock: [`Lock`], a thin face over `engine::held`.
 
-use std::time::{Duration, Instant};
-
-use crate::api::kept::KeptLock;
-use crate::config::KeepAlive;
-use crate::engine::held::{Held, Released};
-use crate::engine::token::Token;
-use crate::error::{Error, NodeError};
+use crate::engine::held::Held;
 
 /// A lock held on a majority of nodes, valid until [`valid_until`](Self::valid_until).
 ///
@@ -36,198 +30,152 @@ impl Lock {
         self.0.resources()
     }
 
-    /// This acquisition's unguessable token, as stored on the nodes.
-    pub fn token(&self) -> &Token {
-        self.0.token()
-    }
-
-    /// The fencing token: greater than every fencing token handed out for the resource (for
-    /// each resource, for a lock on several) before this lock was acquired, so that storage
-    /// can refuse writes from an older holder whose lock has expired.
-    ///
-    /// The first call records the token on a majority of nodes (one parallel round trip,
-    /// decided at the quorum) and hands it out only if the lock is still valid when that
-    /// round ends; later calls return the same token without sending anything. A lock whose
-    /// holder never asks costs no more than a lock without fencing. Concurrent first calls
-    /// may each send the round; they get the same token.
-    ///
-    /// Tokens are below 2^53 (Lua's exact integers) for any realistic number of
-    /// acquisitions. See docs/design.md, section 2.6, for the argument and its assumption:
-    /// nodes do not lose acknowledged writes (`appendfsync always`).
-    ///
-    /// ```no_run
-    /// # async fn f(redlock: quorumlock::RedLock) -> Result<(), quorumlock::Error> {
-    /// let lock = redlock.lock("ledger").await?;
-    /// let token = lock.fencing_token().await?; // sent with every write to storage
-    /// # let _ = token;
-    /// lock.release().await?;
-    /// # Ok(()) }
-    /// ```
-    ///
-    /// # Errors
-    /// - [`Error::Expired`] if the lock's validity has run out, before the call (nothing is
-    ///   sent, and this holds for a token asked before too) or before the round ended.
-    /// - [`Error::NotHeld`] if so many nodes answered that our token is not there that it is
-    ///   not on a majority: the lock is lost.
-    /// - [`Error::NoQuorum`] if too few nodes answered to record the token; a later call
-    ///   may succeed.
-    /// - [`Error::Config`] ([`ConfigError::FencingOff`](crate::ConfigError::FencingOff)) if
-    ///   fencing is off ([`RedLockBuilder::fencing`](crate::RedLockBuilder::fencing)).
-    pub async fn fencing_token(&self) -> Result<u64, Error> {
-        self.0.fencing_token().await
-    }
-
-    /// The ttl of the last acquisition or extension.
-    pub fn ttl(&self) -> Duration {
-        self.0.ttl()
-    }
-
-    /// The instant (client's monotonic clock) until which the lock can be relied on:
-    /// `start + ttl − drift`, where `start` is taken before the first request is sent.
-    pub fn valid_until(&self) -> Instant {
-        self.0.valid_until()
-    }
-
-    /// The validity left: zero once [`valid_until`](Self::valid_until) has passed, or once
-    /// the client's [shutdown](crate::RedLock::shutdown) released the lock. Never more than the
-    /// nodes' keys are guaranteed to live, drift allowance included.
-    pub fn validity(&self) -> Duration {
-        self.0.validity()
-    }
-
-    /// Whether the validity has not yet run out (and the client's
-    /// [shutdown](crate::RedLock::shutdown) has not released the lock).
-    pub fn is_valid(&self) -> bool {
-        self.0.is_valid()
-    }
-
-    /// How many nodes had confirmed the lock when it was granted: the quorum, since the
-    /// decision is taken at the quorum-th yes (the others may confirm a moment later).
-    pub fn acquired_on(&self) -> usize {
-        self.0.acquired_on()
-    }
-
-    /// Every node that did not vote yes to the acquisition, as far as known when it was
-    /// decided (a minority the lock did without):
-    ///
-    /// - the nodes that failed (timeout, connection, refused by the connection check:
-    ///   [`Quarantined`](crate::NodeErrorKind::Quarantined), [`Auth`](crate::NodeErrorKind::Auth), ...);
-    /// - the nodes that answered no ([`Refused`](crate::NodeErrorKind::Refused): another
-    ///   owner's key is there);
-    /// - the nodes whose answer the lock did not wait for (it was decided at the quorum) and
-    ///   that could not have voted yes: not connected (the kind of the last connection error,
-    ///   [`Io`](crate::NodeErrorKind::Io) when none is known yet: a node that is down is
-    ///   listed), not counted ([`Unchecked`](crate::NodeErrorKind::Unchecked) while its new
-    ///   connection is being checked, ...), or not answering its previous command either
-    ///   ([`NotAwaited`](crate::NodeErrorKind::NotAwaited)).
-    ///
-    /// Not listed: a node that is connected, counted and answering, whose answer simply was
-    /// not awaited; its command runs to its end in the background. On healthy nodes this is
-    /// empty, and `acquired_on() + failures().len()` is less than the number of nodes by the
-    /// nodes not awaited. [`Error::NoQuorum`](crate::Error::NoQuorum) lists its nodes the
-    /// same way.
-    pub fn failures(&self) -> &[NodeError] {
-        self.0.failures()
-    }
-
-    /// Extends the lock by its ttl, measured from now. See [`extend_for`](Self::extend_for).
-    ///
-    /// # Errors
-    /// As [`extend_for`](Self::extend_for).
-    pub async fn extend(&mut self) -> Result<Duration, Error> {
-        self.0.extend().await
-    }
-
-    /// Resets the keys' ttl to `ttl` on every node where they still hold our token, and
-    /// returns the new validity. It counts only with a majority and positive validity,
-    /// computed as for an acquisition.
-    ///
-    /// A node that lost the keys (it restarted empty, or missed the acquisition) does not
-    /// count towards the majority, since it did not hold the lock all along. When the
-    /// extension succeeds, the keys are set again there in the background, where nobody
-    /// else holds them, so that the node counts again at the next extension.
-    ///
-    /// # Errors
-    /// - [`Error::Expired`] if the validity had already run out (nothing is sent): an
-    ///   extension cannot make up for the time the lock was not safely held.
-    /// - [`Error::NotHeld`] if so many nodes answered that our token is not there (another
-    ///   token, or missing) that it is not on a majority; the lock is lost and its validity
-    ///   becomes zero. A node that failed to answer never counts towards it.
-    /// - [`Error::NoQuorum`] (too few nodes answered to tell either way) or
-    ///   [`Error::ValidityExpired`]: the lock keeps its previous validity, or less if the
-    ///   nodes that did extend were given a shorter ttl.
-    /// - [`Error::Config`] for a ttl that is zero or not above its drift allowance.
-    pub async fn extend_for(&mut self, ttl: Duration) -> Result<Duration, Error> {
-        self.0.extend_for(ttl).await
-    }
-
-    /// Deletes our key on every node (compare-and-delete: a key that holds someone else's
-    /// token is left alone). Returns once a majority confirmed the delete, or once the
-    /// answers show that it cannot (the nodes not heard from by then still get the delete,
-    /// in the background).
-    ///
-    /// When another caller of this [`RedLock`](crate::RedLock) waits for the same resource
-    /// (one resource, in [`lock`](crate::RedLock::lock) or
-    /// [`lock_with`](crate::RedLock::lock_with)), the lock is handed straight to it instead:
-    /// one round replaces our token with a new one for the waiter on every node, the key is
-    /// never free in between, and the waiter gets its lock without an attempt of its own
-    /// (see [`Stats::handed_over`](crate::Stats::handed_over)). `Released` then counts the
-    /// nodes that took the new token. After 16 handovers in a row, a release deletes the key,
-    /// so that the waiters of other clients get their chance. A handover that fails falls
-    /// back to the delete.
-    ///
-    /// # Errors
-    /// - [`Error::NotHeld`] if so many nodes answered that our token was not there that it
-    ///   was not on a majority (the lock had expired, or was lost): with five nodes, three.
-    ///   A node that failed to answer never counts towards it.
-    /// - [`Error::NoQuorum`] if too few nodes answered to tell either way (timeouts,
-    ///   connection errors, each listed); our keys on those nodes are deleted when the
-    ///   delete gets through, or expire after the ttl.
-    /// - [`Error::ShutDown`] if the client's [shutdown](crate::RedLock::shutdown) released the lock
-    ///   already (nothing is sent).
-    pub async fn release(self) -> Result<Released, Error> {
-        self.0.release().await
-    }
-
-    /// Lets go of the lock without releasing it: its keys stay on the nodes until their ttl
-    /// runs out, and neither a drop nor the client's [shutdown](crate::RedLock::shutdown)
-    /// releases them. With [`extend_for`](Self::extend_for) first, this keeps a resource
-    /// taken for at least a given time after a job that ended sooner (ShedLock's
-    /// "lock at least for"): other hosts' schedulers do not run the job again meanwhile.
-    ///
-    /// ```no_run
-    /// # async fn f(redlock: quorumlock::RedLock) -> Result<(), quorumlock::Error> {
-    /// let mut lock = redlock.lock("hourly-report").await?;
-    /// // ... the job, done in seconds ...
-    /// lock.extend_for(std::time::Duration::from_secs(50 * 60)).await?;
-    /// lock.leave(); // nobody runs the hourly report again for 50 minutes
-    /// # Ok(()) }
-    /// ```
-    pub fn leave(self) {
-        self.0.leave();
-    }
-
-    /// Keeps the lock alive in the background until it is released or dropped; see
-    /// [`KeptLock`]. The first kept lock of a client starts its keeper task on the current
-    /// Tokio runtime; the task ends when the client keeps no lock any more.
-    ///
-    /// # Errors
-    /// [`Error::Config`] if `keep` does not fit the lock's ttl (the margin must be shorter
-    /// than the validity left when extensions start); the lock is then released in the
-    /// background. [`Error::ShutDown`] if the client was [shut down](crate::RedLock::shutdown).
-    ///
-    /// ```no_run
-    /// # async fn f(redlock: quorumlock::RedLock) -> Result<(), quorumlock::Error> {
-    /// let kept = redlock.lock("report").await?.keep_alive(quorumlock::KeepAlive::new())?;
-    /// let handle = kept.handle();
-    /// tokio::select! {
-    ///     _ = async { /* long work, sending handle.fencing_token().await? to storage */ } => {}
-    ///     reason = handle.lost() => eprintln!("lock lost: {reason}; stopping"),
-    /// }
-    /// kept.release().await?;
-    /// # Ok(()) }
-    /// ```
-    pub fn keep_alive(self, keep: KeepAlive) -> Result<KeptLock, Error> {
-        self.0.keep_alive(keep).map(KeptLock)
+    crate::api::held_face::held_face! {
+        "lock";
+        token;
+        /// The fencing token: greater than every fencing token handed out for the resource (for
+        /// each resource, for a lock on several) before this lock was acquired, so that storage can
+        /// refuse writes from an older holder whose lock has expired.
+        ///
+        /// The first call records the token on a majority of nodes (one parallel round trip,
+        /// decided at the quorum) and hands it out only if the lock is still valid when that round
+        /// ends; later calls return the same token without sending anything. A lock whose holder
+        /// never asks costs no more than a lock without fencing. Concurrent first calls may each
+        /// send the round; they get the same token.
+        ///
+        /// Tokens are below 2^53 (Lua's exact integers) for any realistic number of acquisitions.
+        /// See docs/design.md, section 2.6, for the argument and its assumption: nodes do not lose
+        /// acknowledged writes (`appendfsync always`).
+        ///
+        /// ```no_run
+        /// # async fn f(redlock: quorumlock::RedLock) -> Result<(), quorumlock::Error> {
+        /// let lock = redlock.lock("ledger").await?;
+        /// let token = lock.fencing_token().await?; // sent with every write to storage
+        /// # let _ = token;
+        /// lock.release().await?;
+        /// # Ok(()) }
+        /// ```
+        ///
+        /// # Errors
+        /// - [`Error::Expired`](crate::Error::Expired) if the lock's validity has run out, before
+        ///   the call (nothing is sent, and this holds for a token asked before too) or before the
+        ///   round ended.
+        /// - [`Error::NotHeld`](crate::Error::NotHeld) if so many nodes answered that our token is
+        ///   not there that it is not on a majority: the lock is lost.
+        /// - [`Error::NoQuorum`](crate::Error::NoQuorum) if too few nodes answered to record the
+        ///   token; a later call may succeed.
+        /// - [`Error::Config`](crate::Error::Config)
+        ///   ([`ConfigError::FencingOff`](crate::ConfigError::FencingOff)) if fencing is off
+        ///   ([`RedLockBuilder::fencing`](crate::RedLockBuilder::fencing)).
+        fencing_token;
+        ttl;
+        valid_until;
+        validity;
+        is_valid;
+        acquired_on;
+        /// Every node that did not vote yes to the acquisition, as far as known when it was decided
+        /// (a minority the lock did without):
+        ///
+        /// - the nodes that failed (timeout, connection, refused by the connection check:
+        ///   [`Quarantined`](crate::NodeErrorKind::Quarantined),
+        ///   [`Auth`](crate::NodeErrorKind::Auth), ...);
+        /// - the nodes that answered no ([`Refused`](crate::NodeErrorKind::Refused): another
+        ///   owner's key is there);
+        /// - the nodes whose answer the lock did not wait for (it was decided at the quorum) and
+        ///   that could not have voted yes: not connected (the kind of the last connection error,
+        ///   [`Io`](crate::NodeErrorKind::Io) when none is known yet: a node that is down is
+        ///   listed), not counted ([`Unchecked`](crate::NodeErrorKind::Unchecked) while its new
+        ///   connection is being checked, ...), or not answering its previous command either
+        ///   ([`NotAwaited`](crate::NodeErrorKind::NotAwaited)).
+        ///
+        /// Not listed: a node that is connected, counted and answering, whose answer simply was not
+        /// awaited; its command runs to its end in the background. On healthy nodes this is empty,
+        /// and `acquired_on() + failures().len()` is less than the number of nodes by the nodes not
+        /// awaited. [`Error::NoQuorum`](crate::Error::NoQuorum) lists its nodes the same way.
+        failures;
+        extend;
+        /// Resets the keys' ttl to `ttl` on every node where they still hold our token, and returns
+        /// the new validity. It counts only with a majority and positive validity, computed as for
+        /// an acquisition.
+        ///
+        /// A node that lost the keys (it restarted empty, or missed the acquisition) does not count
+        /// towards the majority, since it did not hold the lock all along. When the extension
+        /// succeeds, the keys are set again there in the background, where nobody else holds them,
+        /// so that the node counts again at the next extension.
+        ///
+        /// # Errors
+        /// - [`Error::Expired`](crate::Error::Expired) if the validity had already run out (nothing
+        ///   is sent): an extension cannot make up for the time the lock was not safely held.
+        /// - [`Error::NotHeld`](crate::Error::NotHeld) if so many nodes answered that our token is
+        ///   not there (another token, or missing) that it is not on a majority; the lock is lost
+        ///   and its validity becomes zero. A node that failed to answer never counts towards it.
+        /// - [`Error::NoQuorum`](crate::Error::NoQuorum) (too few nodes answered to tell either
+        ///   way) or [`Error::ValidityExpired`](crate::Error::ValidityExpired): the lock keeps its
+        ///   previous validity, or less if the nodes that did extend were given a shorter ttl.
+        /// - [`Error::Config`](crate::Error::Config) for a ttl that is zero or not above its drift
+        ///   allowance.
+        extend_for;
+        /// Deletes our key on every node (compare-and-delete: a key that holds someone else's token
+        /// is left alone). Returns once a majority confirmed the delete, or once the answers show
+        /// that it cannot (the nodes not heard from by then still get the delete, in the
+        /// background).
+        ///
+        /// When another caller of this [`RedLock`](crate::RedLock) waits for the same resource (one
+        /// resource, in [`lock`](crate::RedLock::lock) or
+        /// [`lock_with`](crate::RedLock::lock_with)), the lock is handed straight to it instead:
+        /// one round replaces our token with a new one for the waiter on every node, the key is
+        /// never free in between, and the waiter gets its lock without an attempt of its own (see
+        /// [`Stats::handed_over`](crate::Stats::handed_over)). `Released` then counts the nodes
+        /// that took the new token. After 16 handovers in a row, a release deletes the key, so that
+        /// the waiters of other clients get their chance. A handover that fails falls back to the
+        /// delete.
+        ///
+        /// # Errors
+        /// - [`Error::NotHeld`](crate::Error::NotHeld) if so many nodes answered that our token was
+        ///   not there that it was not on a majority (the lock had expired, or was lost): with five
+        ///   nodes, three. A node that failed to answer never counts towards it.
+        /// - [`Error::NoQuorum`](crate::Error::NoQuorum) if too few nodes answered to tell either
+        ///   way (timeouts, connection errors, each listed); our keys on those nodes are deleted
+        ///   when the delete gets through, or expire after the ttl.
+        /// - [`Error::ShutDown`](crate::Error::ShutDown) if the client's
+        ///   [shutdown](crate::RedLock::shutdown) released the lock already (nothing is sent).
+        release;
+        /// Lets go of the lock without releasing it: its keys stay on the nodes until their ttl
+        /// runs out, and neither a drop nor the client's [shutdown](crate::RedLock::shutdown)
+        /// releases them. With [`extend_for`](Self::extend_for) first, this keeps a resource taken
+        /// for at least a given time after a job that ended sooner (ShedLock's "lock at least
+        /// for"): other hosts' schedulers do not run the job again meanwhile.
+        ///
+        /// ```no_run
+        /// # async fn f(redlock: quorumlock::RedLock) -> Result<(), quorumlock::Error> {
+        /// let mut lock = redlock.lock("hourly-report").await?;
+        /// // ... the job, done in seconds ...
+        /// lock.extend_for(std::time::Duration::from_secs(50 * 60)).await?;
+        /// lock.leave(); // nobody runs the hourly report again for 50 minutes
+        /// # Ok(()) }
+        /// ```
+        leave;
+        /// Keeps the lock alive in the background until it is released or dropped; see
+        /// [`KeptLock`](crate::KeptLock). The first kept lock of a client starts its keeper task on
+        /// the current Tokio runtime; the task ends when the client keeps no lock any more.
+        ///
+        /// # Errors
+        /// [`Error::Config`](crate::Error::Config) if `keep` does not fit the lock's ttl (the
+        /// margin must be shorter than the validity left when extensions start); the lock is then
+        /// released in the background. [`Error::ShutDown`](crate::Error::ShutDown) if the client
+        /// was [shut down](crate::RedLock::shutdown).
+        ///
+        /// ```no_run
+        /// # async fn f(redlock: quorumlock::RedLock) -> Result<(), quorumlock::Error> {
+        /// let kept = redlock.lock("report").await?.keep_alive(quorumlock::KeepAlive::new())?;
+        /// let handle = kept.handle();
+        /// tokio::select! {
+        ///     _ = async { /* long work, handle.fencing_token().await? in each write */ } => {}
+        ///     reason = handle.lost() => eprintln!("lock lost: {reason}; stopping"),
+        /// }
+        /// kept.release().await?;
+        /// # Ok(()) }
+        /// ```
+        keep_alive;
     }
 }

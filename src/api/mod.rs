@@ -8,6 +8,7 @@
 pub mod blocking;
 pub(crate) mod builder;
 pub(crate) mod election;
+mod held_face;
 pub(crate) mod kept;
 pub(crate) mod lock;
 pub(crate) mod redlock;

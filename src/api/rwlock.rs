@@ -1,16 +1,14 @@
 //! A quorum read-write lock: [`RwLock`] and its [`RwGuard`], a thin face over
 //! `engine::rwlock` and `engine::held`.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use crate::api::kept::KeptLock;
-use crate::config::{KeepAlive, Retry};
+use crate::config::Retry;
 use crate::engine::census::RwHolder;
 use crate::engine::coordinator::Coordinator;
-use crate::engine::held::{Held, Member, Released};
+use crate::engine::held::{Held, Member};
 use crate::engine::rwlock::{Access, RwSpec};
-use crate::engine::token::Token;
-use crate::error::{Error, NodeError};
+use crate::error::Error;
 
 /// Many readers or one writer of a resource, across every client and host, over the same
 /// independent masters as a lock. Made by [`RedLock::rw_lock`](crate::RedLock::rw_lock);
@@ -160,80 +158,25 @@ impl RwGuard {
         self.0.resource()
     }
 
-    /// This acquisition's unguessable token.
-    pub fn token(&self) -> &Token {
-        self.0.token()
-    }
-
-    /// The fencing token, as [`Lock::fencing_token`](crate::Lock::fencing_token), from one
-    /// counter for both sides: a writer's is above every token handed out before it was
-    /// acquired, and so is a reader's; readers held at once may share one.
-    ///
-    /// # Errors
-    /// As [`Lock::fencing_token`](crate::Lock::fencing_token).
-    pub async fn fencing_token(&self) -> Result<u64, Error> {
-        self.0.fencing_token().await
-    }
-
-    /// The ttl of the last acquisition or extension.
-    pub fn ttl(&self) -> Duration {
-        self.0.ttl()
-    }
-
-    /// The instant (client's monotonic clock) until which it can be relied on.
-    pub fn valid_until(&self) -> Instant {
-        self.0.valid_until()
-    }
-
-    /// The validity left, zero once it ran out.
-    pub fn validity(&self) -> Duration {
-        self.0.validity()
-    }
-
-    /// Whether the validity has not yet run out.
-    pub fn is_valid(&self) -> bool {
-        self.0.is_valid()
-    }
-
-    /// How many nodes recorded it when it was granted.
-    pub fn acquired_on(&self) -> usize {
-        self.0.acquired_on()
-    }
-
-    /// Every node that did not record it, as [`Lock::failures`](crate::Lock::failures).
-    pub fn failures(&self) -> &[NodeError] {
-        self.0.failures()
-    }
-
-    /// Extends it by its ttl from now, by each node's clock.
-    ///
-    /// # Errors
-    /// As [`Lock::extend_for`](crate::Lock::extend_for).
-    pub async fn extend(&mut self) -> Result<Duration, Error> {
-        self.0.extend().await
-    }
-
-    /// Extends it to `ttl` from now, decided as a lock's extension is.
-    ///
-    /// # Errors
-    /// As [`Lock::extend_for`](crate::Lock::extend_for).
-    pub async fn extend_for(&mut self, ttl: Duration) -> Result<Duration, Error> {
-        self.0.extend_for(ttl).await
-    }
-
-    /// Removes its claim on every node and announces the release to the lock's waiters.
-    ///
-    /// # Errors
-    /// As [`Lock::release`](crate::Lock::release).
-    pub async fn release(self) -> Result<Released, Error> {
-        self.0.release().await
-    }
-
-    /// Keeps it alive in the background, as [`Lock::keep_alive`](crate::Lock::keep_alive).
-    ///
-    /// # Errors
-    /// As [`Lock::keep_alive`](crate::Lock::keep_alive).
-    pub fn keep_alive(self, keep: KeepAlive) -> Result<KeptLock, Error> {
-        self.0.keep_alive(keep).map(KeptLock)
+    crate::api::held_face::held_face! {
+        "side";
+        token;
+        /// The fencing token, as [`Lock::fencing_token`](crate::Lock::fencing_token), from one
+        /// counter for both sides: a writer's is above every token handed out before it was
+        /// acquired, and so is a reader's; readers held at once may share one.
+        ///
+        /// # Errors
+        /// As [`Lock::fencing_token`](crate::Lock::fencing_token).
+        fencing_token;
+        ttl;
+        valid_until;
+        validity;
+        is_valid;
+        acquired_on;
+        failures;
+        extend;
+        extend_for;
+        release;
+        keep_alive;
     }
 }

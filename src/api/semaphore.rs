@@ -2,16 +2,15 @@
 //! `engine::semaphore` and `engine::held`.
 
 use std::future::Future;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use crate::api::kept::{KeptLock, LockHandle};
+use crate::api::kept::LockHandle;
 use crate::config::{KeepAlive, Retry};
 use crate::engine::census::PermitHolder;
 use crate::engine::coordinator::Coordinator;
-use crate::engine::held::{Held, Released};
+use crate::engine::held::Held;
 use crate::engine::semaphore::Spec;
-use crate::engine::token::Token;
-use crate::error::{Error, NodeError};
+use crate::error::Error;
 
 /// At most [`permits`](Self::permits) holders of a resource at once, across every client
 /// and host: a counting semaphore over the same independent masters as a lock, with every
@@ -118,7 +117,8 @@ impl Semaphore {
 
     /// Runs `work` while holding a permit, kept alive with [`KeepAlive::new`]'s defaults,
     /// and releases it when `work` ends. If the permit is lost meanwhile, `work` is
-    /// cancelled before the permit's validity ends, as [`KeptLock::run`] does.
+    /// cancelled before the permit's validity ends, as
+    /// [`KeptLock::run`](crate::KeptLock::run) does.
     ///
     /// ```no_run
     /// # async fn f(redlock: quorumlock::RedLock) -> Result<(), quorumlock::Error> {
@@ -215,95 +215,43 @@ impl Permit {
         self.0.ident().slot().unwrap_or_default()
     }
 
-    /// This acquisition's unguessable token; the nodes record the claim `slot:token`.
-    pub fn token(&self) -> &Token {
-        self.0.token()
-    }
-
-    /// The fencing token, recorded on a majority on the first call as for
-    /// [`Lock::fencing_token`](crate::Lock::fencing_token), from one counter per semaphore:
-    /// greater than every token handed out for any permit of this semaphore before this call
-    /// (permits are held at once, so not only those handed out before this one was
-    /// acquired), and never the same as another permit's: its remainder modulo
-    /// [`MAX_PERMITS`](crate::MAX_PERMITS) is the permit's [`slot`](Self::slot). A store
-    /// fenced per slot refuses a token below the last it saw for that slot.
-    ///
-    /// # Errors
-    /// As [`Lock::fencing_token`](crate::Lock::fencing_token).
-    pub async fn fencing_token(&self) -> Result<u64, Error> {
-        self.0.fencing_token().await
-    }
-
-    /// The ttl of the last acquisition or extension.
-    pub fn ttl(&self) -> Duration {
-        self.0.ttl()
-    }
-
-    /// The instant (client's monotonic clock) until which the permit can be relied on.
-    pub fn valid_until(&self) -> Instant {
-        self.0.valid_until()
-    }
-
-    /// The validity left, zero once it ran out.
-    pub fn validity(&self) -> Duration {
-        self.0.validity()
-    }
-
-    /// Whether the validity has not yet run out.
-    pub fn is_valid(&self) -> bool {
-        self.0.is_valid()
-    }
-
-    /// How many nodes recorded the permit's slot when it was granted.
-    pub fn acquired_on(&self) -> usize {
-        self.0.acquired_on()
-    }
-
-    /// Every node that did not record the permit's slot, as
-    /// [`Lock::failures`](crate::Lock::failures) lists them.
-    pub fn failures(&self) -> &[NodeError] {
-        self.0.failures()
-    }
-
-    /// Extends the permit by its ttl, measured from now.
-    ///
-    /// # Errors
-    /// As [`Lock::extend_for`](crate::Lock::extend_for).
-    pub async fn extend(&mut self) -> Result<Duration, Error> {
-        self.0.extend().await
-    }
-
-    /// Moves the permit's expiry on every node where its claim is still recorded to `ttl`
-    /// from now (by each node's clock), and returns the new validity, decided as a lock's
-    /// extension is. A node that lost the claim is not given it again.
-    ///
-    /// # Errors
-    /// As [`Lock::extend_for`](crate::Lock::extend_for).
-    pub async fn extend_for(&mut self, ttl: Duration) -> Result<Duration, Error> {
-        self.0.extend_for(ttl).await
-    }
-
-    /// Removes the permit's claim on every node and announces the release to the waiters of
-    /// the semaphore. Decided as [`Lock::release`](crate::Lock::release) is.
-    ///
-    /// # Errors
-    /// As [`Lock::release`](crate::Lock::release).
-    pub async fn release(self) -> Result<Released, Error> {
-        self.0.release().await
-    }
-
-    /// Lets go of the permit without releasing it: its claim stays until its ttl runs out.
-    pub fn leave(self) {
-        self.0.leave();
-    }
-
-    /// Keeps the permit alive in the background until it is released or dropped, as
-    /// [`Lock::keep_alive`](crate::Lock::keep_alive) keeps a lock: a kept permit is a
-    /// [`KeptLock`] whose resource is the semaphore.
-    ///
-    /// # Errors
-    /// As [`Lock::keep_alive`](crate::Lock::keep_alive).
-    pub fn keep_alive(self, keep: KeepAlive) -> Result<KeptLock, Error> {
-        self.0.keep_alive(keep).map(KeptLock)
+    crate::api::held_face::held_face! {
+        "permit";
+        /// This acquisition's unguessable token; the nodes record the claim `slot:token`.
+        token;
+        /// The fencing token, recorded on a majority on the first call as for
+        /// [`Lock::fencing_token`](crate::Lock::fencing_token), from one counter per semaphore:
+        /// greater than every token handed out for any permit of this semaphore before this call
+        /// (permits are held at once, so not only those handed out before this one was acquired),
+        /// and never the same as another permit's: its remainder modulo
+        /// [`MAX_PERMITS`](crate::MAX_PERMITS) is the permit's [`slot`](Self::slot). A store fenced
+        /// per slot refuses a token below the last it saw for that slot.
+        ///
+        /// # Errors
+        /// As [`Lock::fencing_token`](crate::Lock::fencing_token).
+        fencing_token;
+        ttl;
+        valid_until;
+        validity;
+        is_valid;
+        acquired_on;
+        failures;
+        extend;
+        /// Moves the permit's expiry on every node where its claim is still recorded to `ttl` from
+        /// now (by each node's clock), and returns the new validity, decided as a lock's extension
+        /// is. A node that lost the claim is not given it again.
+        ///
+        /// # Errors
+        /// As [`Lock::extend_for`](crate::Lock::extend_for).
+        extend_for;
+        release;
+        leave;
+        /// Keeps the permit alive in the background until it is released or dropped, as
+        /// [`Lock::keep_alive`](crate::Lock::keep_alive) keeps a lock: a kept permit is a
+        /// [`KeptLock`](crate::KeptLock) whose resource is the semaphore.
+        ///
+        /// # Errors
+        /// As [`Lock::keep_alive`](crate::Lock::keep_alive).
+        keep_alive;
     }
 }

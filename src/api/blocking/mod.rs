@@ -7,7 +7,9 @@
 //! keeper of a [`KeptLock`] runs on that thread too, so a kept lock is extended, and its loss
 //! noticed, while the caller's thread blocks in its own work, for as long as it likes: the
 //! workaround of a current-thread runtime and `block_on` stops the keeper whenever the
-//! caller's thread blocks (see [`crate::KeptLock`], "What the keeper needs").
+//! caller's thread blocks (see [`crate::KeptLock`], "What the keeper needs"). Its
+//! semaphores ([`Semaphore`], [`Permit`]) and read-write locks ([`RwLock`], [`RwGuard`]) are
+//! the async ones with blocking calls in the same way.
 //!
 //! ```no_run
 //! use quorumlock::blocking;
@@ -34,20 +36,27 @@
 //! On a runtime's worker thread it still blocks that worker and every task waiting for it:
 //! use the async API there.
 
+mod election;
+mod lock;
+mod rwlock;
+mod semaphore;
+
 use std::fmt;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tokio::runtime::Handle;
 use tokio::sync::oneshot;
 
+pub use self::election::Leadership;
+pub use self::lock::{KeptLock, Lock};
+pub use self::rwlock::{RwGuard, RwLock};
+pub use self::semaphore::{Permit, Semaphore};
 use crate::config::{Candidacy, Config, KeepAlive, RedLockBuilder, Retry};
-use crate::engine::held::Released;
 use crate::engine::observe::Leader;
 use crate::engine::shutdown::Shutdown;
-use crate::engine::token::Token;
-use crate::error::{ConfigError, Error, LostReason, NodeError};
+use crate::error::{ConfigError, Error, LostReason};
 use crate::stats::Stats;
 
 /// The runtime thread and the client on it, shared by the client and its locks: the runtime
@@ -114,6 +123,13 @@ impl Driver {
         run_blocking(&self.handle, work)
     }
 
+    /// Runs `start` in the runtime's context, so that what it spawns (a client's keeper, the
+    /// first time) runs on the runtime thread.
+    fn entered<T>(&self, start: impl FnOnce() -> T) -> T {
+        let _entered = self.handle.enter();
+        start()
+    }
+
     /// Blocks until `handle`'s lock is lost or `within` has passed: why it was lost, or `None`.
     fn wait_lost(
         &self,
@@ -159,6 +175,171 @@ where
         }
     })
 }
+
+/// The calls of a held handle of this module ([`Lock`], [`Permit`], [`RwGuard`]) that only
+/// pass on to the async handle it wraps (its field `inner`), blocking on the client's runtime
+/// (its field `driver`): written once, named in the docs by `$noun` and the async type's
+/// path `$path`. Invoked inside the handle's `impl` block with the calls it has.
+macro_rules! held_calls {
+    ($noun:literal, $path:literal; $($call:ident),+ $(,)?) => {
+        $( $crate::api::blocking::held_calls!(@ $call, $noun, $path); )+
+    };
+    (@ token, $noun:literal, $path:literal) => {
+        #[doc = concat!("The ", $noun, "'s token; see [`", $path, "::token`].")]
+        pub fn token(&self) -> &$crate::engine::token::Token {
+            self.inner.token()
+        }
+    };
+    (@ ttl, $noun:literal, $path:literal) => {
+        #[doc = concat!("The ttl the ", $noun, " was taken (or last extended) with.")]
+        pub fn ttl(&self) -> std::time::Duration {
+            self.inner.ttl()
+        }
+    };
+    (@ valid_until, $noun:literal, $path:literal) => {
+        #[doc = concat!(
+            "The instant the ",
+            $noun,
+            " stops being valid; see [`",
+            $path,
+            "::valid_until`].",
+        )]
+        pub fn valid_until(&self) -> std::time::Instant {
+            self.inner.valid_until()
+        }
+    };
+    (@ validity, $noun:literal, $path:literal) => {
+        #[doc = concat!("The validity left: zero once the ", $noun, " has expired.")]
+        pub fn validity(&self) -> std::time::Duration {
+            self.inner.validity()
+        }
+    };
+    (@ is_valid, $noun:literal, $path:literal) => {
+        /// Whether the validity has not ended yet.
+        pub fn is_valid(&self) -> bool {
+            self.inner.is_valid()
+        }
+    };
+    (@ acquired_on, $noun:literal, $path:literal) => {
+        #[doc = concat!("How many nodes had confirmed the ", $noun, " when it was granted.")]
+        pub fn acquired_on(&self) -> usize {
+            self.inner.acquired_on()
+        }
+    };
+    (@ failures, $noun:literal, $path:literal) => {
+        #[doc = concat!(
+            "Every node that did not vote yes to the acquisition; see [`",
+            $path,
+            "::failures`].",
+        )]
+        pub fn failures(&self) -> &[$crate::error::NodeError] {
+            self.inner.failures()
+        }
+    };
+    (@ fencing_token, $noun:literal, $path:literal) => {
+        #[doc = concat!("The fencing token; see [`", $path, "::fencing_token`].")]
+        ///
+        /// # Errors
+        #[doc = concat!(
+            "As [`",
+            $path,
+            "::fencing_token`]; [`Error::Config`](crate::Error::Config) with",
+        )]
+        /// [`ConfigError::ThreadStart`](crate::ConfigError::ThreadStart) if the call needed a
+        /// helper thread and none could start.
+        pub fn fencing_token(&self) -> Result<u64, $crate::error::Error> {
+            self.driver.block_on(self.inner.fencing_token())?
+        }
+    };
+    (@ extend, $noun:literal, $path:literal) => {
+        #[doc = concat!(
+            "Extends the ",
+            $noun,
+            " by its ttl, measured from now; see [`",
+            $path,
+            "::extend`].",
+        )]
+        ///
+        /// # Errors
+        #[doc = concat!(
+            "As [`",
+            $path,
+            "::extend`], and as [`fencing_token`](Self::fencing_token).",
+        )]
+        pub fn extend(&mut self) -> Result<std::time::Duration, $crate::error::Error> {
+            self.driver.block_on(self.inner.extend())?
+        }
+    };
+    (@ extend_for, $noun:literal, $path:literal) => {
+        #[doc = concat!(
+            "Extends the ",
+            $noun,
+            " to `ttl` from now; see [`",
+            $path,
+            "::extend_for`].",
+        )]
+        ///
+        /// # Errors
+        #[doc = concat!(
+            "As [`",
+            $path,
+            "::extend_for`], and as [`fencing_token`](Self::fencing_token).",
+        )]
+        pub fn extend_for(
+            &mut self,
+            ttl: std::time::Duration,
+        ) -> Result<std::time::Duration, $crate::error::Error> {
+            self.driver.block_on(self.inner.extend_for(ttl))?
+        }
+    };
+    (@ release, $noun:literal, $path:literal) => {
+        #[doc = concat!("Releases the ", $noun, " on every node and waits for a majority; see")]
+        #[doc = concat!("[`", $path, "::release`].")]
+        ///
+        /// # Errors
+        #[doc = concat!(
+            "As [`",
+            $path,
+            "::release`], and as [`fencing_token`](Self::fencing_token) (the",
+        )]
+        #[doc = concat!($noun, " is then released in the background).")]
+        pub fn release(self) -> Result<$crate::engine::held::Released, $crate::error::Error> {
+            let Self { inner, driver, .. } = self;
+            driver.block_on(inner.release())?
+        }
+    };
+    (@ leave, $noun:literal, $path:literal) => {
+        #[doc = concat!(
+            "Lets go of the ",
+            $noun,
+            " without releasing it: it stays on the nodes until its",
+        )]
+        #[doc = concat!("ttl runs out; see [`", $path, "::leave`].")]
+        pub fn leave(self) {
+            self.inner.leave();
+        }
+    };
+    (@ keep_alive, $noun:literal, $path:literal) => {
+        #[doc = concat!(
+            "Keeps the ",
+            $noun,
+            " alive on the client's runtime thread, while the caller's",
+        )]
+        #[doc = concat!("thread does what it likes; see [`", $path, "::keep_alive`].")]
+        ///
+        /// # Errors
+        #[doc = concat!("As [`", $path, "::keep_alive`].")]
+        pub fn keep_alive(
+            self,
+            keep: $crate::config::KeepAlive,
+        ) -> Result<$crate::api::blocking::KeptLock, $crate::error::Error> {
+            let Self { inner, driver, .. } = self;
+            let kept = driver.entered(|| inner.keep_alive(keep))?;
+            Ok($crate::api::blocking::KeptLock::new(kept, driver))
+        }
+    };
+}
+use held_calls;
 
 /// A Redlock client whose calls block: [`crate::RedLock`] on a runtime thread of its own.
 ///
@@ -236,6 +417,35 @@ impl RedLock {
     pub fn lock(&self, resource: &str) -> Result<Lock, Error> {
         let lock = self.driver.block_on(self.driver.redlock.lock(resource))??;
         Ok(self.wrap(lock))
+    }
+
+    /// A semaphore of `permits` permits on the resource `name`, with blocking calls: at most
+    /// `permits` holders at once across every client; see [`crate::RedLock::semaphore`].
+    /// Nothing is sent until a permit is asked for.
+    ///
+    /// # Errors
+    /// As [`crate::RedLock::semaphore`]: [`ConfigError::InvalidPermits`] for 0 permits or
+    /// more than [`MAX_PERMITS`](crate::MAX_PERMITS), [`ConfigError::EmptyResource`] and
+    /// [`ConfigError::ReservedResource`] as for a lock.
+    pub fn semaphore(&self, name: &str, permits: u32) -> Result<Semaphore, ConfigError> {
+        Ok(Semaphore {
+            inner: self.driver.redlock.semaphore(name, permits)?,
+            driver: Arc::clone(&self.driver),
+        })
+    }
+
+    /// A read-write lock on the resource `name`, with blocking calls: many readers or one
+    /// writer at once across every client, writers first; see [`crate::RedLock::rw_lock`].
+    /// Nothing is sent until a side is asked for.
+    ///
+    /// # Errors
+    /// As [`crate::RedLock::rw_lock`]: [`ConfigError::EmptyResource`] and
+    /// [`ConfigError::ReservedResource`] as for a lock.
+    pub fn rw_lock(&self, name: &str) -> Result<RwLock, ConfigError> {
+        Ok(RwLock {
+            inner: self.driver.redlock.rw_lock(name)?,
+            driver: Arc::clone(&self.driver),
+        })
     }
 
     /// Makes one attempt to lock `resource` with the configured ttl.
@@ -347,293 +557,5 @@ impl RedLock {
     /// [`ConfigError::ThreadStart`] if the call needed a helper thread and none could start.
     pub fn shutdown(&self) -> Result<Shutdown, ConfigError> {
         self.driver.block_on(self.driver.redlock.shutdown())
-    }
-}
-
-/// A lock held on a majority of nodes: [`crate::Lock`] with blocking calls.
-///
-/// Dropping it without [`release`](Self::release) releases it in the background, on the
-/// client's runtime thread, and never blocks.
-#[derive(Debug)]
-#[must_use = "a lock is released in the background as soon as it is dropped"]
-pub struct Lock {
-    inner: crate::Lock,
-    driver: Arc<Driver>,
-}
-
-impl Lock {
-    /// The locked resource's name; see [`crate::Lock::resource`].
-    pub fn resource(&self) -> &str {
-        self.inner.resource()
-    }
-
-    /// The names of the locked resources.
-    pub fn resources(&self) -> &[String] {
-        self.inner.resources()
-    }
-
-    /// The lock's token; see [`crate::Lock::token`].
-    pub fn token(&self) -> &Token {
-        self.inner.token()
-    }
-
-    /// The ttl the lock was taken (or last extended) with.
-    pub fn ttl(&self) -> Duration {
-        self.inner.ttl()
-    }
-
-    /// The instant the lock stops being valid; see [`crate::Lock::valid_until`].
-    pub fn valid_until(&self) -> Instant {
-        self.inner.valid_until()
-    }
-
-    /// The validity left: zero once the lock has expired.
-    pub fn validity(&self) -> Duration {
-        self.inner.validity()
-    }
-
-    /// Whether the validity has not ended yet.
-    pub fn is_valid(&self) -> bool {
-        self.inner.is_valid()
-    }
-
-    /// How many nodes had confirmed the lock when it was granted.
-    pub fn acquired_on(&self) -> usize {
-        self.inner.acquired_on()
-    }
-
-    /// Every node that did not vote yes to the acquisition; see [`crate::Lock::failures`].
-    pub fn failures(&self) -> &[NodeError] {
-        self.inner.failures()
-    }
-
-    /// The fencing token; see [`crate::Lock::fencing_token`].
-    ///
-    /// # Errors
-    /// As [`crate::Lock::fencing_token`]; [`Error::Config`] with [`ConfigError::ThreadStart`]
-    /// if the call needed a helper thread and none could start.
-    pub fn fencing_token(&self) -> Result<u64, Error> {
-        self.driver.block_on(self.inner.fencing_token())?
-    }
-
-    /// Extends the lock by its ttl, measured from now; see [`crate::Lock::extend`].
-    ///
-    /// # Errors
-    /// As [`crate::Lock::extend`], and as [`fencing_token`](Self::fencing_token).
-    pub fn extend(&mut self) -> Result<Duration, Error> {
-        self.driver.block_on(self.inner.extend())?
-    }
-
-    /// Extends the lock to `ttl` from now; see [`crate::Lock::extend_for`].
-    ///
-    /// # Errors
-    /// As [`crate::Lock::extend_for`], and as [`fencing_token`](Self::fencing_token).
-    pub fn extend_for(&mut self, ttl: Duration) -> Result<Duration, Error> {
-        self.driver.block_on(self.inner.extend_for(ttl))?
-    }
-
-    /// Releases the lock on every node and waits for a majority; see
-    /// [`crate::Lock::release`].
-    ///
-    /// # Errors
-    /// As [`crate::Lock::release`], and as [`fencing_token`](Self::fencing_token) (the lock is
-    /// then released in the background).
-    pub fn release(self) -> Result<Released, Error> {
-        let Lock { inner, driver } = self;
-        driver.block_on(inner.release())?
-    }
-
-    /// Lets go of the lock without releasing it: its keys expire at their ttl; see
-    /// [`crate::Lock::leave`].
-    pub fn leave(self) {
-        self.inner.leave();
-    }
-
-    /// Keeps the lock alive on the client's runtime thread, while the caller's thread does
-    /// what it likes; see [`crate::Lock::keep_alive`].
-    ///
-    /// # Errors
-    /// As [`crate::Lock::keep_alive`].
-    pub fn keep_alive(self, keep: KeepAlive) -> Result<KeptLock, Error> {
-        let Lock { inner, driver } = self;
-        let kept = {
-            let _entered = driver.handle.enter();
-            inner.keep_alive(keep)?
-        };
-        Ok(KeptLock {
-            handle: kept.handle(),
-            inner: kept,
-            driver,
-        })
-    }
-}
-
-/// A lock kept alive on the client's runtime thread: [`crate::KeptLock`] with blocking calls.
-///
-/// The keeper extends it and notices its loss whatever the caller's thread does; a loss while
-/// that thread was busy is reported by the next call on the lock ([`is_held`](Self::is_held),
-/// [`lost_reason`](Self::lost_reason), [`validity`](Self::validity),
-/// [`fencing_token`](Self::fencing_token), [`release`](Self::release)). Dropping it stops
-/// keeping it and releases it in the background.
-#[derive(Debug)]
-#[must_use = "a kept lock is released as soon as it is dropped"]
-pub struct KeptLock {
-    inner: crate::KeptLock,
-    handle: crate::LockHandle,
-    driver: Arc<Driver>,
-}
-
-impl KeptLock {
-    /// The locked resource's name.
-    pub fn resource(&self) -> &str {
-        self.inner.resource()
-    }
-
-    /// The lock's token.
-    pub fn token(&self) -> &Token {
-        self.handle.token()
-    }
-
-    /// A cloneable async view of the lock, with its loss signal, for code that runs on a
-    /// runtime of its own.
-    pub fn handle(&self) -> crate::LockHandle {
-        self.handle.clone()
-    }
-
-    /// Whether the lock is still held: kept, and within its validity.
-    pub fn is_held(&self) -> bool {
-        self.inner.is_held()
-    }
-
-    /// Why the lock was lost, once it was.
-    pub fn lost_reason(&self) -> Option<LostReason> {
-        self.handle.lost_reason()
-    }
-
-    /// The validity left: zero once the lock is lost.
-    pub fn validity(&self) -> Duration {
-        self.inner.validity()
-    }
-
-    /// The instant the lock stops being valid unless extended again.
-    pub fn valid_until(&self) -> Instant {
-        self.inner.valid_until()
-    }
-
-    /// How many times the keeper has extended the lock.
-    pub fn extensions(&self) -> u64 {
-        self.handle.extensions()
-    }
-
-    /// The fencing token; see [`crate::LockHandle::fencing_token`].
-    ///
-    /// # Errors
-    /// As [`crate::LockHandle::fencing_token`]; [`Error::Config`] with
-    /// [`ConfigError::ThreadStart`] if the call needed a helper thread and none could start.
-    pub fn fencing_token(&self) -> Result<u64, Error> {
-        self.driver.block_on(self.inner.fencing_token())?
-    }
-
-    /// Blocks until the lock is lost or `within` has passed; returns why it was lost, or
-    /// `None` if it is still held.
-    ///
-    /// # Errors
-    /// [`ConfigError::ThreadStart`] if the call needed a helper thread and none could start.
-    pub fn wait_lost(&self, within: Duration) -> Result<Option<LostReason>, ConfigError> {
-        self.driver.wait_lost(&self.handle, within)
-    }
-
-    /// Stops keeping the lock and hands it back, still held; see
-    /// [`crate::KeptLock::into_lock`].
-    ///
-    /// # Errors
-    /// As [`crate::KeptLock::into_lock`], and as [`fencing_token`](Self::fencing_token).
-    pub fn into_lock(self) -> Result<Lock, Error> {
-        let KeptLock { inner, driver, .. } = self;
-        let lock = driver.block_on(inner.into_lock())??;
-        Ok(Lock {
-            inner: lock,
-            driver,
-        })
-    }
-
-    /// Stops keeping the lock and releases it; see [`crate::KeptLock::release`].
-    ///
-    /// # Errors
-    /// As [`crate::KeptLock::release`] ([`Error::Lost`] if it had been lost); as
-    /// [`fencing_token`](Self::fencing_token).
-    pub fn release(self) -> Result<Released, Error> {
-        let KeptLock { inner, driver, .. } = self;
-        driver.block_on(inner.release())?
-    }
-}
-
-/// This process's leadership of an election, won by [`RedLock::campaign`]:
-/// [`crate::Leadership`] with blocking calls. Its lock is kept alive on the client's runtime
-/// thread; a loss while the caller's thread was busy is reported by the next call
-/// ([`is_leader`](Self::is_leader), [`lost_reason`](Self::lost_reason)). Dropping it resigns
-/// in the background.
-#[derive(Debug)]
-#[must_use = "leadership is given up as soon as it is dropped"]
-pub struct Leadership {
-    inner: crate::Leadership,
-    handle: crate::LockHandle,
-    driver: Arc<Driver>,
-}
-
-impl Leadership {
-    /// The election's name.
-    pub fn name(&self) -> &str {
-        self.inner.name()
-    }
-
-    /// The term: greater than the term of every earlier leader of this election.
-    pub fn term(&self) -> u64 {
-        self.inner.term()
-    }
-
-    /// The identity observers see.
-    pub fn identity(&self) -> &str {
-        self.inner.identity()
-    }
-
-    /// Whether this process still leads.
-    pub fn is_leader(&self) -> bool {
-        self.inner.is_leader()
-    }
-
-    /// Why the leadership was lost, once it was.
-    pub fn lost_reason(&self) -> Option<LostReason> {
-        self.handle.lost_reason()
-    }
-
-    /// The instant until which the leadership can be relied on, as of the last extension.
-    pub fn valid_until(&self) -> Instant {
-        self.inner.valid_until()
-    }
-
-    /// A cloneable async view of the leadership's lock, with its loss signal.
-    pub fn handle(&self) -> crate::LockHandle {
-        self.handle.clone()
-    }
-
-    /// Blocks until the leadership is lost or `within` has passed; returns why it was lost,
-    /// or `None` while it lasts.
-    ///
-    /// # Errors
-    /// [`ConfigError::ThreadStart`] if the call needed a helper thread and none could start.
-    pub fn wait_lost(&self, within: Duration) -> Result<Option<LostReason>, ConfigError> {
-        self.driver.wait_lost(&self.handle, within)
-    }
-
-    /// Gives the leadership up and waits for the nodes; see [`crate::Leadership::resign`].
-    ///
-    /// # Errors
-    /// As [`crate::Leadership::resign`]; [`Error::Config`] with [`ConfigError::ThreadStart`]
-    /// if the call needed a helper thread and none could start (the leadership is then given
-    /// up in the background).
-    pub fn resign(self) -> Result<Released, Error> {
-        let Leadership { inner, driver, .. } = self;
-        driver.block_on(inner.resign())?
     }
 }
