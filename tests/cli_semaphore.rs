@@ -7,10 +7,13 @@ mod common;
 
 use std::collections::BTreeSet;
 use std::path::Path;
+use std::time::Duration;
 
 use common::cli::{appears, outcome, quorumlock, scratch, snapshot, Background, Outcome};
+use common::primitives::{census, settled_permit, settled_side, sha1, sha1_short, slot_claims};
 use common::{client, eventually, keys};
-use quorumlock::testkit::{LocalQuorum, Reply};
+use quorumlock::testkit::LocalQuorum;
+use quorumlock::Access;
 use tokio::process::Command;
 
 /// What `run -v` logs once its first attempt found every permit held and it starts waiting.
@@ -46,23 +49,6 @@ fn env_of(dir: &Path, name: &str) -> (u32, String, u64) {
         parts[1].to_string(),
         parts[2].parse().expect("a fencing token"),
     )
-}
-
-/// The claims `slot:token` recorded at `key` on node `i`, tokens hashed: (slot, SHA1).
-async fn claims(q: &LocalQuorum, i: usize, key: &str) -> BTreeSet<(u32, String)> {
-    let reply = q.node(i).command(&["ZRANGE", key, "0", "-1"]).await;
-    let Ok(Reply::Array(Some(members))) = reply else {
-        panic!("ZRANGE {key}: {reply:?}");
-    };
-    members
-        .iter()
-        .filter_map(|m| m.as_str())
-        .filter_map(|m| m.split_once(':'))
-        .map(|(slot, token)| {
-            let sha1 = quorumlock::fred::util::sha1_hash(token);
-            (slot.parse().expect("a slot"), sha1)
-        })
-        .collect()
 }
 
 #[track_caller]
@@ -131,13 +117,13 @@ async fn two_permits_let_two_commands_run_and_the_third_skip_or_wait() {
     // status: both holders, by slot, with their ttl left; all permits held (75).
     // (A grant waits for a majority: the third node's answer may still be on its way.)
     eventually("both claims on every node", || async {
-        let first = claims(&q, 0, "jobs").await;
+        let first = slot_claims(&q, 0, "jobs").await;
         first.len() == 2
-            && claims(&q, 1, "jobs").await == first
-            && claims(&q, 2, "jobs").await == first
+            && slot_claims(&q, 1, "jobs").await == first
+            && slot_claims(&q, 2, "jobs").await == first
     })
     .await;
-    let held = claims(&q, 0, "jobs").await;
+    let held = slot_claims(&q, 0, "jobs").await;
     let out = outcome(quorumlock(&q.urls()).args(["status", "jobs"])).await;
     assert_eq!(out.code, Some(75), "{out:?}");
     let lines: Vec<&str> = out.stdout.lines().collect();
@@ -264,13 +250,7 @@ async fn bad_permits_and_a_resource_of_another_kind_are_refused_and_change_nothi
     let d = dir.path();
     let redlock = client(&q).await;
     let lock = redlock.lock("report").await.unwrap();
-    let permit = redlock
-        .semaphore("exports", 2)
-        .unwrap()
-        .acquire()
-        .await
-        .unwrap();
-    assert!(redlock.settle(std::time::Duration::from_secs(5)).await);
+    let permit = settled_permit(&redlock, "exports", 2, Duration::from_secs(10)).await;
     let before = snapshot(&q).await;
 
     for (flags, resource, expected) in [
@@ -335,7 +315,7 @@ async fn bad_permits_and_a_resource_of_another_kind_are_refused_and_change_nothi
         out.stdout.contains(&format!(
             "slot {}: held by {} on 3 of 3 nodes",
             permit.slot(),
-            &quorumlock::fred::util::sha1_hash(permit.token().as_str())[..12]
+            sha1_short(permit.token().as_str())
         )),
         "{out:?}"
     );
@@ -355,13 +335,7 @@ async fn hold_at_least_leaves_the_permit_to_expire_and_release_force_refuses_it(
     assert_eq!(out.code, Some(0), "{out:?}");
     assert!(dir.path().join("ran").exists());
 
-    let redlock = client(&q).await;
-    let holders = redlock
-        .semaphore("nightly", 2)
-        .unwrap()
-        .holders()
-        .await
-        .unwrap();
+    let holders = census(&q, "nightly", 2).await;
     assert_eq!(holders.len(), 1, "the permit stays: {holders:?}");
     let ttl = holders[0].ttl.as_secs_f64();
     assert!(
@@ -387,16 +361,7 @@ async fn a_signal_while_waiting_for_a_permit_ends_the_wait_and_leaves_nothing() 
     let q = LocalQuorum::start(3).await.unwrap();
     let dir = scratch();
     let redlock = client(&q).await;
-    let permit = redlock
-        .semaphore("waited", 1)
-        .unwrap()
-        .acquire_with(
-            std::time::Duration::from_secs(30),
-            quorumlock::Retry::none(),
-        )
-        .await
-        .unwrap();
-    assert!(redlock.settle(std::time::Duration::from_secs(5)).await);
+    let permit = settled_permit(&redlock, "waited", 1, Duration::from_secs(30)).await;
     let before = snapshot(&q).await;
     for (sig, code) in [
         (nix::sys::signal::Signal::SIGTERM, 143),
@@ -467,7 +432,7 @@ async fn shared_and_exclusive_take_the_sides_of_a_read_write_lock() {
     assert!(d.join("w3").exists());
 
     let lock = redlock.lock("plain").await.unwrap();
-    assert!(redlock.settle(std::time::Duration::from_secs(5)).await);
+    assert!(redlock.settle(Duration::from_secs(5)).await);
     let before = snapshot(&q).await;
     let out = outcome(&mut run_sh(&q, &["--shared"], "plain", "touch w4", d)).await;
     assert_eq!(out.code, Some(64), "{out:?}");
@@ -494,10 +459,9 @@ async fn shared_and_exclusive_take_the_sides_of_a_read_write_lock() {
 async fn status_lists_a_read_write_locks_sides_and_release_force_refuses_it() {
     let q = LocalQuorum::start(3).await.unwrap();
     let redlock = client(&q).await;
-    let rw = redlock.rw_lock("shelf").unwrap();
-    let r1 = rw.try_read().await.unwrap();
-    let r2 = rw.try_read().await.unwrap();
-    assert!(redlock.settle(std::time::Duration::from_secs(5)).await);
+    let ttl = Duration::from_secs(10);
+    let r1 = settled_side(&redlock, "shelf", Access::Read, ttl).await;
+    let r2 = settled_side(&redlock, "shelf", Access::Read, ttl).await;
     let out = outcome(quorumlock(&q.urls()).args(["status", "shelf"])).await;
     assert_eq!(out.code, Some(0), "{out:?}");
     assert!(
@@ -506,17 +470,16 @@ async fn status_lists_a_read_write_locks_sides_and_release_force_refuses_it() {
         "{out:?}"
     );
     for token in [r1.token(), r2.token()] {
-        let sha1 = quorumlock::fred::util::sha1_hash(token.as_str());
+        let sha1 = sha1_short(token.as_str());
         assert!(
             out.stdout
-                .contains(&format!("reader {} on 3 of 3 nodes", &sha1[..12])),
+                .contains(&format!("reader {sha1} on 3 of 3 nodes")),
             "{out:?}"
         );
     }
     r1.release().await.unwrap();
     r2.release().await.unwrap();
-    let w = rw.try_write().await.unwrap();
-    assert!(redlock.settle(std::time::Duration::from_secs(5)).await);
+    let w = settled_side(&redlock, "shelf", Access::Write, ttl).await;
     let out = outcome(quorumlock(&q.urls()).args(["status", "--json", "shelf"])).await;
     assert_eq!(out.code, Some(75), "{out:?}");
     let doc = json(&out);
@@ -529,10 +492,7 @@ async fn status_lists_a_read_write_locks_sides_and_release_force_refuses_it() {
     assert_eq!(holders[0]["access"], "write");
     assert_eq!(holders[0]["waiting"], false);
     assert_eq!(holders[0]["held"], true);
-    assert_eq!(
-        holders[0]["token_sha1"],
-        quorumlock::fred::util::sha1_hash(w.token().as_str())
-    );
+    assert_eq!(holders[0]["token_sha1"], sha1(w.token().as_str()));
     let out = outcome(quorumlock(&q.urls()).args(["release", "--force", "shelf"])).await;
     assert_eq!(out.code, Some(64), "{out:?}");
     assert!(out.stderr.contains("is a read-write lock"), "{out:?}");
