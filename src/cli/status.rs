@@ -458,11 +458,6 @@ async fn semaphore_status(
     let redlock = census_client(vars).await?;
     let census = redlock.semaphore(&args.resource, permits)?.holders().await;
     let needed = quorum(seen.len());
-    let on = seen
-        .iter()
-        .filter(|s| matches!(s, Seen::Semaphore { .. }))
-        .count();
-    let counts = key_counts(on, seen.len());
     let holders: Vec<Holder<'_>> = census
         .as_deref()
         .unwrap_or_default()
@@ -476,35 +471,23 @@ async fn semaphore_status(
         })
         .collect();
     let held = holders.iter().filter(|h| h.held).count();
-    let resource = &args.resource;
-    let (verdict, code, line) = match &census {
-        Ok(_) if held >= permits as usize => (
-            "full",
-            TAKEN,
-            format!("`{resource}`: semaphore of {permits} permits, all held ({counts})"),
-        ),
-        Ok(_) => (
+    let verdict = if held >= permits as usize {
+        ("full", TAKEN, format!(" of {permits} permits, all held"))
+    } else {
+        (
             "available",
             0,
-            format!("`{resource}`: semaphore of {permits} permits, {held} held ({counts})"),
-        ),
-        Err(e) => (
-            "unknown",
-            UNAVAILABLE,
-            format!("`{resource}`: semaphore: unknown: {e} ({counts})"),
-        ),
+            format!(" of {permits} permits, {held} held"),
+        )
     };
-    let census = Census {
-        kind: "semaphore",
-        on,
+    let found = Census {
+        kind: Kind::Semaphore,
         permits: Some(permits),
         holders,
         verdict,
-        code,
-        line,
-        error: census.as_ref().err().map(ToString::to_string),
     };
-    report(args, key, redlock.config().nodes(), seen, &census)
+    let error = census.as_ref().err();
+    report(args, key, redlock.config().nodes(), seen, &found, error)
 }
 
 /// Whether the nodes hold a read-write lock at the key: more of them than a lock's token.
@@ -526,11 +509,6 @@ async fn rw_status(
     let redlock = census_client(vars).await?;
     let census = redlock.rw_lock(&args.resource)?.holders().await;
     let needed = quorum(seen.len());
-    let on = seen
-        .iter()
-        .filter(|s| matches!(s, Seen::ReadWrite { .. }))
-        .count();
-    let counts = key_counts(on, seen.len());
     let holders: Vec<Holder<'_>> = census
         .as_deref()
         .unwrap_or_default()
@@ -549,42 +527,25 @@ async fn rw_status(
             .filter(|h| h.held && h.claimed == side)
             .count()
     };
-    let writers = holding(Claimed::side(true, false));
+    let readers = holding(Claimed::side(false, false));
     let waiting = holders
         .iter()
         .any(|h| h.claimed == Claimed::side(true, true));
-    let resource = &args.resource;
-    let (verdict, code, line) = match &census {
-        Ok(_) if writers > 0 => (
-            "written",
-            TAKEN,
-            format!("`{resource}`: read-write lock, held by a writer ({counts})"),
-        ),
-        Ok(_) => {
-            let readers = holding(Claimed::side(false, false));
-            let behind = if waiting { ", a writer waiting" } else { "" };
-            let verdict = if readers > 0 { "read" } else { "free" };
-            let line =
-                format!("`{resource}`: read-write lock, {readers} readers{behind} ({counts})");
-            (verdict, 0, line)
-        }
-        Err(e) => (
-            "unknown",
-            UNAVAILABLE,
-            format!("`{resource}`: read-write lock: unknown: {e} ({counts})"),
-        ),
+    let verdict = if holding(Claimed::side(true, false)) > 0 {
+        ("written", TAKEN, ", held by a writer".to_string())
+    } else {
+        let behind = if waiting { ", a writer waiting" } else { "" };
+        let verdict = if readers > 0 { "read" } else { "free" };
+        (verdict, 0, format!(", {readers} readers{behind}"))
     };
-    let census = Census {
-        kind: "rwlock",
-        on,
+    let found = Census {
+        kind: Kind::ReadWrite,
         permits: None,
         holders,
         verdict,
-        code,
-        line,
-        error: census.as_ref().err().map(ToString::to_string),
     };
-    report(args, key, redlock.config().nodes(), seen, &census)
+    let error = census.as_ref().err();
+    report(args, key, redlock.config().nodes(), seen, &found, error)
 }
 
 /// A client for the library's census of a semaphore or a read-write lock, once a quorum of
@@ -595,11 +556,6 @@ async fn census_client(vars: &Vars) -> Result<quorumlock::RedLock, Failure> {
         .wait_for_quorum(redlock.config().connect_timeout())
         .await;
     Ok(redlock)
-}
-
-/// `key on 2 of 3 nodes, quorum 2`.
-fn key_counts(on: usize, nodes: usize) -> String {
-    format!("key on {on} of {nodes} nodes, quorum {}", quorum(nodes))
 }
 
 /// Which claim a holder of a semaphore or a read-write lock has, in the JSON documents of
@@ -657,40 +613,86 @@ struct Holder<'a> {
     held: bool,
 }
 
+/// The kinds of key whose holders `status` lists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Semaphore,
+    ReadWrite,
+}
+
+impl Kind {
+    /// Its `kind` in the JSON document.
+    fn json(self) -> &'static str {
+        match self {
+            Kind::Semaphore => "semaphore",
+            Kind::ReadWrite => "rwlock",
+        }
+    }
+
+    /// What the summary line calls it.
+    fn words(self) -> &'static str {
+        match self {
+            Kind::Semaphore => "semaphore",
+            Kind::ReadWrite => "read-write lock",
+        }
+    }
+
+    /// Whether a node holds a key of this kind.
+    fn on(self, seen: &Seen) -> bool {
+        match self {
+            Kind::Semaphore => matches!(seen, Seen::Semaphore { .. }),
+            Kind::ReadWrite => matches!(seen, Seen::ReadWrite { .. }),
+        }
+    }
+}
+
 /// What `status` found of a semaphore or a read-write lock.
 #[derive(Debug)]
 struct Census<'a> {
-    /// `semaphore` or `rwlock`.
-    kind: &'static str,
-    /// How many nodes hold the key as this kind.
-    on: usize,
+    kind: Kind,
     permits: Option<u32>,
     holders: Vec<Holder<'a>>,
-    verdict: &'static str,
-    code: u8,
-    /// The summary line, without its newline.
-    line: String,
-    /// Why the holders could not be read.
-    error: Option<String>,
+    /// Once its holders are read: the verdict, the exit code, and what the summary line says
+    /// after the kind's name (` of 2 permits, all held`).
+    verdict: (&'static str, u8, String),
 }
 
-/// Prints `census` as `status` does, as lines or as JSON: the nodes as `seen`, the holders,
-/// then the summary.
+/// Prints what `status` found, as lines or as JSON: the nodes as `seen`, the holders, then
+/// the summary (`unknown` if the holders could not be read, for `error`).
 fn report(
     args: &StatusArgs,
     key: &str,
     nodes: &[quorumlock::NodeUrl],
     seen: &[Seen],
     census: &Census<'_>,
+    error: Option<&quorumlock::Error>,
 ) -> Result<u8, Failure> {
+    let on = seen.iter().filter(|s| census.kind.on(s)).count();
+    let counts = format!(
+        "key on {on} of {} nodes, quorum {}",
+        seen.len(),
+        quorum(seen.len())
+    );
+    let (resource, words) = (&args.resource, census.kind.words());
+    let (verdict, code, line) = match error {
+        None => {
+            let (verdict, code, says) = &census.verdict;
+            let line = format!("`{resource}`: {words}{says} ({counts})");
+            (*verdict, *code, line)
+        }
+        Some(e) => {
+            let line = format!("`{resource}`: {words}: unknown: {e} ({counts})");
+            ("unknown", UNAVAILABLE, line)
+        }
+    };
     if args.json {
         let document = StatusDocument {
-            resource: &args.resource,
+            resource,
             key,
-            kind: census.kind,
+            kind: census.kind.json(),
             nodes: json_nodes(nodes, seen),
             quorum: quorum(seen.len()),
-            held_on: census.on,
+            held_on: on,
             free_on: seen.iter().filter(|s| **s == Seen::Free).count(),
             holder: None,
             permits: census.permits,
@@ -707,14 +709,14 @@ fn report(
                     })
                     .collect(),
             ),
-            verdict: census.verdict,
-            error: census.error.clone(),
-            exit_code: census.code,
+            verdict,
+            error: error.map(ToString::to_string),
+            exit_code: code,
         };
         let text =
             serde_json::to_string_pretty(&document).map_err(|e| Failure::new(SOFTWARE, e))?;
         println!("{text}");
-        return Ok(census.code);
+        return Ok(code);
     }
     let mut out = String::new();
     for (i, (node, seen)) in nodes.iter().zip(seen).enumerate() {
@@ -725,9 +727,9 @@ fn report(
         let line = h.claimed.line(sha1, h.nodes, seen.len(), h.ttl, h.held);
         let _ = writeln!(out, "{line}");
     }
-    let _ = writeln!(out, "{}", census.line);
+    let _ = writeln!(out, "{line}");
     print!("{out}");
-    Ok(census.code)
+    Ok(code)
 }
 
 /// The first 8 characters of a token.
