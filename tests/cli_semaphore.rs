@@ -10,10 +10,13 @@ use std::path::Path;
 use std::time::Duration;
 
 use common::cli::{appears, outcome, quorumlock, scratch, snapshot, Background, Outcome};
-use common::primitives::{census, settled_permit, settled_side, sha1, sha1_short, slot_claims};
-use common::{client, eventually, keys};
+use common::primitives::{
+    census, members, settled_permit, settled_side, sha1, sha1_short, slot_claims,
+};
+use common::{client, eventually, keys, HANG};
 use quorumlock::testkit::LocalQuorum;
-use quorumlock::Access;
+use quorumlock::{Access, RedLock, Retry, RwGuard};
+use serde_json::json;
 use tokio::process::Command;
 
 /// What `run -v` logs once its first attempt found every permit held and it starts waiting.
@@ -453,15 +456,23 @@ async fn shared_and_exclusive_take_the_sides_of_a_read_write_lock() {
     lock.release().await.unwrap();
 }
 
+/// The ttl of the read-write lock's sides the tests take.
+const SIDE_TTL: Duration = Duration::from_secs(10);
+
+/// Three nodes, a client, and two readers of `shelf` that every node records.
+async fn two_readers_of_shelf() -> (LocalQuorum, RedLock, RwGuard, RwGuard) {
+    let q = LocalQuorum::start(3).await.unwrap();
+    let redlock = client(&q).await;
+    let r1 = settled_side(&redlock, "shelf", Access::Read, SIDE_TTL).await;
+    let r2 = settled_side(&redlock, "shelf", Access::Read, SIDE_TTL).await;
+    (q, redlock, r1, r2)
+}
+
 /// `status` of a read-write lock lists its readers, writer and writers waiting (75 while a
 /// writer holds it); `release --force` refuses it.
 #[tokio::test]
 async fn status_lists_a_read_write_locks_sides_and_release_force_refuses_it() {
-    let q = LocalQuorum::start(3).await.unwrap();
-    let redlock = client(&q).await;
-    let ttl = Duration::from_secs(10);
-    let r1 = settled_side(&redlock, "shelf", Access::Read, ttl).await;
-    let r2 = settled_side(&redlock, "shelf", Access::Read, ttl).await;
+    let (q, redlock, r1, r2) = two_readers_of_shelf().await;
     let out = outcome(quorumlock(&q.urls()).args(["status", "shelf"])).await;
     assert_eq!(out.code, Some(0), "{out:?}");
     assert!(
@@ -479,7 +490,7 @@ async fn status_lists_a_read_write_locks_sides_and_release_force_refuses_it() {
     }
     r1.release().await.unwrap();
     r2.release().await.unwrap();
-    let w = settled_side(&redlock, "shelf", Access::Write, ttl).await;
+    let w = settled_side(&redlock, "shelf", Access::Write, SIDE_TTL).await;
     let out = outcome(quorumlock(&q.urls()).args(["status", "--json", "shelf"])).await;
     assert_eq!(out.code, Some(75), "{out:?}");
     let doc = json(&out);
@@ -497,4 +508,201 @@ async fn status_lists_a_read_write_locks_sides_and_release_force_refuses_it() {
     assert_eq!(out.code, Some(64), "{out:?}");
     assert!(out.stderr.contains("is a read-write lock"), "{out:?}");
     w.release().await.unwrap();
+}
+
+/// `ls --json`, which must exit 0, parsed.
+async fn ls_json(q: &LocalQuorum) -> serde_json::Value {
+    let out = outcome(quorumlock(&q.urls()).args(["ls", "--json"])).await;
+    assert_eq!(out.code, Some(0), "{out:?}");
+    json(&out)
+}
+
+/// The holders of a listed semaphore or read-write lock without their ttl, and their ttls.
+fn holders_and_ttls(listed: &serde_json::Value) -> (Vec<serde_json::Value>, Vec<u64>) {
+    let holders = listed["holders"].as_array().expect("holders");
+    let ttls = holders
+        .iter()
+        .map(|h| h["ttl_ms"].as_u64().expect("a ttl"))
+        .collect();
+    let without_ttl = holders
+        .iter()
+        .map(|h| {
+            let mut h = h.clone();
+            h.as_object_mut().expect("a holder").remove("ttl_ms");
+            h
+        })
+        .collect();
+    (without_ttl, ttls)
+}
+
+/// `ls` lists a read-write lock with its readers, then with its writer, then with a writer
+/// waiting behind it: a line each, and in the JSON document each holder's side, SHA1, nodes
+/// and ttl left; it changes nothing.
+#[tokio::test]
+async fn ls_lists_a_read_write_locks_readers_writer_and_writers_waiting() {
+    let (q, redlock, r1, r2) = two_readers_of_shelf().await;
+    let before = snapshot(&q).await;
+
+    let out = outcome(quorumlock(&q.urls()).arg("ls")).await;
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    assert_eq!(
+        lines,
+        [
+            "shelf  read-write lock  readers 2  writers 0  waiting 0  fencing -  on 3 of 3 nodes",
+            "0 locks, 1 read-write lock on the 3 of 3 nodes that answered (quorum 2)",
+        ],
+        "{out:?}"
+    );
+    let doc = ls_json(&q).await;
+    assert_eq!(
+        (&doc["locks"], &doc["semaphores"]),
+        (&json!([]), &json!([]))
+    );
+    let rwlocks = doc["rwlocks"].as_array().expect("rwlocks");
+    assert_eq!(rwlocks.len(), 1, "{doc:#}");
+    let shelf = &rwlocks[0];
+    let counts = ["resource", "key", "kind", "readers", "writers", "waiting"].map(|f| &shelf[f]);
+    assert_eq!(
+        counts,
+        [
+            &json!("shelf"),
+            &json!("shelf"),
+            &json!("rwlock"),
+            &json!(2),
+            &json!(0),
+            &json!(0)
+        ],
+        "{doc:#}"
+    );
+    assert_eq!(shelf["fencing_token"], serde_json::Value::Null, "{doc:#}");
+    assert_eq!(shelf["nodes"], json!([0, 1, 2]), "{doc:#}");
+    let reader = |token: &quorumlock::Token| {
+        let sha1 = sha1_short(token.as_str());
+        json!({"access": "read", "waiting": false, "sha1": sha1, "nodes": [0, 1, 2]})
+    };
+    let mut expected = vec![reader(r1.token()), reader(r2.token())];
+    expected.sort_by_key(|h| h["sha1"].as_str().map(str::to_string));
+    let (holders, ttls) = holders_and_ttls(shelf);
+    assert_eq!(holders, expected, "{doc:#}");
+    assert_eq!(ttls.len(), 2);
+    for ms in ttls {
+        assert!(ms > 0 && u128::from(ms) <= SIDE_TTL.as_millis(), "{doc:#}");
+    }
+    assert!(
+        !out.stdout.contains(r1.token().as_str()),
+        "the token stays secret"
+    );
+    assert_eq!(snapshot(&q).await, before, "ls writes nothing");
+
+    // With a writer: exactly one, and no reader.
+    r1.release().await.unwrap();
+    r2.release().await.unwrap();
+    let w = settled_side(&redlock, "shelf", Access::Write, SIDE_TTL).await;
+    let out = outcome(quorumlock(&q.urls()).arg("ls")).await;
+    assert_eq!(
+        out.stdout.lines().next(),
+        Some("shelf  read-write lock  readers 0  writers 1  waiting 0  fencing -  on 3 of 3 nodes"),
+        "{out:?}"
+    );
+    let writer = json!({
+        "access": "write", "waiting": false, "sha1": sha1_short(w.token().as_str()),
+        "nodes": [0, 1, 2],
+    });
+    let doc = ls_json(&q).await;
+    let shelf = &doc["rwlocks"][0];
+    assert_eq!(
+        (&shelf["readers"], &shelf["writers"]),
+        (&json!(0), &json!(1)),
+        "{doc:#}"
+    );
+    assert_eq!(
+        holders_and_ttls(shelf).0,
+        std::slice::from_ref(&writer),
+        "{doc:#}"
+    );
+
+    // Another client's writer waits behind it: its intent (`i:waiter`) on every node.
+    let other = client(&q).await;
+    let waiting = tokio::spawn(async move {
+        let rw = other.rw_lock("shelf").expect("a valid read-write lock");
+        let granted = rw
+            .acquire(Access::Write, SIDE_TTL, Retry::within(HANG))
+            .await;
+        (granted, other)
+    });
+    let intent = |members: Vec<String>| members.into_iter().find(|m| m.starts_with("i:"));
+    eventually("the waiting writer's intent on every node", || async {
+        let mut on = 0;
+        for node in q.nodes() {
+            on += usize::from(intent(members(node, "shelf").await).is_some());
+        }
+        on == 3
+    })
+    .await;
+    let member = intent(members(q.node(0), "shelf").await).expect("an intent");
+    let doc = ls_json(&q).await;
+    let shelf = &doc["rwlocks"][0];
+    let counts = ["readers", "writers", "waiting"].map(|f| &shelf[f]);
+    assert_eq!(counts, [&json!(0), &json!(1), &json!(1)], "{doc:#}");
+    let waiter = json!({
+        "access": "write", "waiting": true, "sha1": sha1_short(&member[2..]),
+        "nodes": [0, 1, 2],
+    });
+    assert_eq!(holders_and_ttls(shelf).0, [writer, waiter], "{doc:#}");
+    let out = outcome(quorumlock(&q.urls()).arg("ls")).await;
+    assert_eq!(
+        out.stdout.lines().next(),
+        Some("shelf  read-write lock  readers 0  writers 1  waiting 1  fencing -  on 3 of 3 nodes"),
+        "{out:?}"
+    );
+
+    w.release().await.unwrap();
+    let (granted, other) = waiting.await.expect("the waiting writer");
+    granted
+        .expect("the waiting writer gets the lock")
+        .release()
+        .await
+        .unwrap();
+    drop(other);
+}
+
+/// A claim recorded on a key that did not exist may be scored `+inf`: it expires with its
+/// key, and `ls` gives it the key's ttl left, for a semaphore and for a read-write lock.
+#[tokio::test]
+async fn ls_gives_a_claim_scored_inf_the_ttl_of_its_key() {
+    let q = LocalQuorum::start(3).await.unwrap();
+    for node in q.nodes() {
+        for (key, record, member) in [("sem", "-2", "1:token"), ("rw", "-1", "w:token")] {
+            let first = if key == "sem" { "#" } else { "#rw" };
+            let added = node
+                .command(&["ZADD", key, record, first, "+inf", member])
+                .await
+                .expect("ZADD");
+            assert_eq!(added.as_int(), Some(2), "ZADD {key}");
+            let expire = node.command(&["PEXPIRE", key, "30000"]).await;
+            assert_eq!(expire.expect("PEXPIRE").as_int(), Some(1), "PEXPIRE {key}");
+        }
+    }
+    let doc = ls_json(&q).await;
+    // Each node's ttl read after `ls` is at most what `ls` read there.
+    let mut after = Vec::new();
+    for node in q.nodes() {
+        for key in ["sem", "rw"] {
+            let pttl = node.command(&["PTTL", key]).await.expect("PTTL");
+            after.push(pttl.as_int().expect("a ttl") as u64);
+        }
+    }
+    let least = after.iter().copied().min().expect("six ttls");
+    for (list, counts) in [("semaphores", ("held", 1)), ("rwlocks", ("writers", 1))] {
+        let listed = doc[list].as_array().expect("a list");
+        assert_eq!(listed.len(), 1, "{doc:#}");
+        assert_eq!(listed[0][counts.0], counts.1, "{doc:#}");
+        let (holders, ttls) = holders_and_ttls(&listed[0]);
+        assert_eq!(holders.len(), 1, "{doc:#}");
+        assert_eq!(holders[0]["sha1"], sha1_short("token"), "{doc:#}");
+        assert_eq!(holders[0]["nodes"], json!([0, 1, 2]), "{doc:#}");
+        assert_eq!(ttls.len(), 1);
+        assert!(ttls[0] >= least && ttls[0] <= 30_000, "{after:?}: {doc:#}");
+    }
 }

@@ -82,16 +82,24 @@ pub async fn write_claim(node: &LocalNode, key: &str, permits: u32, member: &str
     assert!(reply.as_int().is_some(), "ZADD: {reply:?}");
 }
 
-/// The claims `slot:token` of the semaphore at `key` on node `i`, tokens hashed:
-/// (slot, SHA1).
-pub async fn slot_claims(q: &LocalQuorum, i: usize, key: &str) -> BTreeSet<(u32, String)> {
-    let reply = q.node(i).command(&["ZRANGE", key, "0", "-1"]).await;
+/// The members of the sorted set at `key` on `node`, lowest score first (none if no key).
+pub async fn members(node: &LocalNode, key: &str) -> Vec<String> {
+    let reply = node.command(&["ZRANGE", key, "0", "-1"]).await;
     let Ok(Reply::Array(Some(members))) = reply else {
         panic!("ZRANGE {key}: {reply:?}");
     };
     members
         .iter()
-        .filter_map(|m| m.as_str())
+        .map(|m| m.as_str().expect("a UTF-8 member").to_string())
+        .collect()
+}
+
+/// The claims `slot:token` of the semaphore at `key` on node `i`, tokens hashed:
+/// (slot, SHA1).
+pub async fn slot_claims(q: &LocalQuorum, i: usize, key: &str) -> BTreeSet<(u32, String)> {
+    members(q.node(i), key)
+        .await
+        .iter()
         .filter_map(|m| m.split_once(':'))
         .map(|(slot, token)| (slot.parse().expect("a slot"), sha1(token)))
         .collect()
