@@ -299,12 +299,11 @@ async fn read_set(
         .await?;
     let () = pipeline.pttl(key.as_str()).await?;
     let replies: Vec<Value> = pipeline.all().await?;
-    let [time, members, pttl] = &replies[..] else {
-        return Err(unexpected("TIME, ZRANGE, PTTL", &replies));
-    };
-    let now_ms = node_ms(time).ok_or_else(|| unexpected("TIME", time))?;
-    let pttl = pttl.as_i64().ok_or_else(|| unexpected("PTTL", pttl))?;
-    let Some((kind, claims)) = parse_set(&members.clone().into_array(), now_ms, pttl) else {
+    let [time, members, pttl] = <[Value; 3]>::try_from(replies)
+        .map_err(|replies| unexpected("TIME, ZRANGE, PTTL", &replies))?;
+    let now_ms = node_ms(&time).ok_or_else(|| unexpected("TIME", &time))?;
+    let pttl = pttl.as_i64().ok_or_else(|| unexpected("PTTL", &pttl))?;
+    let Some((kind, claims)) = parse_set(&members.into_array(), now_ms, pttl) else {
         return Ok(None);
     };
     let resource = key.strip_prefix(config.key_prefix()).unwrap_or(&key);
@@ -327,12 +326,10 @@ fn unexpected(what: &str, reply: &impl std::fmt::Debug) -> fred::error::Error {
 
 /// The node's clock in milliseconds from its answer to `TIME`.
 fn node_ms(time: &Value) -> Option<u64> {
-    let parts: Vec<u64> = time
-        .clone()
-        .into_array()
-        .into_iter()
-        .filter_map(|part| part.as_u64())
-        .collect();
+    let Value::Array(parts) = time else {
+        return None;
+    };
+    let parts: Vec<u64> = parts.iter().filter_map(Value::as_u64).collect();
     match parts[..] {
         [secs, micros] => Some(secs.saturating_mul(1000).saturating_add(micros / 1000)),
         _ => None,
