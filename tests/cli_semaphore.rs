@@ -7,10 +7,16 @@ mod common;
 
 use std::collections::BTreeSet;
 use std::path::Path;
+use std::time::Duration;
 
 use common::cli::{appears, outcome, quorumlock, scratch, snapshot, Background, Outcome};
-use common::{client, eventually, keys};
-use quorumlock::testkit::{LocalQuorum, Reply};
+use common::primitives::{
+    census, members, settled_permit, settled_side, sha1, sha1_short, slot_claims,
+};
+use common::{client, eventually, keys, HANG};
+use quorumlock::testkit::LocalQuorum;
+use quorumlock::{Access, RedLock, Retry, RwGuard};
+use serde_json::json;
 use tokio::process::Command;
 
 /// What `run -v` logs once its first attempt found every permit held and it starts waiting.
@@ -46,23 +52,6 @@ fn env_of(dir: &Path, name: &str) -> (u32, String, u64) {
         parts[1].to_string(),
         parts[2].parse().expect("a fencing token"),
     )
-}
-
-/// The claims `slot:token` recorded at `key` on node `i`, tokens hashed: (slot, SHA1).
-async fn claims(q: &LocalQuorum, i: usize, key: &str) -> BTreeSet<(u32, String)> {
-    let reply = q.node(i).command(&["ZRANGE", key, "0", "-1"]).await;
-    let Ok(Reply::Array(Some(members))) = reply else {
-        panic!("ZRANGE {key}: {reply:?}");
-    };
-    members
-        .iter()
-        .filter_map(|m| m.as_str())
-        .filter_map(|m| m.split_once(':'))
-        .map(|(slot, token)| {
-            let sha1 = quorumlock::fred::util::sha1_hash(token);
-            (slot.parse().expect("a slot"), sha1)
-        })
-        .collect()
 }
 
 #[track_caller]
@@ -131,13 +120,13 @@ async fn two_permits_let_two_commands_run_and_the_third_skip_or_wait() {
     // status: both holders, by slot, with their ttl left; all permits held (75).
     // (A grant waits for a majority: the third node's answer may still be on its way.)
     eventually("both claims on every node", || async {
-        let first = claims(&q, 0, "jobs").await;
+        let first = slot_claims(&q, 0, "jobs").await;
         first.len() == 2
-            && claims(&q, 1, "jobs").await == first
-            && claims(&q, 2, "jobs").await == first
+            && slot_claims(&q, 1, "jobs").await == first
+            && slot_claims(&q, 2, "jobs").await == first
     })
     .await;
-    let held = claims(&q, 0, "jobs").await;
+    let held = slot_claims(&q, 0, "jobs").await;
     let out = outcome(quorumlock(&q.urls()).args(["status", "jobs"])).await;
     assert_eq!(out.code, Some(75), "{out:?}");
     let lines: Vec<&str> = out.stdout.lines().collect();
@@ -264,13 +253,7 @@ async fn bad_permits_and_a_resource_of_another_kind_are_refused_and_change_nothi
     let d = dir.path();
     let redlock = client(&q).await;
     let lock = redlock.lock("report").await.unwrap();
-    let permit = redlock
-        .semaphore("exports", 2)
-        .unwrap()
-        .acquire()
-        .await
-        .unwrap();
-    assert!(redlock.settle(std::time::Duration::from_secs(5)).await);
+    let permit = settled_permit(&redlock, "exports", 2, Duration::from_secs(10)).await;
     let before = snapshot(&q).await;
 
     for (flags, resource, expected) in [
@@ -335,7 +318,7 @@ async fn bad_permits_and_a_resource_of_another_kind_are_refused_and_change_nothi
         out.stdout.contains(&format!(
             "slot {}: held by {} on 3 of 3 nodes",
             permit.slot(),
-            &quorumlock::fred::util::sha1_hash(permit.token().as_str())[..12]
+            sha1_short(permit.token().as_str())
         )),
         "{out:?}"
     );
@@ -355,13 +338,7 @@ async fn hold_at_least_leaves_the_permit_to_expire_and_release_force_refuses_it(
     assert_eq!(out.code, Some(0), "{out:?}");
     assert!(dir.path().join("ran").exists());
 
-    let redlock = client(&q).await;
-    let holders = redlock
-        .semaphore("nightly", 2)
-        .unwrap()
-        .holders()
-        .await
-        .unwrap();
+    let holders = census(&q, "nightly", 2).await;
     assert_eq!(holders.len(), 1, "the permit stays: {holders:?}");
     let ttl = holders[0].ttl.as_secs_f64();
     assert!(
@@ -387,16 +364,7 @@ async fn a_signal_while_waiting_for_a_permit_ends_the_wait_and_leaves_nothing() 
     let q = LocalQuorum::start(3).await.unwrap();
     let dir = scratch();
     let redlock = client(&q).await;
-    let permit = redlock
-        .semaphore("waited", 1)
-        .unwrap()
-        .acquire_with(
-            std::time::Duration::from_secs(30),
-            quorumlock::Retry::none(),
-        )
-        .await
-        .unwrap();
-    assert!(redlock.settle(std::time::Duration::from_secs(5)).await);
+    let permit = settled_permit(&redlock, "waited", 1, Duration::from_secs(30)).await;
     let before = snapshot(&q).await;
     for (sig, code) in [
         (nix::sys::signal::Signal::SIGTERM, 143),
@@ -467,7 +435,7 @@ async fn shared_and_exclusive_take_the_sides_of_a_read_write_lock() {
     assert!(d.join("w3").exists());
 
     let lock = redlock.lock("plain").await.unwrap();
-    assert!(redlock.settle(std::time::Duration::from_secs(5)).await);
+    assert!(redlock.settle(Duration::from_secs(5)).await);
     let before = snapshot(&q).await;
     let out = outcome(&mut run_sh(&q, &["--shared"], "plain", "touch w4", d)).await;
     assert_eq!(out.code, Some(64), "{out:?}");
@@ -488,16 +456,23 @@ async fn shared_and_exclusive_take_the_sides_of_a_read_write_lock() {
     lock.release().await.unwrap();
 }
 
+/// The ttl of the read-write lock's sides the tests take.
+const SIDE_TTL: Duration = Duration::from_secs(10);
+
+/// Three nodes, a client, and two readers of `shelf` that every node records.
+async fn two_readers_of_shelf() -> (LocalQuorum, RedLock, RwGuard, RwGuard) {
+    let q = LocalQuorum::start(3).await.unwrap();
+    let redlock = client(&q).await;
+    let r1 = settled_side(&redlock, "shelf", Access::Read, SIDE_TTL).await;
+    let r2 = settled_side(&redlock, "shelf", Access::Read, SIDE_TTL).await;
+    (q, redlock, r1, r2)
+}
+
 /// `status` of a read-write lock lists its readers, writer and writers waiting (75 while a
 /// writer holds it); `release --force` refuses it.
 #[tokio::test]
 async fn status_lists_a_read_write_locks_sides_and_release_force_refuses_it() {
-    let q = LocalQuorum::start(3).await.unwrap();
-    let redlock = client(&q).await;
-    let rw = redlock.rw_lock("shelf").unwrap();
-    let r1 = rw.try_read().await.unwrap();
-    let r2 = rw.try_read().await.unwrap();
-    assert!(redlock.settle(std::time::Duration::from_secs(5)).await);
+    let (q, redlock, r1, r2) = two_readers_of_shelf().await;
     let out = outcome(quorumlock(&q.urls()).args(["status", "shelf"])).await;
     assert_eq!(out.code, Some(0), "{out:?}");
     assert!(
@@ -506,17 +481,16 @@ async fn status_lists_a_read_write_locks_sides_and_release_force_refuses_it() {
         "{out:?}"
     );
     for token in [r1.token(), r2.token()] {
-        let sha1 = quorumlock::fred::util::sha1_hash(token.as_str());
+        let sha1 = sha1_short(token.as_str());
         assert!(
             out.stdout
-                .contains(&format!("reader {} on 3 of 3 nodes", &sha1[..12])),
+                .contains(&format!("reader {sha1} on 3 of 3 nodes")),
             "{out:?}"
         );
     }
     r1.release().await.unwrap();
     r2.release().await.unwrap();
-    let w = rw.try_write().await.unwrap();
-    assert!(redlock.settle(std::time::Duration::from_secs(5)).await);
+    let w = settled_side(&redlock, "shelf", Access::Write, SIDE_TTL).await;
     let out = outcome(quorumlock(&q.urls()).args(["status", "--json", "shelf"])).await;
     assert_eq!(out.code, Some(75), "{out:?}");
     let doc = json(&out);
@@ -529,12 +503,214 @@ async fn status_lists_a_read_write_locks_sides_and_release_force_refuses_it() {
     assert_eq!(holders[0]["access"], "write");
     assert_eq!(holders[0]["waiting"], false);
     assert_eq!(holders[0]["held"], true);
-    assert_eq!(
-        holders[0]["token_sha1"],
-        quorumlock::fred::util::sha1_hash(w.token().as_str())
-    );
+    assert_eq!(holders[0]["token_sha1"], sha1(w.token().as_str()));
     let out = outcome(quorumlock(&q.urls()).args(["release", "--force", "shelf"])).await;
     assert_eq!(out.code, Some(64), "{out:?}");
     assert!(out.stderr.contains("is a read-write lock"), "{out:?}");
     w.release().await.unwrap();
+}
+
+/// `ls --json`, which must exit 0, parsed.
+async fn ls_json(q: &LocalQuorum) -> serde_json::Value {
+    let out = outcome(quorumlock(&q.urls()).args(["ls", "--json"])).await;
+    assert_eq!(out.code, Some(0), "{out:?}");
+    json(&out)
+}
+
+/// The holders of a listed semaphore or read-write lock without their ttl, and their ttls,
+/// each checked to be left and at most `most`.
+#[track_caller]
+fn holders_and_ttls(
+    listed: &serde_json::Value,
+    most: Duration,
+) -> (Vec<serde_json::Value>, Vec<u64>) {
+    let holders = listed["holders"].as_array().expect("holders");
+    let ttls: Vec<u64> = holders
+        .iter()
+        .map(|h| h["ttl_ms"].as_u64().expect("a ttl"))
+        .collect();
+    for ms in &ttls {
+        let left = *ms > 0 && u128::from(*ms) <= most.as_millis();
+        assert!(left, "a ttl left of at most {most:?}: {listed:#}");
+    }
+    let without_ttl = holders
+        .iter()
+        .map(|h| {
+            let mut h = h.clone();
+            h.as_object_mut().expect("a holder").remove("ttl_ms");
+            h
+        })
+        .collect();
+    (without_ttl, ttls)
+}
+
+/// `ls` lists a read-write lock with its readers, then with its writer, then with a writer
+/// waiting behind it: a line each, and in the JSON document each holder's side, SHA1, nodes
+/// and ttl left; it changes nothing.
+#[tokio::test]
+async fn ls_lists_a_read_write_locks_readers_writer_and_writers_waiting() {
+    let (q, redlock, r1, r2) = two_readers_of_shelf().await;
+    let before = snapshot(&q).await;
+
+    let out = outcome(quorumlock(&q.urls()).arg("ls")).await;
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    assert_eq!(
+        lines,
+        [
+            "shelf  read-write lock  readers 2  writers 0  waiting 0  fencing -  on 3 of 3 nodes",
+            "0 locks, 1 read-write lock on the 3 of 3 nodes that answered (quorum 2)",
+        ],
+        "{out:?}"
+    );
+    let doc = ls_json(&q).await;
+    assert_eq!(
+        (&doc["locks"], &doc["semaphores"]),
+        (&json!([]), &json!([]))
+    );
+    let rwlocks = doc["rwlocks"].as_array().expect("rwlocks");
+    assert_eq!(rwlocks.len(), 1, "{doc:#}");
+    let shelf = &rwlocks[0];
+    let counts = ["resource", "key", "kind", "readers", "writers", "waiting"].map(|f| &shelf[f]);
+    assert_eq!(
+        counts,
+        [
+            &json!("shelf"),
+            &json!("shelf"),
+            &json!("rwlock"),
+            &json!(2),
+            &json!(0),
+            &json!(0)
+        ],
+        "{doc:#}"
+    );
+    assert_eq!(shelf["fencing_token"], serde_json::Value::Null, "{doc:#}");
+    assert_eq!(shelf["nodes"], json!([0, 1, 2]), "{doc:#}");
+    let reader = |token: &quorumlock::Token| {
+        let sha1 = sha1_short(token.as_str());
+        json!({"access": "read", "waiting": false, "sha1": sha1, "nodes": [0, 1, 2]})
+    };
+    let mut expected = vec![reader(r1.token()), reader(r2.token())];
+    expected.sort_by_key(|h| h["sha1"].as_str().map(str::to_string));
+    assert_eq!(holders_and_ttls(shelf, SIDE_TTL).0, expected, "{doc:#}");
+    assert!(
+        !out.stdout.contains(r1.token().as_str()),
+        "the token stays secret"
+    );
+    assert_eq!(snapshot(&q).await, before, "ls writes nothing");
+
+    // With a writer: exactly one, and no reader.
+    r1.release().await.unwrap();
+    r2.release().await.unwrap();
+    let w = settled_side(&redlock, "shelf", Access::Write, SIDE_TTL).await;
+    let out = outcome(quorumlock(&q.urls()).arg("ls")).await;
+    assert_eq!(
+        out.stdout.lines().next(),
+        Some("shelf  read-write lock  readers 0  writers 1  waiting 0  fencing -  on 3 of 3 nodes"),
+        "{out:?}"
+    );
+    let writer = json!({
+        "access": "write", "waiting": false, "sha1": sha1_short(w.token().as_str()),
+        "nodes": [0, 1, 2],
+    });
+    let doc = ls_json(&q).await;
+    let shelf = &doc["rwlocks"][0];
+    assert_eq!(
+        (&shelf["readers"], &shelf["writers"]),
+        (&json!(0), &json!(1)),
+        "{doc:#}"
+    );
+    assert_eq!(
+        holders_and_ttls(shelf, SIDE_TTL).0,
+        std::slice::from_ref(&writer),
+        "{doc:#}"
+    );
+
+    // Another client's writer waits behind it: its intent (`i:waiter`) on every node.
+    let other = client(&q).await;
+    let waiting = tokio::spawn(async move {
+        let rw = other.rw_lock("shelf").expect("a valid read-write lock");
+        let granted = rw
+            .acquire(Access::Write, SIDE_TTL, Retry::within(HANG))
+            .await;
+        (granted, other)
+    });
+    let intent = |members: Vec<String>| members.into_iter().find(|m| m.starts_with("i:"));
+    eventually("the waiting writer's intent on every node", || async {
+        let mut on = 0;
+        for node in q.nodes() {
+            on += usize::from(intent(members(node, "shelf").await).is_some());
+        }
+        on == 3
+    })
+    .await;
+    let member = intent(members(q.node(0), "shelf").await).expect("an intent");
+    let doc = ls_json(&q).await;
+    let shelf = &doc["rwlocks"][0];
+    let counts = ["readers", "writers", "waiting"].map(|f| &shelf[f]);
+    assert_eq!(counts, [&json!(0), &json!(1), &json!(1)], "{doc:#}");
+    let waiter = json!({
+        "access": "write", "waiting": true, "sha1": sha1_short(&member[2..]),
+        "nodes": [0, 1, 2],
+    });
+    assert_eq!(
+        holders_and_ttls(shelf, SIDE_TTL).0,
+        [writer, waiter],
+        "{doc:#}"
+    );
+    let out = outcome(quorumlock(&q.urls()).arg("ls")).await;
+    assert_eq!(
+        out.stdout.lines().next(),
+        Some("shelf  read-write lock  readers 0  writers 1  waiting 1  fencing -  on 3 of 3 nodes"),
+        "{out:?}"
+    );
+
+    w.release().await.unwrap();
+    let (granted, other) = waiting.await.expect("the waiting writer");
+    granted
+        .expect("the waiting writer gets the lock")
+        .release()
+        .await
+        .unwrap();
+    drop(other);
+}
+
+/// A claim recorded on a key that did not exist may be scored `+inf`: it expires with its
+/// key, and `ls` gives it the key's ttl left, for a semaphore and for a read-write lock.
+#[tokio::test]
+async fn ls_gives_a_claim_scored_inf_the_ttl_of_its_key() {
+    let q = LocalQuorum::start(3).await.unwrap();
+    for node in q.nodes() {
+        for (key, record, member) in [("sem", "-2", "1:token"), ("rw", "-1", "w:token")] {
+            let first = if key == "sem" { "#" } else { "#rw" };
+            let added = node
+                .command(&["ZADD", key, record, first, "+inf", member])
+                .await
+                .expect("ZADD");
+            assert_eq!(added.as_int(), Some(2), "ZADD {key}");
+            let expire = node.command(&["PEXPIRE", key, "30000"]).await;
+            assert_eq!(expire.expect("PEXPIRE").as_int(), Some(1), "PEXPIRE {key}");
+        }
+    }
+    let doc = ls_json(&q).await;
+    // Each node's ttl read after `ls` is at most what `ls` read there.
+    let mut after = Vec::new();
+    for node in q.nodes() {
+        for key in ["sem", "rw"] {
+            let pttl = node.command(&["PTTL", key]).await.expect("PTTL");
+            after.push(pttl.as_int().expect("a ttl") as u64);
+        }
+    }
+    let least = after.iter().copied().min().expect("six ttls");
+    for (list, counts) in [("semaphores", ("held", 1)), ("rwlocks", ("writers", 1))] {
+        let listed = doc[list].as_array().expect("a list");
+        assert_eq!(listed.len(), 1, "{doc:#}");
+        assert_eq!(listed[0][counts.0], counts.1, "{doc:#}");
+        let (holders, ttls) = holders_and_ttls(&listed[0], Duration::from_secs(30));
+        assert_eq!(holders.len(), 1, "{doc:#}");
+        assert_eq!(holders[0]["sha1"], sha1_short("token"), "{doc:#}");
+        assert_eq!(holders[0]["nodes"], json!([0, 1, 2]), "{doc:#}");
+        assert_eq!(ttls.len(), 1);
+        assert!(ttls[0] >= least, "{after:?}: {doc:#}");
+    }
 }

@@ -8,67 +8,22 @@ mod common;
 use std::time::Duration;
 
 use common::client;
-use quorumlock::testkit::{LocalNode, LocalQuorum, Reply};
-use quorumlock::{Error, FoundKind, Retry};
-
-fn sha1(token: &str) -> String {
-    quorumlock::fred::util::sha1_hash(token)
-}
-
-/// The node's clock in milliseconds.
-async fn node_ms(node: &LocalNode) -> u64 {
-    let Reply::Array(Some(t)) = node.command(&["TIME"]).await.expect("TIME") else {
-        panic!("TIME");
-    };
-    let secs: u64 = t[0].as_str().expect("secs").parse().expect("secs");
-    let micros: u64 = t[1].as_str().expect("micros").parse().expect("micros");
-    secs * 1000 + micros / 1000
-}
-
-/// Every key of every node with its serialized value (`DUMP`, without the ttl).
-async fn snapshot(q: &LocalQuorum) -> Vec<Vec<(String, Reply)>> {
-    let mut nodes = Vec::new();
-    for node in q.nodes() {
-        let mut dumped = Vec::new();
-        for key in common::keys(node).await {
-            let value = node.command(&["DUMP", &key]).await.expect("DUMP");
-            dumped.push((key, value));
-        }
-        nodes.push(dumped);
-    }
-    nodes
-}
-
-/// Records by hand, on `node`, a semaphore of `permits` at `key` with the claim `member`
-/// expiring `ms` from the node's now (negative: expired).
-async fn claim(node: &LocalNode, key: &str, permits: u32, member: &str, ms: i64) {
-    let expiry = node_ms(node).await as i64 + ms;
-    let record = format!("-{permits}");
-    let reply = node
-        .command(&["ZADD", key, &record, "#", &expiry.to_string(), member])
-        .await
-        .expect("ZADD");
-    assert!(reply.as_int().is_some(), "ZADD: {reply:?}");
-}
+use common::primitives::{census, settled_permit, sha1, snapshot, write_claim};
+use quorumlock::testkit::{LocalQuorum, Reply};
+use quorumlock::{Error, FoundKind};
 
 #[tokio::test]
 async fn every_permit_is_listed_with_its_slot_hash_nodes_and_ttl() {
     let q = LocalQuorum::start(3).await.unwrap();
     let (a, b) = (client(&q).await, client(&q).await);
     let ttl = Duration::from_secs(10);
-    let first = a.semaphore("exports", 3).unwrap();
-    let first = first.acquire_with(ttl, Retry::none()).await.unwrap();
     // Every node has the first claim before the second is asked for, so that every node
-    // records the same slots (a grant waits for a majority only).
-    assert!(a.settle(Duration::from_secs(5)).await);
-    let second = b.semaphore("exports", 3).unwrap();
-    let second = second.acquire_with(ttl, Retry::none()).await.unwrap();
-    assert!(b.settle(Duration::from_secs(5)).await);
+    // records the same slots.
+    let first = settled_permit(&a, "exports", 3, ttl).await;
+    let second = settled_permit(&b, "exports", 3, ttl).await;
     let before = snapshot(&q).await;
 
-    let observer = client(&q).await;
-    let sem = observer.semaphore("exports", 3).unwrap();
-    let holders = sem.holders().await.unwrap();
+    let holders = census(&q, "exports", 3).await;
     let mut expected = vec![
         (first.slot(), sha1(first.token().as_str())),
         (second.slot(), sha1(second.token().as_str())),
@@ -96,15 +51,14 @@ async fn every_permit_is_listed_with_its_slot_hash_nodes_and_ttl() {
 
     first.release().await.unwrap();
     assert!(a.settle(Duration::from_secs(5)).await);
-    let holders = sem.holders().await.unwrap();
+    let holders = census(&q, "exports", 3).await;
     assert_eq!(holders.len(), 1, "{holders:?}");
     assert_eq!(holders[0].slot, second.slot());
     second.release().await.unwrap();
     assert!(b.settle(Duration::from_secs(5)).await);
-    assert_eq!(sem.holders().await.unwrap(), []);
+    assert_eq!(census(&q, "exports", 3).await, []);
     // No key at all: no holder either.
-    let unused = observer.semaphore("unused", 2).unwrap();
-    assert_eq!(unused.holders().await.unwrap(), []);
+    assert_eq!(census(&q, "unused", 2).await, []);
 }
 
 /// The ttl is how long a majority still records the claim: with 3 nodes the second longest
@@ -115,27 +69,21 @@ async fn the_ttl_is_what_a_majority_still_records_and_expired_claims_stay() {
     let q = LocalQuorum::start(3).await.unwrap();
     // On all three, with 30, 20 and 10 s left: 20 s.
     for (node, s) in q.nodes().iter().zip([30, 20, 10]) {
-        claim(node, "jobs", 4, "1:everywhere", s * 1000).await;
+        write_claim(node, "jobs", 4, "1:everywhere", s * 1000).await;
     }
     // On two, with 40 and 10 s left: 10 s (their median would be 25 s).
     for (node, s) in q.nodes().iter().zip([40, 10]) {
-        claim(node, "jobs", 4, "2:two-nodes", s * 1000).await;
+        write_claim(node, "jobs", 4, "2:two-nodes", s * 1000).await;
     }
     // On one: listed, with no ttl.
-    claim(q.node(2), "jobs", 4, "3:one-node", 50_000).await;
+    write_claim(q.node(2), "jobs", 4, "3:one-node", 50_000).await;
     // Expired everywhere.
     for node in q.nodes() {
-        claim(node, "jobs", 4, "0:expired", -1000).await;
+        write_claim(node, "jobs", 4, "0:expired", -1000).await;
     }
     let before = snapshot(&q).await;
 
-    let redlock = client(&q).await;
-    let holders = redlock
-        .semaphore("jobs", 4)
-        .unwrap()
-        .holders()
-        .await
-        .unwrap();
+    let holders = census(&q, "jobs", 4).await;
     let seen: Vec<(u32, String, usize)> = holders
         .iter()
         .map(|h| (h.slot, h.token_sha1.clone(), h.nodes))
@@ -177,13 +125,7 @@ async fn another_kind_of_key_is_a_kind_mismatch_and_too_few_nodes_no_quorum() {
     }
     lock.release().await.unwrap();
 
-    let permit = redlock
-        .semaphore("exports", 2)
-        .unwrap()
-        .acquire()
-        .await
-        .unwrap();
-    assert!(redlock.settle(Duration::from_secs(5)).await);
+    let permit = settled_permit(&redlock, "exports", 2, Duration::from_secs(10)).await;
     match redlock.semaphore("exports", 3).unwrap().holders().await {
         Err(Error::KindMismatch { found, .. }) => {
             assert_eq!(found, FoundKind::Semaphore { permits: 2 });

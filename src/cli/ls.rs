@@ -1,8 +1,8 @@
-//! `quorumlock ls`: the locks held on the nodes, and the semaphores, without taking any.
-//! Read-only: `SCAN` for the lock keys, then `GET` and `PTTL` of each and `GET` of its
-//! fencing counter; `SCAN` for the semaphores' sorted sets, then `ZRANGE` of each (with
-//! `TIME`, the node's clock that their claims expire by); over a connection of its own per
-//! node.
+//! `quorumlock ls`: the locks held on the nodes, the semaphores and the read-write locks,
+//! without taking any. Read-only: `SCAN` for the lock keys, then `GET` and `PTTL` of each and
+//! `GET` of its fencing counter; `SCAN` for the sorted sets of the semaphores and read-write
+//! locks, then one pipeline of `TIME` (the node's clock that their claims expire by),
+//! `ZRANGE` and `PTTL` of each; over a connection of its own per node.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -17,7 +17,7 @@ use serde::Serialize;
 
 use super::exit::{Failure, SOFTWARE, UNAVAILABLE};
 use super::options::{NodesArg, Vars, NODES};
-use super::status::{describe, reader};
+use super::status::{describe, reader, Claimed};
 
 /// `quorumlock ls`.
 #[derive(Debug, Args)]
@@ -48,14 +48,21 @@ node markers).
 
 Semaphores (run --permits) follow, one line per resource: its number of permits N (as
 recorded on the most nodes), how many permits are held (claims unexpired by the nodes'
-clocks on a quorum of nodes), its fencing token, and how many nodes hold its key. ZRANGE
-and TIME only; `quorumlock status RESOURCE` lists its holders.
+clocks on a quorum of nodes), its fencing token, and how many nodes hold its key. Then
+read-write locks (run --shared, --exclusive), one line per resource: how many readers and
+writers hold it (on a quorum of nodes), how many writers wait (their intent on a node),
+its fencing token, and how many nodes hold its key. TIME, ZRANGE and PTTL only;
+`quorumlock status RESOURCE` lists the holders of one.
 
 With --json, one document: prefix, nodes (index, node with any password hidden, error or
 null), answered, quorum, locks (resource, key, holder_sha1, fencing_token, ttl_ms, agreeing,
 tokens: sha1 and the node indexes holding it), semaphores (resource, key, kind: semaphore,
-permits, held, fencing_token, nodes: the node indexes holding its key, holders: slot,
-sha1 and the node indexes recording the claim) and exit_code.
+permits, held, fencing_token, nodes: the node indexes holding its key, holders), rwlocks
+(resource, key, kind: rwlock, readers, writers, waiting, fencing_token, nodes, holders) and
+exit_code. A holder is a semaphore's slot, or a read-write lock's access (read or write)
+and waiting (a writer's intent), then sha1, the node indexes recording the claim, and
+ttl_ms: how long a majority of the nodes still records it by their clocks (0 on fewer
+than a quorum, null if it never expires).
 
 Exit status (the same with --json):
   0   listed (possibly nothing)
@@ -66,17 +73,36 @@ Exit status (the same with --json):
 #[derive(Debug, Default)]
 struct Scanned {
     locks: Vec<Entry>,
-    semaphores: Vec<SemEntry>,
+    /// The semaphores and the read-write locks.
+    sets: Vec<SetEntry>,
 }
 
-/// One semaphore as one node holds it: its number of permits and unexpired claims.
+/// What a sorted set of quorumlock's is, by its record member.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum SetKind {
+    /// `#` scored `-N`: a semaphore of `N` permits.
+    Semaphore { permits: u32 },
+    /// `#rw`: a read-write lock.
+    ReadWrite,
+}
+
+/// One semaphore or read-write lock as one node holds it: its kind and unexpired claims.
 #[derive(Debug, Clone)]
-struct SemEntry {
+struct SetEntry {
     key: String,
-    permits: u32,
-    /// The slot and the (short) SHA1 of the token of each claim unexpired by the node's clock.
-    claims: Vec<(u32, String)>,
+    kind: SetKind,
+    claims: Vec<ClaimSeen>,
     fence: Option<u64>,
+}
+
+/// One claim unexpired by the node's clock.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct ClaimSeen {
+    claimed: Claimed,
+    /// The first 12 hex digits of the SHA1 of its token.
+    sha1: String,
+    /// Its ttl left in milliseconds by the node's clock; `None`: it never expires.
+    left_ms: Option<u64>,
 }
 
 /// One lock key as one node holds it.
@@ -113,7 +139,10 @@ pub(crate) async fn ls(args: LsArgs) -> Result<u8, Failure> {
         UNAVAILABLE
     };
     let locks = aggregate(&config, &seen);
-    let semaphores = aggregate_semaphores(&config, &seen, quorum(nodes));
+    let (semaphores, rwlocks): (Vec<SetListed>, Vec<SetListed>) =
+        aggregate_sets(&config, &seen, quorum(nodes))
+            .into_iter()
+            .partition(|set| matches!(set.counts, Counts::Semaphore { .. }));
     if args.json {
         let document = LsDocument {
             prefix: &args.prefix,
@@ -132,6 +161,7 @@ pub(crate) async fn ls(args: LsArgs) -> Result<u8, Failure> {
             quorum: quorum(nodes),
             locks: &locks,
             semaphores: &semaphores,
+            rwlocks: &rwlocks,
             exit_code: code,
         };
         let text =
@@ -159,24 +189,39 @@ pub(crate) async fn ls(args: LsArgs) -> Result<u8, Failure> {
             lock.resource, lock.holder_sha1, lock.agreeing
         );
     }
-    for semaphore in &semaphores {
-        let fencing = semaphore
+    for set in semaphores.iter().chain(&rwlocks) {
+        let fencing = set
             .fencing_token
             .map_or_else(|| "-".to_string(), |t| t.to_string());
+        let counts = match set.counts {
+            Counts::Semaphore { permits, held } => {
+                format!("semaphore of {permits} permits  held {held}")
+            }
+            Counts::Rwlock {
+                readers,
+                writers,
+                waiting,
+            } => {
+                format!("read-write lock  readers {readers}  writers {writers}  waiting {waiting}")
+            }
+        };
         let _ = writeln!(
             out,
-            "{}  semaphore of {} permits  held {}  fencing {fencing}  on {} of {nodes} nodes",
-            semaphore.resource,
-            semaphore.permits,
-            semaphore.held,
-            semaphore.nodes.len()
+            "{}  {counts}  fencing {fencing}  on {} of {nodes} nodes",
+            set.resource,
+            set.nodes.len()
         );
     }
     let plural = |n: usize| if n == 1 { "" } else { "s" };
-    let also = match semaphores.len() {
-        0 => String::new(),
-        n => format!(", {n} semaphore{}", plural(n)),
-    };
+    let mut also = String::new();
+    if !semaphores.is_empty() {
+        let n = semaphores.len();
+        let _ = write!(also, ", {n} semaphore{}", plural(n));
+    }
+    if !rwlocks.is_empty() {
+        let n = rwlocks.len();
+        let _ = write!(also, ", {n} read-write lock{}", plural(n));
+    }
     let _ = writeln!(
         out,
         "{} lock{}{also} on the {answered} of {nodes} nodes that answered (quorum {})",
@@ -233,77 +278,157 @@ async fn scan_keys(
     }
 }
 
-/// The node's clock in milliseconds (`TIME`), which a semaphore's claims expire by.
-async fn node_ms(client: &fred::clients::Client) -> Result<u64, fred::error::Error> {
-    let time: Value = client
-        .custom(
-            CustomCommand::new_static("TIME", None, false),
-            Vec::<Value>::new(),
-        )
-        .await?;
-    let parts: Vec<u64> = time
-        .into_array()
-        .into_iter()
-        .filter_map(|part| part.as_u64())
-        .collect();
-    match parts[..] {
-        [secs, micros] => Ok(secs.saturating_mul(1000).saturating_add(micros / 1000)),
-        _ => Err(fred::error::Error::new(
-            fred::error::ErrorKind::Protocol,
-            "unexpected TIME reply",
-        )),
-    }
-}
-
-/// The semaphore at `key` on one node (`None` if the sorted set is not one): the record of
-/// its number of permits, the member `#` scored `-N`, and the claims `slot:token` scored
-/// with their expiry in the node's milliseconds.
-async fn read_semaphore(
+/// The semaphore or read-write lock at `key` on one node (`None` if the sorted set is
+/// neither), with its unexpired claims: `TIME`, `ZRANGE ... WITHSCORES` and `PTTL` in one
+/// pipeline, then `GET` of its fencing counter.
+async fn read_set(
     client: &fred::clients::Client,
     config: &Config,
     key: String,
-    now_ms: u64,
-) -> Result<Option<SemEntry>, fred::error::Error> {
-    let members: Value = client
+) -> Result<Option<SetEntry>, fred::error::Error> {
+    let pipeline = client.pipeline();
+    let no_args = Vec::<Value>::new();
+    let () = pipeline
+        .custom(CustomCommand::new_static("TIME", None, false), no_args)
+        .await?;
+    let () = pipeline
         .custom(
             CustomCommand::new_static("ZRANGE", None, false),
             vec![key.as_str(), "0", "-1", "WITHSCORES"],
         )
         .await?;
-    let members = members.into_array();
-    let mut permits = None;
-    let mut claims = Vec::new();
-    for pair in members.chunks(2) {
-        let [member, score] = pair else { continue };
-        let (Some(member), Some(score)) = (member.as_string(), score.as_f64()) else {
-            continue;
-        };
-        if member == "#" {
-            permits = (score < 0.0 && -score <= f64::from(u32::MAX)).then_some(-score as u32);
-            continue;
-        }
-        let Some((slot, token)) = member.split_once(':') else {
-            continue;
-        };
-        if let (Ok(slot), true) = (slot.parse::<u32>(), score > now_ms as f64) {
-            claims.push((slot, sha1_short(token)));
-        }
-    }
-    let Some(permits) = permits else {
+    let () = pipeline.pttl(key.as_str()).await?;
+    let replies: Vec<Value> = pipeline.all().await?;
+    let [time, members, pttl] = <[Value; 3]>::try_from(replies)
+        .map_err(|replies| unexpected("TIME, ZRANGE, PTTL", &replies))?;
+    let now_ms = node_ms(&time).ok_or_else(|| unexpected("TIME", &time))?;
+    let pttl = pttl.as_i64().ok_or_else(|| unexpected("PTTL", &pttl))?;
+    let Some((kind, claims)) = parse_set(&members.into_array(), now_ms, pttl) else {
         return Ok(None);
     };
     let resource = key.strip_prefix(config.key_prefix()).unwrap_or(&key);
     let fence: Option<String> = client.get(config.fencing_key(resource)).await?;
-    Ok(Some(SemEntry {
+    Ok(Some(SetEntry {
         key,
-        permits,
+        kind,
         claims,
         fence: fence.and_then(|f| f.parse().ok()),
     }))
 }
 
+/// A reply that is not of the shape `what` answers with.
+fn unexpected(what: &str, reply: &impl std::fmt::Debug) -> fred::error::Error {
+    fred::error::Error::new(
+        fred::error::ErrorKind::Protocol,
+        format!("unexpected {what} reply: {reply:?}"),
+    )
+}
+
+/// The node's clock in milliseconds from its answer to `TIME`.
+fn node_ms(time: &Value) -> Option<u64> {
+    let Value::Array(parts) = time else {
+        return None;
+    };
+    let parts: Vec<u64> = parts.iter().filter_map(Value::as_u64).collect();
+    match parts[..] {
+        [secs, micros] => Some(secs.saturating_mul(1000).saturating_add(micros / 1000)),
+        _ => None,
+    }
+}
+
+/// When a claim expires, from its score.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Expiry {
+    /// At this time in the node's milliseconds.
+    At(f64),
+    /// With the key (`+inf`: a claim recorded on a key that did not exist).
+    WithKey,
+}
+
+/// A member's score as `ZRANGE ... WITHSCORES` answers it: a number, `inf` or `+inf` (a
+/// double with RESP3).
+fn expiry(score: &Value) -> Option<Expiry> {
+    let ms = match score {
+        Value::Double(ms) => *ms,
+        other => match other.as_str()?.as_ref() {
+            "inf" | "+inf" => f64::INFINITY,
+            text => text.parse().ok()?,
+        },
+    };
+    match ms {
+        f64::INFINITY => Some(Expiry::WithKey),
+        ms if ms.is_nan() => None,
+        ms => Some(Expiry::At(ms)),
+    }
+}
+
+/// A sorted set's members with their scores (`ZRANGE ... WITHSCORES`, flat), read at the
+/// node's `now_ms` with the key's `pttl`: what it is by its record member (`None`: neither
+/// a semaphore nor a read-write lock), and its unexpired claims. A semaphore's claim is
+/// `slot:token`, a read-write lock's `r:token`, `w:token` or `i:waiter` (a writer waiting);
+/// a claim scored `+inf` expires with the key, in `pttl` (never if the key has no expiry).
+fn parse_set(members: &[Value], now_ms: u64, pttl: i64) -> Option<(SetKind, Vec<ClaimSeen>)> {
+    let mut kind = None;
+    let mut claims = Vec::new();
+    for pair in members.chunks(2) {
+        let [member, score] = pair else { continue };
+        let (Some(member), Some(expiry)) = (member.as_string(), expiry(score)) else {
+            continue;
+        };
+        match (member.as_str(), expiry) {
+            ("#", Expiry::At(score))
+                if score < 0.0 && score.fract() == 0.0 && -score <= f64::from(u32::MAX) =>
+            {
+                kind = Some(SetKind::Semaphore {
+                    permits: -score as u32,
+                });
+                continue;
+            }
+            ("#rw", _) => {
+                kind = Some(SetKind::ReadWrite);
+                continue;
+            }
+            _ => {}
+        }
+        let left_ms = match expiry {
+            Expiry::At(at) if at > now_ms as f64 => Some((at - now_ms as f64) as u64),
+            Expiry::At(_) => continue,
+            Expiry::WithKey if pttl > 0 => Some(pttl as u64),
+            // No expiry: a key written by hand.
+            Expiry::WithKey if pttl == -1 => None,
+            // Gone meanwhile.
+            Expiry::WithKey => continue,
+        };
+        let Some((prefix, token)) = member.split_once(':') else {
+            continue;
+        };
+        claims.push((prefix.to_string(), sha1_short(token), left_ms));
+    }
+    let kind = kind?;
+    let claims = claims
+        .into_iter()
+        .filter_map(|(prefix, sha1, left_ms)| {
+            let claimed = match (kind, prefix.as_str()) {
+                (SetKind::Semaphore { .. }, slot) => Claimed::Slot {
+                    slot: slot.parse().ok()?,
+                },
+                (SetKind::ReadWrite, "r") => Claimed::side(false, false),
+                (SetKind::ReadWrite, "w") => Claimed::side(true, false),
+                (SetKind::ReadWrite, "i") => Claimed::side(true, true),
+                (SetKind::ReadWrite, _) => return None,
+            };
+            Some(ClaimSeen {
+                claimed,
+                sha1,
+                left_ms,
+            })
+        })
+        .collect();
+    Some((kind, claims))
+}
+
 /// Every lock key matching `pattern` on one node, with its token, ttl and fencing counter,
-/// and every semaphore with its claims.
+/// and every semaphore and read-write lock with its claims.
 async fn scan(
     node: FredConfig,
     config: &Config,
@@ -329,13 +454,9 @@ async fn scan(
                 fence: fence.and_then(|f| f.parse().ok()),
             });
         }
-        let sorted_sets = scan_keys(&client, pattern, "zset").await?;
-        if !sorted_sets.is_empty() {
-            let now_ms = node_ms(&client).await?;
-            for key in sorted_sets {
-                if let Some(entry) = read_semaphore(&client, config, key, now_ms).await? {
-                    scanned.semaphores.push(entry);
-                }
+        for key in scan_keys(&client, pattern, "zset").await? {
+            if let Some(entry) = read_set(&client, config, key).await? {
+                scanned.sets.push(entry);
             }
         }
         let _ = client.quit().await;
@@ -376,79 +497,147 @@ struct Holding {
     nodes: Vec<usize>,
 }
 
-/// One semaphore, across the nodes.
+/// One semaphore or read-write lock, across the nodes.
 #[derive(Debug, Serialize)]
-struct SemaphoreListed {
+struct SetListed {
     resource: String,
     key: String,
-    /// Always `semaphore`.
-    kind: &'static str,
-    /// The number of permits recorded on the most nodes.
-    permits: u32,
-    /// How many claims are recorded (unexpired) on a quorum of nodes.
-    held: usize,
-    /// The greatest fencing counter of the semaphore on the nodes that answered.
+    /// `kind` and what is held.
+    #[serde(flatten)]
+    counts: Counts,
+    /// The greatest fencing counter of the resource on the nodes that answered.
     fencing_token: Option<u64>,
-    /// The nodes that hold the semaphore's key.
+    /// The nodes that hold its key.
     nodes: Vec<usize>,
-    holders: Vec<SlotHolding>,
+    holders: Vec<ClaimListed>,
 }
 
-/// A claim of a semaphore's slot and the nodes that record it.
+/// What is held of a semaphore or a read-write lock: claims on a quorum of nodes.
 #[derive(Debug, Serialize)]
-struct SlotHolding {
-    slot: u32,
+#[serde(tag = "kind", rename_all = "lowercase")]
+enum Counts {
+    Semaphore {
+        /// The number of permits recorded on the most nodes.
+        permits: u32,
+        /// How many claims are recorded (unexpired) on a quorum of nodes.
+        held: usize,
+    },
+    Rwlock {
+        readers: usize,
+        writers: usize,
+        /// Writers waiting: intents recorded on at least one node.
+        waiting: usize,
+    },
+}
+
+/// A claim of a semaphore's slot or of a read-write lock's side, and the nodes that record
+/// it.
+#[derive(Debug, Serialize)]
+struct ClaimListed {
+    #[serde(flatten)]
+    claimed: Claimed,
     sha1: String,
     nodes: Vec<usize>,
+    /// How long a majority of the nodes still records it, by their clocks: the quorum-th
+    /// longest ttl left among the nodes that record it; 0 on fewer than a quorum, `None` if
+    /// it never expires.
+    ttl_ms: Option<u64>,
 }
 
-/// The semaphores, by resource name.
-fn aggregate_semaphores(
+/// The semaphores and read-write locks, by resource name.
+fn aggregate_sets(
     config: &Config,
     seen: &[Result<Scanned, String>],
     quorum: usize,
-) -> Vec<SemaphoreListed> {
-    let mut by_key: BTreeMap<&str, Vec<(usize, &SemEntry)>> = BTreeMap::new();
+) -> Vec<SetListed> {
+    let mut by_key: BTreeMap<&str, Vec<(usize, &SetEntry)>> = BTreeMap::new();
     for (i, scanned) in seen.iter().enumerate() {
-        for entry in scanned.iter().flat_map(|s| &s.semaphores) {
+        for entry in scanned.iter().flat_map(|s| &s.sets) {
             by_key.entry(&entry.key).or_default().push((i, entry));
         }
     }
     by_key
         .into_iter()
-        .map(|(key, held)| {
-            let mut permits: BTreeMap<u32, usize> = BTreeMap::new();
-            let mut claims: BTreeMap<(u32, &str), Vec<usize>> = BTreeMap::new();
+        .filter_map(|(key, held)| {
+            let mut kinds: BTreeMap<SetKind, usize> = BTreeMap::new();
+            let mut claims: ByClaim<'_> = BTreeMap::new();
             for (i, entry) in &held {
-                *permits.entry(entry.permits).or_default() += 1;
-                for (slot, sha1) in &entry.claims {
-                    claims.entry((*slot, sha1)).or_default().push(*i);
+                *kinds.entry(entry.kind).or_default() += 1;
+                for claim in &entry.claims {
+                    let nodes = claims.entry((claim.claimed, &claim.sha1)).or_default();
+                    nodes.push((*i, claim.left_ms));
                 }
             }
-            let permits = permits.into_iter().max_by_key(|(_, n)| *n);
-            let holders: Vec<SlotHolding> = claims
+            let holders: Vec<ClaimListed> = claims
                 .into_iter()
-                .map(|((slot, sha1), nodes)| SlotHolding {
-                    slot,
+                .map(|((claimed, sha1), nodes)| ClaimListed {
+                    claimed,
                     sha1: sha1.to_string(),
-                    nodes,
+                    ttl_ms: majority_ttl(nodes.iter().map(|(_, left)| *left), quorum),
+                    nodes: nodes.into_iter().map(|(i, _)| i).collect(),
                 })
                 .collect();
-            SemaphoreListed {
+            let on_quorum = |side: Claimed| {
+                holders
+                    .iter()
+                    .filter(|h| h.claimed == side && h.nodes.len() >= quorum)
+                    .count()
+            };
+            // What the most nodes record (each node records one kind).
+            let (kind, _) = kinds.into_iter().max_by_key(|(_, n)| *n)?;
+            let counts = match kind {
+                SetKind::ReadWrite => Counts::Rwlock {
+                    readers: on_quorum(Claimed::side(false, false)),
+                    writers: on_quorum(Claimed::side(true, false)),
+                    waiting: holders
+                        .iter()
+                        .filter(|h| h.claimed == Claimed::side(true, true))
+                        .count(),
+                },
+                SetKind::Semaphore { permits } => Counts::Semaphore {
+                    permits,
+                    held: holders
+                        .iter()
+                        .filter(|h| {
+                            matches!(h.claimed, Claimed::Slot { .. }) && h.nodes.len() >= quorum
+                        })
+                        .count(),
+                },
+            };
+            Some(SetListed {
                 resource: key
                     .strip_prefix(config.key_prefix())
                     .unwrap_or(key)
                     .to_string(),
                 key: key.to_string(),
-                kind: "semaphore",
-                permits: permits.map_or(0, |(permits, _)| permits),
-                held: holders.iter().filter(|h| h.nodes.len() >= quorum).count(),
+                counts,
                 fencing_token: held.iter().filter_map(|(_, e)| e.fence).max(),
                 nodes: held.iter().map(|(i, _)| *i).collect(),
                 holders,
-            }
+            })
         })
         .collect()
+}
+
+/// Each claim (its slot or side, its token's short SHA1) and the nodes recording it, each
+/// with the claim's ttl left there.
+type ByClaim<'a> = BTreeMap<(Claimed, &'a str), Vec<(usize, Option<u64>)>>;
+
+/// How long a majority of the nodes still records a claim, from its ttl left on each node
+/// that records it (`None`: never expires): the quorum-th longest; 0 on fewer than a quorum.
+fn majority_ttl(left: impl Iterator<Item = Option<u64>>, quorum: usize) -> Option<u64> {
+    let mut left: Vec<Option<u64>> = left.collect();
+    // Longest first, never-expiring (`None`) before any.
+    left.sort_unstable_by(|a, b| match (a, b) {
+        (None, None) => std::cmp::Ordering::Equal,
+        (None, Some(_)) => std::cmp::Ordering::Less,
+        (Some(_), None) => std::cmp::Ordering::Greater,
+        (Some(a), Some(b)) => b.cmp(a),
+    });
+    match left.get(quorum.saturating_sub(1)) {
+        Some(ttl) => *ttl,
+        None => Some(0),
+    }
 }
 
 /// The locks, by resource name: the token on the most nodes first.
@@ -523,7 +712,8 @@ struct LsDocument<'a> {
     answered: usize,
     quorum: usize,
     locks: &'a [Listed],
-    semaphores: &'a [SemaphoreListed],
+    semaphores: &'a [SetListed],
+    rwlocks: &'a [SetListed],
     exit_code: u8,
 }
 
@@ -547,5 +737,178 @@ mod tests {
     #[test]
     fn a_token_shows_as_the_start_of_its_sha1() {
         assert_eq!(sha1_short("abc"), "a9993e364706");
+    }
+
+    /// `ZRANGE ... WITHSCORES` as RESP2 answers it: member, score, member, score...
+    fn zrange(pairs: &[(&str, &str)]) -> Vec<Value> {
+        pairs
+            .iter()
+            .flat_map(|(member, score)| [Value::from(*member), Value::from(*score)])
+            .collect()
+    }
+
+    fn seen(claimed: Claimed, token: &str, left_ms: Option<u64>) -> ClaimSeen {
+        ClaimSeen {
+            claimed,
+            sha1: sha1_short(token),
+            left_ms,
+        }
+    }
+
+    #[test]
+    fn a_score_is_a_time_or_inf_which_means_with_the_key() {
+        let at = |ms: f64| Some(Expiry::At(ms));
+        assert_eq!(
+            expiry(&Value::from("1700000000123")),
+            at(1_700_000_000_123.0)
+        );
+        assert_eq!(expiry(&Value::from("-3")), at(-3.0));
+        assert_eq!(expiry(&Value::from("inf")), Some(Expiry::WithKey));
+        assert_eq!(expiry(&Value::from("+inf")), Some(Expiry::WithKey));
+        assert_eq!(expiry(&Value::Double(f64::INFINITY)), Some(Expiry::WithKey));
+        assert_eq!(expiry(&Value::Double(2.5)), at(2.5));
+        assert_eq!(expiry(&Value::from("-inf")), at(f64::NEG_INFINITY));
+        assert_eq!(expiry(&Value::from("nan")), None);
+        assert_eq!(expiry(&Value::from("soon")), None);
+        assert_eq!(expiry(&Value::Null), None);
+    }
+
+    #[test]
+    fn a_semaphores_claims_are_read_at_the_nodes_now_and_inf_is_the_keys_pttl() {
+        let members = zrange(&[
+            ("#", "-3"),
+            ("0:expired", "999"),
+            ("1:live", "1500"),
+            ("2:fresh", "inf"),
+            ("x:not-a-slot", "5000"),
+            ("nocolon", "5000"),
+        ]);
+        let (kind, claims) = parse_set(&members, 1000, 7000).expect("a semaphore");
+        assert_eq!(kind, SetKind::Semaphore { permits: 3 });
+        assert_eq!(
+            claims,
+            [
+                seen(Claimed::Slot { slot: 1 }, "live", Some(500)),
+                seen(Claimed::Slot { slot: 2 }, "fresh", Some(7000)),
+            ]
+        );
+        // A key with no expiry (written by hand): the claim scored inf never expires.
+        let (_, claims) = parse_set(&members, 1000, -1).expect("a semaphore");
+        assert_eq!(claims[1], seen(Claimed::Slot { slot: 2 }, "fresh", None));
+        // The key gone between ZRANGE and PTTL: so is the claim.
+        let (_, claims) = parse_set(&members, 1000, -2).expect("a semaphore");
+        assert_eq!(claims, [seen(Claimed::Slot { slot: 1 }, "live", Some(500))]);
+    }
+
+    #[test]
+    fn a_read_write_locks_readers_writer_and_intents_are_its_claims() {
+        let members = zrange(&[
+            ("#rw", "-1"),
+            ("r:one", "inf"),
+            ("r:two", "3000"),
+            ("w:old", "100"),
+            ("i:waiter", "2000"),
+            ("7:slot", "5000"),
+        ]);
+        let (kind, claims) = parse_set(&members, 1000, 4000).expect("a read-write lock");
+        assert_eq!(kind, SetKind::ReadWrite);
+        assert_eq!(
+            claims,
+            [
+                seen(Claimed::side(false, false), "one", Some(4000)),
+                seen(Claimed::side(false, false), "two", Some(2000)),
+                seen(Claimed::side(true, true), "waiter", Some(1000)),
+            ]
+        );
+        let members = zrange(&[("w:writer", "+inf"), ("#rw", "-1")]);
+        let (_, claims) = parse_set(&members, 1000, 900).expect("a read-write lock");
+        assert_eq!(
+            claims,
+            [seen(Claimed::side(true, false), "writer", Some(900))]
+        );
+    }
+
+    #[test]
+    fn a_sorted_set_without_a_record_or_with_a_bad_one_is_not_listed() {
+        for members in [
+            zrange(&[("1:token", "5000")]),
+            zrange(&[("#", "2"), ("1:token", "5000")]),
+            zrange(&[("#", "-1.5"), ("1:token", "5000")]),
+            zrange(&[("#", "inf"), ("1:token", "5000")]),
+            Vec::new(),
+        ] {
+            assert_eq!(parse_set(&members, 1000, 5000), None, "{members:?}");
+        }
+    }
+
+    #[test]
+    fn the_ttl_listed_is_the_quorum_th_longest() {
+        let ttl = |left: &[Option<u64>]| majority_ttl(left.iter().copied(), 3);
+        assert_eq!(
+            ttl(&[Some(900), Some(5000), Some(4000), Some(3000)]),
+            Some(3000)
+        );
+        assert_eq!(ttl(&[Some(900), None, Some(4000)]), Some(900));
+        assert_eq!(ttl(&[None, None, None, Some(1)]), None);
+        assert_eq!(
+            ttl(&[Some(8000), Some(7000)]),
+            Some(0),
+            "on fewer than a quorum"
+        );
+    }
+
+    #[test]
+    fn sets_are_counted_by_claims_on_a_quorum() {
+        let set = |kind: SetKind, claims: Vec<ClaimSeen>| SetEntry {
+            key: "shelf".into(),
+            kind,
+            claims,
+            fence: None,
+        };
+        let reader = |token: &str| seen(Claimed::side(false, false), token, Some(1000));
+        let intent = seen(Claimed::side(true, true), "w", Some(1000));
+        let node = |sets: Vec<SetEntry>| {
+            Ok(Scanned {
+                locks: Vec::new(),
+                sets,
+            })
+        };
+        let rw = SetKind::ReadWrite;
+        let seen_by_nodes = [
+            node(vec![set(
+                rw,
+                vec![reader("a"), reader("b"), intent.clone()],
+            )]),
+            node(vec![set(rw, vec![reader("a"), reader("b")])]),
+            node(vec![set(rw, vec![reader("a")])]),
+        ];
+        let config = quorumlock::RedLock::builder()
+            .nodes(["redis://127.0.0.1:1"])
+            .validate()
+            .expect("a configuration");
+        let listed = aggregate_sets(&config, &seen_by_nodes, 2);
+        assert_eq!(listed.len(), 1, "{listed:?}");
+        let json = serde_json::to_value(&listed[0]).expect("JSON");
+        assert_eq!(
+            json,
+            serde_json::json!({
+                "resource": "shelf",
+                "key": "shelf",
+                "kind": "rwlock",
+                "readers": 2,
+                "writers": 0,
+                "waiting": 1,
+                "fencing_token": null,
+                "nodes": [0, 1, 2],
+                "holders": [
+                    {"access": "read", "waiting": false, "sha1": sha1_short("a"),
+                     "nodes": [0, 1, 2], "ttl_ms": 1000},
+                    {"access": "read", "waiting": false, "sha1": sha1_short("b"),
+                     "nodes": [0, 1], "ttl_ms": 1000},
+                    {"access": "write", "waiting": true, "sha1": sha1_short("w"),
+                     "nodes": [0], "ttl_ms": 0},
+                ],
+            })
+        );
     }
 }

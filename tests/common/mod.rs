@@ -11,6 +11,10 @@ use quorumlock::{RedLock, RedLockBuilder};
 #[cfg(feature = "cli")]
 pub mod cli;
 
+/// Semaphores and read-write locks: permits and sides taken and settled, the census, their
+/// sorted sets on the nodes.
+pub mod primitives;
+
 /// Certificates and servers that speak TLS.
 #[cfg(feature = "tls")]
 pub mod tls;
