@@ -5,9 +5,9 @@
 mod common;
 
 use common::cli::{
-    appears, finished, nowhere, outcome, quorumlock, scratch, snapshot, Background, Outcome,
-    UNTIL_STOP,
+    appears, finished, nowhere, outcome, quorumlock, scratch, Background, Outcome, UNTIL_STOP,
 };
+use common::primitives::snapshot;
 use common::{client, eventually, get, values};
 use nix::sys::signal::{kill, Signal};
 use quorumlock::testkit::LocalQuorum;

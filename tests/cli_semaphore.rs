@@ -9,7 +9,8 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::time::Duration;
 
-use common::cli::{appears, outcome, quorumlock, scratch, snapshot, Background, Outcome};
+use common::cli::{appears, outcome, quorumlock, scratch, Background, Outcome};
+use common::primitives::snapshot;
 use common::primitives::{
     census, members, settled_permit, settled_side, sha1, sha1_short, slot_claims,
 };

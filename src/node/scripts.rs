@@ -297,7 +297,7 @@ macro_rules! node_now {
 }
 
 /// Lua that gives the claim `undated` (if any) its expiry in the node's milliseconds: `now`
-/// + the key's PTTL. A claim recorded on a key that did not exist is scored `+inf` and
+/// plus the key's PTTL. A claim recorded on a key that did not exist is scored `+inf` and
 /// expires with the key (design 2.9: the first claim on a new key costs no `TIME`). Such a
 /// claim is the only one on its key: every script that adds a claim to an existing key, or
 /// lengthens the key, runs this first (with `undated` found among the claims `all`, read

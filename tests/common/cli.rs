@@ -6,13 +6,12 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use nix::unistd::Pid;
-use quorumlock::testkit::{LocalQuorum, Reply};
 use quorumlock::ENV_VARS;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 use tokio::sync::mpsc;
 
-use super::{keys, within};
+use super::within;
 
 /// The binary cargo built for these tests.
 pub const BIN: &str = env!("CARGO_BIN_EXE_quorumlock");
@@ -212,19 +211,4 @@ impl Background {
         let status = within("quorumlock exits", self.child.wait()).await;
         status.expect("wait for quorumlock").code()
     }
-}
-
-/// Every key of every node with its serialized value (`DUMP`, which leaves out the ttl), to
-/// show that nothing was written, and nothing left behind.
-pub async fn snapshot(q: &LocalQuorum) -> Vec<Vec<(String, Reply)>> {
-    let mut nodes = Vec::new();
-    for node in q.nodes() {
-        let mut dumped = Vec::new();
-        for key in keys(node).await {
-            let value = node.command(&["DUMP", &key]).await.expect("DUMP");
-            dumped.push((key, value));
-        }
-        nodes.push(dumped);
-    }
-    nodes
 }
