@@ -687,9 +687,9 @@ const fn join<const A: usize, const B: usize, const C: usize>(
     out
 }
 
-/// The locks' scripts that [`batch`] runs (numbers 1 to 9 in it).
-const LOCK_BATCHED: [&str; 9] = [
-    SET_NX, ACQUIRE, FENCE, EXTEND, RESTORE, RELEASE, PEEK, HANDOVER, DISCARD,
+/// The locks' scripts that [`batch`] runs, after `SET_NX` (numbers 2 to 9 in it).
+const LOCK_BATCHED: [&str; 8] = [
+    ACQUIRE, FENCE, EXTEND, RESTORE, RELEASE, PEEK, HANDOVER, DISCARD,
 ];
 
 /// The semaphores' and read-write locks' scripts that [`batch`] runs (numbers 10 to 17).
@@ -710,12 +710,17 @@ const PERMIT_BATCHED: [&str; 8] = [
 #[cfg(test)]
 pub(crate) const PERMIT: [&str; 9] = join(PERMIT_BATCHED, [PERMIT_HOLDERS]);
 
-/// Every script, for tests that check the hashes against a real `SCRIPT LOAD`.
+/// Every script sent by `EVALSHA` (`SET_NX` is sent as the plain command, but in a batch),
+/// for tests that check the hashes against a real `SCRIPT LOAD`.
 #[cfg(any(test, feature = "testkit"))]
-pub(crate) const ALL: [&str; 21] = join(BATCHED, [IDENTIFY, OBSERVE, SEED, PERMIT_HOLDERS]);
+pub(crate) const ALL: [&str; 20] = join(
+    join::<8, 8, 16>(LOCK_BATCHED, PERMIT_BATCHED),
+    [IDENTIFY, OBSERVE, SEED, PERMIT_HOLDERS],
+);
 
 /// The scripts [`batch`] can run, in the order of their numbers in it.
-pub(crate) const BATCHED: [&str; 17] = join(LOCK_BATCHED, PERMIT_BATCHED);
+pub(crate) const BATCHED: [&str; 17] =
+    join(join::<1, 8, 9>([SET_NX], LOCK_BATCHED), PERMIT_BATCHED);
 
 /// The script that runs several calls of the scripts above in one: concurrent calls bound
 /// for one node are sent as one (see `node/batch.rs`). Each script becomes a function of
