@@ -137,7 +137,9 @@ pub enum Error {
 
     /// The resource is in use as another kind of primitive: a semaphore was asked of a key
     /// that holds a lock (or another program's value), or of a semaphore with another
-    /// number of permits. One resource name is one kind of thing, with one number of
+    /// number of permits; a lock (one resource) was refused where a semaphore or a
+    /// read-write lock of that name is on more nodes than a majority may do without (read
+    /// after the call's first refusal: its `SET NX` alone cannot tell). One resource name is one kind of thing, with one number of
     /// permits, for every client (design 2.9). Nothing was changed on any node.
     #[error("`{resource}` is already in use as {found}, on a majority of the nodes that answered: nothing was changed")]
     KindMismatch {

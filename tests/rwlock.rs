@@ -216,6 +216,10 @@ async fn a_read_write_lock_does_not_share_a_name_with_another_kind() {
         Err(Error::KindMismatch { found, .. }) => assert_eq!(found, FoundKind::ReadWriteLock),
         other => panic!("a semaphore over a read-write lock: {other:?}"),
     }
+    match b.try_lock("rw").await {
+        Err(Error::KindMismatch { found, .. }) => assert_eq!(found, FoundKind::ReadWriteLock),
+        other => panic!("a lock over a read-write lock: {other:?}"),
+    }
     for node in q.nodes() {
         assert_eq!(members(node, "rw").await.len(), 2, "nothing changed");
     }

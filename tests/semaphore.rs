@@ -469,8 +469,37 @@ async fn one_name_is_one_kind_of_thing() {
         assert_eq!(now.len(), 2, "{now:?}");
         assert_eq!(now[1].0, before[1].0);
     }
-    // A lock asked where a semaphore is held is taken.
-    assert!(matches!(b.try_lock("pool").await, Err(Error::Taken { .. })));
+    // A lock asked where a semaphore is held: the typed error, nothing changed. A call that
+    // would wait is told at its first refusal, not after waiting in line (NEVER).
+    match b.try_lock("pool").await {
+        Err(Error::KindMismatch { resource, found }) => {
+            assert_eq!(resource, "pool");
+            assert_eq!(found, FoundKind::Semaphore { permits: 2 });
+        }
+        other => panic!("a lock over a semaphore: {other:?}"),
+    }
+    let waited = b.lock_with("pool", Duration::from_secs(5), patient());
+    match tokio::time::timeout(HANG, waited)
+        .await
+        .expect("waited in line")
+    {
+        Err(Error::KindMismatch { found, .. }) => {
+            assert_eq!(found, FoundKind::Semaphore { permits: 2 })
+        }
+        other => panic!("a waited lock over a semaphore: {other:?}"),
+    }
+    for node in q.nodes() {
+        let now = claims(node, "pool").await;
+        assert_eq!(now.len(), 2, "{now:?}");
+        assert_eq!(now[1].0, before[1].0);
+    }
+    // A lock held elsewhere is still `Taken`, not a kind of thing.
+    let held = a.try_lock("plain").await.unwrap();
+    assert!(matches!(
+        b.try_lock("plain").await,
+        Err(Error::Taken { .. })
+    ));
+    held.release().await.unwrap();
     permit.release().await.unwrap();
 }
 
@@ -673,8 +702,12 @@ async fn a_permit_is_handed_to_a_waiter_of_its_client_and_never_to_a_lock_waiter
     }
     got.release().await.unwrap();
 
-    // A lock waiter behind a permit of the same name gets a lock, never the permit.
-    let permit = sem.try_acquire().await.unwrap();
+    // A lock waiter behind a permit of the same name gets a lock, never the permit. (A lock
+    // refused by a semaphore is told so at once, `one_name_is_one_kind_of_thing`: here the
+    // waiter joins the line behind another client's lock, whose key then goes without a
+    // release message, as an expiry would, and this client takes a permit meanwhile.)
+    let other = client(&q).await;
+    let blocking = other.try_lock("handed").await.unwrap();
     let lock_waiter = {
         let redlock = redlock.clone();
         tokio::spawn(async move {
@@ -683,10 +716,16 @@ async fn a_permit_is_handed_to_a_waiter_of_its_client_and_never_to_a_lock_waiter
                 .await
         })
     };
+    // Refused twice: its first attempt, and the head's attempt after its subscription.
     common::eventually("the lock waiter waits in line", || async {
         redlock.stats().taken == 4
     })
     .await;
+    blocking.leave();
+    for node in q.nodes() {
+        node.command(&["DEL", "handed"]).await.unwrap();
+    }
+    let permit = sem.try_acquire().await.unwrap();
     permit.release().await.unwrap();
     let lock = tokio::time::timeout(HANG, lock_waiter)
         .await

@@ -118,6 +118,33 @@ impl Coordinator {
             .collect())
     }
 
+    /// What kind of thing holds `key` where a lock of that key was refused (`Error::Taken`):
+    /// a semaphore or a read-write lock, when so many nodes record one that a lock could
+    /// never get a majority there (more than the nodes a majority may do without), since
+    /// a lock's `SET NX` cannot tell a sorted set from another lock. `None` otherwise, or
+    /// when the nodes do not say (down, or a user not allowed the census's commands): the
+    /// refusal then stays `Taken`. Read with PERMIT_HOLDERS, which changes nothing.
+    pub(crate) async fn kind_in_the_way(&self, key: &str) -> Option<FoundKind> {
+        let key = Key::from(key);
+        let answers = futures::future::join_all(self.node_list().iter().map(|node| {
+            node.eval(&PERMIT_HOLDERS, vec![key.clone()], Vec::new(), |reply| {
+                Ok(kind_of(&reply))
+            })
+        }))
+        .await;
+        let spare = self.node_list().len() - self.quorum();
+        let mut seen: Vec<(FoundKind, usize)> = Vec::new();
+        for found in answers.into_iter().filter_map(|a| a.ok().flatten()) {
+            match seen.iter_mut().find(|(kind, _)| *kind == found) {
+                Some((_, n)) => *n += 1,
+                None => seen.push((found, 1)),
+            }
+        }
+        seen.into_iter()
+            .find(|(_, n)| *n > spare)
+            .map(|(kind, _)| kind)
+    }
+
     /// The claims of the sorted set at `key` on every node, put together: a semaphore of
     /// `permits`, or a read-write lock (`None`; slots 0, 1 and 2 are readers, writers and
     /// intents).
@@ -207,6 +234,20 @@ async fn read_node(node: &Node, key: Key, permits: Option<u32>) -> Result<Record
         parse(&reply, permits).ok_or_else(|| Node::unexpected("PERMIT_HOLDERS", &reply))
     })
     .await
+}
+
+/// The kind PERMIT_HOLDERS's reply names, where it is a semaphore or a read-write lock.
+fn kind_of(reply: &Value) -> Option<FoundKind> {
+    let Value::Array(parts) = reply else {
+        return None;
+    };
+    match parts.first()? {
+        Value::Integer(-2) => Some(FoundKind::ReadWriteLock),
+        Value::Integer(n) if *n > 0 => Some(FoundKind::Semaphore {
+            permits: u32::try_from(*n).ok()?,
+        }),
+        _ => None,
+    }
 }
 
 /// PERMIT_HOLDERS's reply, for a semaphore of `permits` or a read-write lock (`None`);

@@ -417,6 +417,18 @@ impl Coordinator {
             } else {
                 stats::attempt_failed();
             }
+            // A lock's first refusal: a semaphore or read-write lock of that name refuses
+            // every lock, which its `SET NX` cannot tell from another lock. Say so rather
+            // than wait for it (design 2.9).
+            if let (true, 1, None, Some(key)) = (taken, made, permits, &key) {
+                if let Some(found) = self.kind_in_the_way(key).await {
+                    stats::call_ended(started.elapsed(), false);
+                    return Err(Error::KindMismatch {
+                        resource: name.to_string(),
+                        found,
+                    });
+                }
+            }
             let Some(pause) = retry.next_pause(made, started.elapsed(), jitter(retry.jitter))
             else {
                 stats::call_ended(started.elapsed(), false);
