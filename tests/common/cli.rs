@@ -5,6 +5,7 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use nix::sys::signal::{SigHandler, Signal};
 use nix::unistd::Pid;
 use quorumlock::ENV_VARS;
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -35,6 +36,24 @@ pub fn binary(urls: &[String]) -> Command {
         c.env("QUORUMLOCK_NODES", urls.join(","));
     }
     c.stdin(Stdio::null()).kill_on_drop(true);
+    // The binary keeps the signals it was started with ignored ignored, as flock(1) does (a
+    // run under nohup is not ended by a hangup): the tests that send it signals need it
+    // started with their default disposition, whatever the test harness inherited (a CI run
+    // under `nohup` ignores SIGHUP, and a waiter sent SIGHUP then waited on).
+    // SAFETY: only sigaction(2), async-signal-safe, between fork and exec.
+    unsafe {
+        c.pre_exec(|| {
+            for sig in [
+                Signal::SIGHUP,
+                Signal::SIGINT,
+                Signal::SIGTERM,
+                Signal::SIGQUIT,
+            ] {
+                nix::sys::signal::signal(sig, SigHandler::SigDfl).map_err(std::io::Error::from)?;
+            }
+            Ok(())
+        });
+    }
     c
 }
 
