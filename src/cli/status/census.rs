@@ -1,0 +1,364 @@
+//! What `quorumlock status` says of a semaphore or a read-write lock: its holders, read with
+//! the library's census ([`Semaphore::holders`](quorumlock::Semaphore::holders),
+//! [`RwLock::holders`](quorumlock::RwLock::holders)), printed as lines or as JSON beside the
+//! nodes.
+
+use super::*;
+
+/// The number of permits of the semaphore the nodes hold at the key, when more of them
+/// hold a semaphore than a lock's token: the number recorded on the most nodes.
+pub(super) fn semaphore_of(seen: &[Seen]) -> Option<u32> {
+    let locks = seen
+        .iter()
+        .filter(|s| matches!(s, Seen::Held { .. }))
+        .count();
+    let mut counts: BTreeMap<u32, usize> = BTreeMap::new();
+    for s in seen {
+        if let Seen::Semaphore { permits, .. } = s {
+            *counts.entry(*permits).or_default() += 1;
+        }
+    }
+    let semaphores: usize = counts.values().sum();
+    if semaphores == 0 || semaphores < locks {
+        return None;
+    }
+    counts
+        .into_iter()
+        .max_by_key(|(permits, n)| (*n, std::cmp::Reverse(*permits)))
+        .map(|(permits, _)| permits)
+}
+
+/// `status` of a semaphore of `permits` permits: the nodes as `seen`, then its holders read
+/// with the library's census.
+pub(super) async fn semaphore_status(
+    args: &StatusArgs,
+    vars: &Vars,
+    key: &str,
+    seen: &[Seen],
+    permits: u32,
+) -> Result<u8, Failure> {
+    let redlock = census_client(vars).await?;
+    let census = redlock.semaphore(&args.resource, permits)?.holders().await;
+    let needed = quorum(seen.len());
+    let holders: Vec<Holder<'_>> = census
+        .as_deref()
+        .unwrap_or_default()
+        .iter()
+        .map(|h: &PermitHolder| Holder {
+            claimed: Claimed::Slot { slot: h.slot },
+            token_sha1: &h.token_sha1,
+            nodes: h.nodes,
+            ttl: h.ttl,
+            held: h.nodes >= needed,
+        })
+        .collect();
+    let held = holders.iter().filter(|h| h.held).count();
+    let verdict = if held >= permits as usize {
+        ("full", TAKEN, format!(" of {permits} permits, all held"))
+    } else {
+        (
+            "available",
+            0,
+            format!(" of {permits} permits, {held} held"),
+        )
+    };
+    let found = Census {
+        kind: Kind::Semaphore,
+        permits: Some(permits),
+        holders,
+        verdict,
+    };
+    let error = census.as_ref().err();
+    report(args, key, redlock.config().nodes(), seen, &found, error)
+}
+
+/// Whether the nodes hold a read-write lock at the key: more of them than a lock's token.
+pub(super) fn read_write(seen: &[Seen]) -> bool {
+    let count = |f: fn(&Seen) -> bool| seen.iter().filter(|s| f(s)).count();
+    let rw = count(|s| matches!(s, Seen::ReadWrite { .. }));
+    rw > 0 && rw >= count(|s| matches!(s, Seen::Held { .. }))
+}
+
+/// `status` of a read-write lock: the nodes as `seen`, then its readers, writer and writers
+/// waiting, read with the library's census. Exit 75 while a writer holds it (a reader
+/// would wait), 0 otherwise.
+pub(super) async fn rw_status(
+    args: &StatusArgs,
+    vars: &Vars,
+    key: &str,
+    seen: &[Seen],
+) -> Result<u8, Failure> {
+    let redlock = census_client(vars).await?;
+    let census = redlock.rw_lock(&args.resource)?.holders().await;
+    let needed = quorum(seen.len());
+    let holders: Vec<Holder<'_>> = census
+        .as_deref()
+        .unwrap_or_default()
+        .iter()
+        .map(|h: &RwHolder| Holder {
+            claimed: Claimed::side(h.access == Access::Write, h.waiting),
+            token_sha1: &h.token_sha1,
+            nodes: h.nodes,
+            ttl: h.ttl,
+            held: !h.waiting && h.nodes >= needed,
+        })
+        .collect();
+    let holding = |side: Claimed| {
+        holders
+            .iter()
+            .filter(|h| h.held && h.claimed == side)
+            .count()
+    };
+    let readers = holding(Claimed::side(false, false));
+    let waiting = holders
+        .iter()
+        .any(|h| h.claimed == Claimed::side(true, true));
+    let verdict = if holding(Claimed::side(true, false)) > 0 {
+        ("written", TAKEN, ", held by a writer".to_string())
+    } else {
+        let behind = if waiting { ", a writer waiting" } else { "" };
+        let verdict = if readers > 0 { "read" } else { "free" };
+        (verdict, 0, format!(", {readers} readers{behind}"))
+    };
+    let found = Census {
+        kind: Kind::ReadWrite,
+        permits: None,
+        holders,
+        verdict,
+    };
+    let error = census.as_ref().err();
+    report(args, key, redlock.config().nodes(), seen, &found, error)
+}
+
+/// A client for the library's census of a semaphore or a read-write lock, once a quorum of
+/// its nodes is connected (or the connect timeout passed).
+async fn census_client(vars: &Vars) -> Result<quorumlock::RedLock, Failure> {
+    let redlock = vars.builder()?.build()?;
+    redlock
+        .wait_for_quorum(redlock.config().connect_timeout())
+        .await;
+    Ok(redlock)
+}
+
+/// Which claim a holder of a semaphore or a read-write lock has, in the JSON documents of
+/// `status` and `ls` (its fields stand among the holder's own).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(untagged)]
+pub(in crate::cli) enum Claimed {
+    /// A semaphore's slot.
+    Slot { slot: u32 },
+    /// A read-write lock's side, `read` or `write`, and whether this is a writer waiting
+    /// (its intent) rather than a holder.
+    Side { access: &'static str, waiting: bool },
+}
+
+impl Claimed {
+    /// A read-write lock's reader (`write` false), writer, or writer waiting.
+    pub(in crate::cli) fn side(write: bool, waiting: bool) -> Claimed {
+        let access = if write { "write" } else { "read" };
+        Claimed::Side { access, waiting }
+    }
+
+    /// The holder's line in `status`'s text: `slot 1: held by …`, `reader …`.
+    fn line(&self, sha1: &str, nodes: usize, of: usize, ttl: Duration, held: bool) -> String {
+        let expires = format_duration(Duration::from_millis(ttl.as_millis() as u64));
+        match *self {
+            Claimed::Slot { slot } if held => {
+                format!(
+                    "slot {slot}: held by {sha1} on {nodes} of {of} nodes (expires in {expires})"
+                )
+            }
+            Claimed::Slot { slot } => {
+                format!("slot {slot}: claimed by {sha1} on {nodes} of {of} nodes only: not held")
+            }
+            Claimed::Side { access, waiting } => {
+                let who = match (access, waiting) {
+                    (_, true) => "writer waiting",
+                    ("read", _) => "reader",
+                    _ => "writer",
+                };
+                format!("{who} {sha1} on {nodes} of {of} nodes (expires in {expires})")
+            }
+        }
+    }
+}
+
+/// One holder of a semaphore's permit or of a read-write lock's side, as the census found it.
+#[derive(Debug)]
+struct Holder<'a> {
+    claimed: Claimed,
+    /// The SHA1 of its token, 40 hex digits.
+    token_sha1: &'a str,
+    nodes: usize,
+    ttl: Duration,
+    /// On a quorum of nodes (and, for a read-write lock, not a writer waiting): it holds.
+    held: bool,
+}
+
+/// The kinds of key whose holders `status` lists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Semaphore,
+    ReadWrite,
+}
+
+impl Kind {
+    /// Its `kind` in the JSON document.
+    fn json(self) -> &'static str {
+        match self {
+            Kind::Semaphore => "semaphore",
+            Kind::ReadWrite => "rwlock",
+        }
+    }
+
+    /// What the summary line calls it.
+    fn words(self) -> &'static str {
+        match self {
+            Kind::Semaphore => "semaphore",
+            Kind::ReadWrite => "read-write lock",
+        }
+    }
+
+    /// Whether a node holds a key of this kind.
+    fn on(self, seen: &Seen) -> bool {
+        match self {
+            Kind::Semaphore => matches!(seen, Seen::Semaphore { .. }),
+            Kind::ReadWrite => matches!(seen, Seen::ReadWrite { .. }),
+        }
+    }
+}
+
+/// What `status` found of a semaphore or a read-write lock.
+#[derive(Debug)]
+struct Census<'a> {
+    kind: Kind,
+    permits: Option<u32>,
+    holders: Vec<Holder<'a>>,
+    /// Once its holders are read: the verdict, the exit code, and what the summary line says
+    /// after the kind's name (` of 2 permits, all held`).
+    verdict: (&'static str, u8, String),
+}
+
+/// Prints what `status` found, as lines or as JSON: the nodes as `seen`, the holders, then
+/// the summary (`unknown` if the holders could not be read, for `error`).
+fn report(
+    args: &StatusArgs,
+    key: &str,
+    nodes: &[quorumlock::NodeUrl],
+    seen: &[Seen],
+    census: &Census<'_>,
+    error: Option<&quorumlock::Error>,
+) -> Result<u8, Failure> {
+    let on = seen.iter().filter(|s| census.kind.on(s)).count();
+    let counts = format!(
+        "key on {on} of {} nodes, quorum {}",
+        seen.len(),
+        quorum(seen.len())
+    );
+    let (resource, words) = (&args.resource, census.kind.words());
+    let (verdict, code, line) = match error {
+        None => {
+            let (verdict, code, says) = &census.verdict;
+            let line = format!("`{resource}`: {words}{says} ({counts})");
+            (*verdict, *code, line)
+        }
+        Some(e) => {
+            let line = format!("`{resource}`: {words}: unknown: {e} ({counts})");
+            ("unknown", UNAVAILABLE, line)
+        }
+    };
+    if args.json {
+        let document = StatusDocument {
+            resource,
+            key,
+            kind: census.kind.json(),
+            nodes: json_nodes(nodes, seen),
+            quorum: quorum(seen.len()),
+            held_on: on,
+            free_on: seen.iter().filter(|s| **s == Seen::Free).count(),
+            holder: None,
+            permits: census.permits,
+            holders: Some(
+                census
+                    .holders
+                    .iter()
+                    .map(|h| HolderJson {
+                        claimed: h.claimed,
+                        token_sha1: h.token_sha1,
+                        nodes: h.nodes,
+                        ttl_ms: h.ttl.as_millis(),
+                        held: h.held,
+                    })
+                    .collect(),
+            ),
+            verdict,
+            error: error.map(ToString::to_string),
+            exit_code: code,
+        };
+        let text =
+            serde_json::to_string_pretty(&document).map_err(|e| Failure::new(SOFTWARE, e))?;
+        println!("{text}");
+        return Ok(code);
+    }
+    let mut out = String::new();
+    for (i, (node, seen)) in nodes.iter().zip(seen).enumerate() {
+        let _ = node_line(&mut out, i, node, seen);
+    }
+    for h in &census.holders {
+        let sha1 = &h.token_sha1[..12.min(h.token_sha1.len())];
+        let line = h.claimed.line(sha1, h.nodes, seen.len(), h.ttl, h.held);
+        let _ = writeln!(out, "{line}");
+    }
+    let _ = writeln!(out, "{line}");
+    print!("{out}");
+    Ok(code)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_holder_names_its_slot_or_its_side_in_json_and_in_text() {
+        let json = |claimed: Claimed, held: bool| {
+            let holder = HolderJson {
+                claimed,
+                token_sha1: "ab",
+                nodes: 2,
+                ttl_ms: 1500,
+                held,
+            };
+            serde_json::to_string(&holder).unwrap_or_default()
+        };
+        assert_eq!(
+            json(Claimed::Slot { slot: 3 }, true),
+            r#"{"slot":3,"token_sha1":"ab","nodes":2,"ttl_ms":1500,"held":true}"#
+        );
+        assert_eq!(
+            json(Claimed::side(true, true), false),
+            r#"{"access":"write","waiting":true,"token_sha1":"ab","nodes":2,"ttl_ms":1500,"held":false}"#
+        );
+        let ttl = Duration::from_millis(1500);
+        let line = |claimed: Claimed, held: bool| claimed.line("ab", 2, 3, ttl, held);
+        assert_eq!(
+            line(Claimed::Slot { slot: 3 }, true),
+            "slot 3: held by ab on 2 of 3 nodes (expires in 1s 500ms)"
+        );
+        assert_eq!(
+            line(Claimed::Slot { slot: 3 }, false),
+            "slot 3: claimed by ab on 2 of 3 nodes only: not held"
+        );
+        assert_eq!(
+            line(Claimed::side(false, false), true),
+            "reader ab on 2 of 3 nodes (expires in 1s 500ms)"
+        );
+        assert_eq!(
+            line(Claimed::side(true, false), true),
+            "writer ab on 2 of 3 nodes (expires in 1s 500ms)"
+        );
+        assert_eq!(
+            line(Claimed::side(true, true), false),
+            "writer waiting ab on 2 of 3 nodes (expires in 1s 500ms)"
+        );
+    }
+}
