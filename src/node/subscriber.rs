@@ -111,23 +111,61 @@ impl Drop for Listener {
     }
 }
 
-/// Carries out the orders one at a time, in order.
+/// Carries out the orders one at a time, in order. A subscription asked for while the node
+/// is not connected is answered `false` at once (the waiter falls back on its pause) and
+/// kept: it is made as soon as the connection is up, unless an unsubscription came first.
+/// Without that, a line of waiters whose first subscription met a connection not up yet
+/// (the subscriber connects on first use) heard no release from that node for as long as
+/// the line never emptied, each waiter woken by its pause alone (a stall of seconds under
+/// contention, `benches/permits`).
 async fn run(
     client: SubscriberClient,
     mut orders: mpsc::UnboundedReceiver<Order>,
     timeout: Duration,
 ) {
     let mut ever_connected = false;
-    while let Some(order) = orders.recv().await {
+    let mut pending: Vec<String> = Vec::new();
+    loop {
+        let order = if pending.is_empty() {
+            orders.recv().await
+        } else {
+            tokio::select! {
+                order = orders.recv() => order,
+                connected = client.wait_for_connect() => {
+                    if connected.is_ok() {
+                        ever_connected = true;
+                        let channels = std::mem::take(&mut pending);
+                        let done =
+                            tokio::time::timeout(timeout, client.subscribe(channels.clone())).await;
+                        if !matches!(done, Ok(Ok(()))) {
+                            tracing::debug!(?done, "a kept subscription not confirmed yet");
+                            pending = channels;
+                        }
+                    }
+                    if !pending.is_empty() {
+                        // Not up, or the subscription failed: not again before a timeout.
+                        tokio::time::sleep(timeout).await;
+                    }
+                    continue;
+                }
+            }
+        };
+        let Some(order) = order else { return };
         match order {
             Order::Subscribe(channels, confirmed) => {
                 // The first order waits (up to the timeout) for the connection it started.
                 // Later, a node that is not connected would keep every later order waiting
-                // a timeout each: refuse at once (the waiter falls back on its pause).
+                // a timeout each: refuse at once (the waiter falls back on its pause), and
+                // subscribe once it is connected.
                 if !client.is_connected() && !ever_connected {
                     let _ = tokio::time::timeout(timeout, client.wait_for_connect()).await;
                 }
                 if !client.is_connected() {
+                    for channel in channels {
+                        if !pending.contains(&channel) {
+                            pending.push(channel);
+                        }
+                    }
                     let _ = confirmed.send(false);
                     continue;
                 }
@@ -140,8 +178,83 @@ async fn run(
                 let _ = confirmed.send(ok);
             }
             Order::Unsubscribe(channels) => {
+                pending.retain(|c| !channels.contains(c));
                 let _ = tokio::time::timeout(timeout, client.unsubscribe(channels)).await;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![cfg(feature = "testkit")]
+    #![allow(clippy::mixed_attributes_style)]
+
+    use super::*;
+    use crate::testkit::{LocalQuorum, Reply};
+    use fred::types::config::{Config, ReconnectPolicy};
+    use fred::types::Builder;
+
+    #[derive(Default)]
+    struct Heard(Mutex<Vec<String>>);
+
+    impl Inbox for Heard {
+        fn message(&self, channel: &str, _payload: &str) {
+            if let Ok(mut heard) = self.0.lock() {
+                heard.push(channel.to_string());
+            }
+        }
+    }
+
+    /// A subscription asked for while the node does not take the connection yet is answered
+    /// `false`, and made once the node answers: the release messages on the channel then
+    /// reach the inbox. (It was dropped: a line of waiters whose first subscription met a
+    /// subscriber not connected yet never heard a release from that node.)
+    #[tokio::test]
+    async fn a_subscription_asked_before_the_node_answers_is_made_once_it_does() {
+        let mut q = LocalQuorum::start(1).await.unwrap();
+        let url = q.node(0).url();
+        q.node_mut(0).kill().await.unwrap();
+        let mut config = Config::from_url(&url).unwrap();
+        config.fail_fast = false;
+        let mut builder = Builder::from_config(config);
+        builder.set_policy(ReconnectPolicy::new_constant(0, 50));
+        let listener = Listener::new(
+            builder.build_subscriber_client().unwrap(),
+            Duration::from_millis(100),
+        );
+        let heard = Arc::new(Heard::default());
+        let channel = "quorumlock:released:late".to_string();
+        let confirmed = listener.subscribe(vec![channel.clone()], &heard).await;
+        assert_eq!(confirmed, Ok(false), "confirmed while the node is down");
+
+        q.node_mut(0).restart().await.unwrap();
+        let subscribed = Reply::Array(Some(vec![
+            Reply::Bulk(Some(channel.clone().into_bytes())),
+            Reply::Integer(1),
+        ]));
+        let mut tries = 0;
+        loop {
+            let numsub = q.node(0).command(&["PUBSUB", "NUMSUB", &channel]).await;
+            if numsub.as_ref().ok() == Some(&subscribed) {
+                break;
+            }
+            tries += 1;
+            assert!(tries < 400, "never subscribed: {numsub:?}");
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        let published = q
+            .node(0)
+            .command(&["PUBLISH", &channel, "x"])
+            .await
+            .unwrap();
+        assert_eq!(published, Reply::Integer(1));
+        let mut tries = 0;
+        while heard.0.lock().unwrap().is_empty() {
+            tries += 1;
+            assert!(tries < 400, "the release message never came");
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        assert_eq!(*heard.0.lock().unwrap(), [channel]);
     }
 }
