@@ -95,6 +95,8 @@ async fn release_force_breaks_an_abandoned_lock_and_wakes_its_waiters() {
             .await
             .map(|lock| (lock, waiter))
     });
+    // Armed before the break: its release wakes the waiter (a pause would also get it in).
+    common::armed(&q, "nightly").await;
     let out =
         outcome(quorumlock(&q.urls()).args(["release", "--force", "--watch", "200ms", "nightly"]))
             .await;

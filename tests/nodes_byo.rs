@@ -99,20 +99,7 @@ async fn locks_through_the_applications_clients(version: RespVersion) {
         let lock = waiter.lock("job").await;
         (waiter, lock)
     });
-    common::eventually("the waiter subscribed", || async {
-        let mut subscribers = 0;
-        for node in q.nodes() {
-            let reply = node
-                .command(&["PUBSUB", "NUMSUB", "quorumlock:released:job"])
-                .await
-                .unwrap();
-            if format!("{reply:?}").contains("Integer(1)") {
-                subscribers += 1;
-            }
-        }
-        subscribers == 3
-    })
-    .await;
+    common::armed(&q, "job").await;
     lock.release().await.unwrap();
     let (waiter, second) = waiting.await.unwrap();
     second.unwrap().release().await.unwrap();

@@ -169,3 +169,25 @@ pub async fn get_type(node: &LocalNode, key: &str) -> String {
         other => panic!("TYPE {key}: unexpected {other:?}"),
     }
 }
+
+/// Waits until a client subscribed to the release channel of `key` on every node of `q`: a
+/// waiter is armed (design 2.4a), and a release from now on wakes it.
+pub async fn armed(q: &LocalQuorum, key: &str) {
+    let channel = format!("quorumlock:released:{key}");
+    eventually(
+        &format!("a waiter subscribed to {channel} on every node"),
+        || async {
+            let mut subscribed = 0;
+            for node in q.nodes() {
+                let reply = node.command(&["PUBSUB", "NUMSUB", &channel]).await;
+                if let Ok(Reply::Array(Some(parts))) = reply {
+                    if parts.get(1) == Some(&Reply::Integer(1)) {
+                        subscribed += 1;
+                    }
+                }
+            }
+            subscribed == q.len()
+        },
+    )
+    .await;
+}
