@@ -414,17 +414,7 @@ impl Compose {
     /// Waits until `side`'s client has exited, checks that it succeeded, and returns its
     /// history and its stderr.
     pub async fn collect(&self, side: Side) -> (Vec<Record>, String) {
-        let name = side.container();
-        let code = docker(&["wait", &name]).await.expect("docker wait");
-        let logs = Command::new("docker")
-            .args(["logs", &name])
-            .output()
-            .await
-            .expect("docker logs");
-        let stderr = String::from_utf8_lossy(&logs.stderr).into_owned();
-        assert_eq!(code.trim(), "0", "client {name} failed:\n{stderr}");
-        let records = parse_jsonl(logs.stdout.as_slice()).expect("the client's history");
-        (records, stderr)
+        collect_container(&side.container()).await
     }
 }
 
@@ -532,16 +522,21 @@ impl Compose {
     /// Waits until the client `name` has exited, checks that it succeeded, and returns its
     /// history and its stderr.
     pub async fn collect_workers(&self, name: &str) -> (Vec<Record>, String) {
-        let container = format!("quorumlock-chaos-{name}");
-        let code = docker(&["wait", &container]).await.expect("docker wait");
-        let logs = Command::new("docker")
-            .args(["logs", &container])
-            .output()
-            .await
-            .expect("docker logs");
-        let stderr = String::from_utf8_lossy(&logs.stderr).into_owned();
-        assert_eq!(code.trim(), "0", "client {name} failed:\n{stderr}");
-        let records = parse_jsonl(logs.stdout.as_slice()).expect("the client's history");
-        (records, stderr)
+        collect_container(&format!("quorumlock-chaos-{name}")).await
     }
+}
+
+/// Waits until the client in `container` has exited, checks that it succeeded, and returns
+/// its history and its stderr.
+async fn collect_container(container: &str) -> (Vec<Record>, String) {
+    let code = docker(&["wait", container]).await.expect("docker wait");
+    let logs = Command::new("docker")
+        .args(["logs", container])
+        .output()
+        .await
+        .expect("docker logs");
+    let stderr = String::from_utf8_lossy(&logs.stderr).into_owned();
+    assert_eq!(code.trim(), "0", "client {container} failed:\n{stderr}");
+    let records = parse_jsonl(logs.stdout.as_slice()).expect("the client's history");
+    (records, stderr)
 }

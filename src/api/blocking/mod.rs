@@ -496,15 +496,7 @@ impl RedLock {
         work: impl FnOnce(&KeptLock) -> T,
     ) -> Result<T, Error> {
         let kept = self.lock(resource)?.keep_alive(KeepAlive::new())?;
-        let output = work(&kept);
-        if let Some(reason) = kept.lost_reason() {
-            let resource = kept.resource().to_string();
-            drop(kept);
-            return Err(Error::Lost { resource, reason });
-        }
-        // A failure to release is not the work's: the keys expire by themselves.
-        let _ = kept.release();
-        Ok(output)
+        run_kept(kept, work)
     }
 
     /// Blocks until this candidate leads the election `name`, with [`Candidacy::new`]'s
@@ -558,4 +550,18 @@ impl RedLock {
     pub fn shutdown(&self) -> Result<Shutdown, ConfigError> {
         self.driver.block_on(self.driver.redlock.shutdown())
     }
+}
+
+/// Runs `work` under `kept`, then releases it: `work`'s output, or [`Error::Lost`] if the
+/// lock (or permit) was lost meanwhile. `with_lock` and `Semaphore::with_permit`.
+pub(super) fn run_kept<T>(kept: KeptLock, work: impl FnOnce(&KeptLock) -> T) -> Result<T, Error> {
+    let output = work(&kept);
+    if let Some(reason) = kept.lost_reason() {
+        let resource = kept.resource().to_string();
+        drop(kept);
+        return Err(Error::Lost { resource, reason });
+    }
+    // A failure to release is not the work's: the keys expire by themselves.
+    let _ = kept.release();
+    Ok(output)
 }

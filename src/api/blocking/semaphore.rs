@@ -117,15 +117,7 @@ impl Semaphore {
         let keep = KeepAlive::new();
         keep.check(self.driver.redlock.config().ttl())?;
         let kept = self.acquire()?.keep_alive(keep)?;
-        let output = work(&kept);
-        if let Some(reason) = kept.lost_reason() {
-            let resource = kept.resource().to_string();
-            drop(kept);
-            return Err(Error::Lost { resource, reason });
-        }
-        // A failure to release is not the work's: the claims expire by themselves.
-        let _ = kept.release();
-        Ok(output)
+        super::run_kept(kept, work)
     }
 
     /// Who holds the semaphore's permits, as the nodes record them, changing nothing; see
