@@ -80,8 +80,9 @@ async fn a_token_asked_for_is_below_every_later_holders_token() {
 
 /// A lock whose token is never asked for costs what a lock without fencing costs: a bare
 /// `SET NX PX` on each node, no script, and no counter written. Once a token of its locks
-/// was asked for, a client's acquisitions read the counters (the ACQUIRE script), and asking
-/// takes one round (FENCE) instead of two.
+/// was asked for, a client's acquisitions read the counters and record the token it expects
+/// next (the ACQUIRE script), and asking sends nothing; where another client fenced the
+/// resource in between, the expected token is too small, and asking takes one round (FENCE).
 #[tokio::test]
 async fn a_token_costs_nothing_until_it_is_asked_for() {
     let q = LocalQuorum::start(3).await.unwrap();
@@ -104,19 +105,95 @@ async fn a_token_costs_nothing_until_it_is_asked_for() {
     assert!(redlock.settle(Duration::from_secs(5)).await);
     let scripts = count("evalsha").await;
     let first = lock.fencing_token().await.unwrap();
+    assert_eq!(first, 1);
     assert!(redlock.settle(Duration::from_secs(5)).await);
     assert_eq!(count("evalsha").await - scripts, 6);
     lock.release().await.unwrap();
     assert!(redlock.settle(Duration::from_secs(5)).await);
 
-    // From then on: the acquisition reads them (ACQUIRE), asking records the token (FENCE).
+    // From then on, the acquisition records the next token (ACQUIRE), on every node here;
+    // asking sends nothing.
     let scripts = count("evalsha").await;
     let lock = redlock.try_lock("asked").await.unwrap();
     assert!(redlock.settle(Duration::from_secs(5)).await);
     assert_eq!(count("evalsha").await - scripts, 3);
-    assert!(lock.fencing_token().await.unwrap() > first);
+    for n in 0..3 {
+        assert_eq!(counter(&q, n, "asked").await, Some(2), "node {n}");
+    }
+    assert_eq!(lock.fencing_token().await.unwrap(), 2);
+    assert!(redlock.settle(Duration::from_secs(5)).await);
+    assert_eq!(count("evalsha").await - scripts, 3);
+    lock.release().await.unwrap();
+
+    // Another client's token in between: the expected token (3) is not above the counters
+    // any more, the acquisition records nothing, and asking takes a FENCE round.
+    let other = client(&q).await;
+    let lock = other.try_lock("asked").await.unwrap();
+    assert_eq!(lock.fencing_token().await.unwrap(), 3);
+    lock.release().await.unwrap();
+    assert!(other.settle(Duration::from_secs(5)).await);
+    let scripts = count("evalsha").await;
+    let lock = redlock.try_lock("asked").await.unwrap();
+    assert!(redlock.settle(Duration::from_secs(5)).await);
+    assert_eq!(count("evalsha").await - scripts, 3);
+    for n in 0..3 {
+        assert_eq!(counter(&q, n, "asked").await, Some(3), "node {n}");
+    }
+    assert_eq!(lock.fencing_token().await.unwrap(), 4);
     assert!(redlock.settle(Duration::from_secs(5)).await);
     assert_eq!(count("evalsha").await - scripts, 6);
+    lock.release().await.unwrap();
+}
+
+/// An acquisition records the token it expects only where a majority of the nodes that
+/// granted it had their counters below it. Here node 0 has a counter far above (as a token
+/// recorded on that node alone leaves it: never handed out) and refuses the lock (another
+/// owner's key): nodes 1 and 2 grant it and record the expected token, which is handed out
+/// without a round of its own. Then with two nodes above it, any majority that grants the
+/// lock has a node above it: the acquisition records nothing that counts, and the token
+/// asked for is one more than the largest counter of the majority that recorded it.
+#[tokio::test]
+async fn an_acquisition_records_its_expected_token_only_on_a_majority() {
+    let q = LocalQuorum::start(3).await.unwrap();
+    let redlock = client(&q).await;
+    let lock = redlock.try_lock("expected").await.unwrap();
+    assert_eq!(lock.fencing_token().await.unwrap(), 1);
+    lock.release().await.unwrap();
+
+    let command = |node: usize, args: &'static [&'static str]| {
+        let q = &q;
+        async move {
+            q.node(node).command(args).await.unwrap();
+        }
+    };
+    command(0, &["SET", "quorumlock:fence:expected", "100"]).await;
+    command(0, &["SET", "expected", "another-owner", "PX", "60000"]).await;
+    assert!(redlock.settle(Duration::from_secs(5)).await);
+    let scripts = common::calls_on_all(&q, "evalsha").await;
+    let lock = redlock.try_lock("expected").await.unwrap();
+    assert_eq!(lock.acquired_on(), 2);
+    assert_eq!(lock.fencing_token().await.unwrap(), 2);
+    assert!(redlock.settle(Duration::from_secs(5)).await);
+    assert_eq!(common::calls_on_all(&q, "evalsha").await - scripts, 3);
+    let counters = [
+        counter(&q, 0, "expected").await,
+        counter(&q, 1, "expected").await,
+        counter(&q, 2, "expected").await,
+    ];
+    assert_eq!(counters, [Some(100), Some(2), Some(2)]);
+    lock.release().await.unwrap();
+    command(0, &["DEL", "expected"]).await;
+
+    command(1, &["SET", "quorumlock:fence:expected", "200"]).await;
+    assert!(redlock.settle(Duration::from_secs(5)).await);
+    let scripts = common::calls_on_all(&q, "evalsha").await;
+    let lock = redlock.try_lock("expected").await.unwrap();
+    let token = lock.fencing_token().await.unwrap();
+    assert!(redlock.settle(Duration::from_secs(5)).await);
+    assert_eq!(common::calls_on_all(&q, "evalsha").await - scripts, 6);
+    // Decided by whichever two nodes answered first: the largest counter among them, plus one.
+    assert!(token == 101 || token == 201, "token {token}");
+    assert_eq!(counter(&q, 1, "expected").await, Some(token.max(200)));
     lock.release().await.unwrap();
 }
 

@@ -37,7 +37,7 @@ async fn nightly_report(redlock: &RedLock) -> Result<String, Error> {
     redlock
         .with_lock("nightly-report", |held| async move {
             // The fencing token goes with every write, and storage refuses an older holder's
-            // smaller one. The first call records it on a majority (one parallel round trip).
+            // smaller one. The first call records it on a majority, if the acquisition has not.
             let token = held.fencing_token().await?;
             Ok(format!("report written with fencing token {token}"))
         })

@@ -1,5 +1,6 @@
 //! The implementations compared, behind one interface: acquire, release, a whole cycle.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use quorumlock::{Lock, RedLock};
@@ -19,9 +20,13 @@ pub(crate) enum Impl {
     /// rslock 0.10 (`LockManager::new(urls)`), which waits for every node.
     Rslock,
     /// quorumlock with its defaults, asking for the fencing token of every lock before it
-    /// counts as acquired (a client of its own, past its first token: its acquisitions read
-    /// the counters, so the token costs one more round). Workload g only.
+    /// counts as acquired (a client of its own, past its first token: its acquisitions
+    /// record the token it expects, so asking sends nothing). Workload g only.
     Token,
+    /// The same with two clients taking turns on each resource: each acquisition finds the
+    /// other client's token above the one it expects, and asking costs a FENCE round.
+    /// Workload g only.
+    TokenShared,
 }
 
 impl Impl {
@@ -34,6 +39,7 @@ impl Impl {
             Impl::Plain => "quorumlock_plain",
             Impl::Rslock => "rslock",
             Impl::Token => "quorumlock_token",
+            Impl::TokenShared => "quorumlock_token_shared",
         }
     }
 }
@@ -51,8 +57,10 @@ pub(crate) struct Clients {
     pub(crate) fenced: RedLock,
     pub(crate) plain: RedLock,
     pub(crate) rslock: rslock::LockManager,
-    /// The client of [`Impl::Token`].
+    /// The client of [`Impl::Token`], and the first of [`Impl::TokenShared`]'s two.
     pub(crate) token: RedLock,
+    /// The second client of [`Impl::TokenShared`], and whose turn it is.
+    pub(crate) shared: (RedLock, AtomicBool),
 }
 
 /// A quorumlock client on `urls`, as the lock bench builds it: the crate's defaults but for
@@ -91,14 +99,16 @@ impl Clients {
     /// Connects every implementation to `urls` and waits until quorumlock's clients are
     /// ready.
     pub(crate) async fn connect(urls: &[String]) -> Clients {
-        let (fenced, plain, token) = (
+        let (fenced, plain, token, shared) = (
             redlock(urls, true),
             redlock(urls, false),
+            redlock(urls, true),
             redlock(urls, true),
         );
         ready(&fenced).await;
         ready(&plain).await;
         ready(&token).await;
+        ready(&shared).await;
         let floor = Floor::connect(urls, NODE_TIMEOUT, TTL).await;
         let rslock = rslock::LockManager::new(urls.to_vec());
         // rslock connects on first use.
@@ -111,6 +121,7 @@ impl Clients {
             plain,
             rslock,
             token,
+            shared: (shared, AtomicBool::new(false)),
         }
     }
 
@@ -140,13 +151,27 @@ impl Clients {
                 .await
                 .map(Held::Rslock)
                 .map_err(|_| None),
-            Impl::Token => match self.token.try_lock(resource).await {
-                Ok(lock) => match lock.fencing_token().await {
-                    Ok(_) => Ok(Held::Quorumlock(lock)),
-                    Err(_) => Err(Some(Held::Quorumlock(lock))),
-                },
-                Err(_) => Err(None),
+            Impl::Token => Self::fenced_lock(&self.token, resource).await,
+            Impl::TokenShared => {
+                let (other, turn) = &self.shared;
+                let client = if turn.fetch_xor(true, Ordering::Relaxed) {
+                    other
+                } else {
+                    &self.token
+                };
+                Self::fenced_lock(client, resource).await
+            }
+        }
+    }
+
+    /// A lock of `resource` and its fencing token.
+    async fn fenced_lock(client: &RedLock, resource: &str) -> Result<Held, Option<Held>> {
+        match client.try_lock(resource).await {
+            Ok(lock) => match lock.fencing_token().await {
+                Ok(_) => Ok(Held::Quorumlock(lock)),
+                Err(_) => Err(Some(Held::Quorumlock(lock))),
             },
+            Err(_) => Err(None),
         }
     }
 

@@ -12,8 +12,16 @@ use crate::impls::{ready, redlock, Clients, Impl};
 use crate::stats::{fmt, Latencies};
 use crate::{print_table, NODE_TIMEOUT, TTL};
 
-/// The implementations compared (rslock is left out: it waits for every node).
-const IMPLS: [Impl; 4] = [Impl::Floor, Impl::Fenced, Impl::Plain, Impl::Token];
+/// The implementations compared; rslock waits for every node (a reference here: it has no
+/// fencing tokens).
+const IMPLS: [Impl; 6] = [
+    Impl::Floor,
+    Impl::Fenced,
+    Impl::Plain,
+    Impl::Rslock,
+    Impl::Token,
+    Impl::TokenShared,
+];
 /// Cycles each implementation runs in turn before the next one's turn.
 const BLOCK: usize = 25;
 /// Uncounted cycles of each implementation first.
@@ -27,20 +35,23 @@ pub(crate) async fn nodes(s: &crate::Settings) -> serde_json::Value {
             .await
             .expect("start redis-server");
         let urls = quorum.urls();
-        let (fenced, plain, token) = (
+        let (fenced, plain, token, shared) = (
             redlock(&urls, true),
             redlock(&urls, false),
+            redlock(&urls, true),
             redlock(&urls, true),
         );
         ready(&fenced).await;
         ready(&plain).await;
         ready(&token).await;
+        ready(&shared).await;
         let clients = Clients {
             floor: Floor::connect(&urls, NODE_TIMEOUT, TTL).await,
             fenced,
             plain,
             rslock: rslock::LockManager::new(urls.clone()),
             token,
+            shared: (shared, std::sync::atomic::AtomicBool::new(false)),
         };
         let resource = |imp: Impl| format!("load:g:{n}:{}", imp.name());
         for imp in IMPLS {

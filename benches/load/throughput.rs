@@ -223,7 +223,7 @@ async fn acquire_contended(
         Impl::Fenced => &clients.fenced,
         Impl::Plain => &clients.plain,
         Impl::Rslock => return rslock.lock(resource, TTL).await.ok().map(Held::Rslock),
-        Impl::Floor | Impl::Token => return None, // not in workload c
+        Impl::Floor | Impl::Token | Impl::TokenShared => return None, // not in workload c
     };
     let lock = redlock.lock_with(resource, TTL, retry).await.ok()?;
     Some(Held::Quorumlock(lock))
@@ -265,6 +265,9 @@ fn handed_over(clients: &Clients, imp: Impl) -> u64 {
         Impl::Fenced => clients.fenced.stats().handed_over,
         Impl::Plain => clients.plain.stats().handed_over,
         Impl::Token => clients.token.stats().handed_over,
+        Impl::TokenShared => {
+            clients.token.stats().handed_over + clients.shared.0.stats().handed_over
+        }
         Impl::Rslock | Impl::Floor => 0,
     }
 }
@@ -276,6 +279,7 @@ async fn attempts(clients: &Clients, node: &LocalNode, imp: Impl) -> u64 {
         Impl::Fenced => clients.fenced.stats().attempts,
         Impl::Plain => clients.plain.stats().attempts,
         Impl::Token => clients.token.stats().attempts,
+        Impl::TokenShared => clients.token.stats().attempts + clients.shared.0.stats().attempts,
         Impl::Rslock | Impl::Floor => {
             let info = match node.command(&["INFO", "commandstats"]).await {
                 Ok(Reply::Bulk(Some(v))) => String::from_utf8_lossy(&v).into_owned(),

@@ -38,14 +38,16 @@ impl Lock {
         /// refuse writes from an older holder whose lock has expired.
         ///
         /// The first call records the token on a majority of nodes (one parallel round trip,
-        /// decided at the quorum) and hands it out only if the lock is still valid when that round
-        /// ends; later calls return the same token without sending anything. A lock whose holder
-        /// never asks costs no more than a lock without fencing. Concurrent first calls may each
-        /// send the round; they get the same token.
+        /// decided at the quorum; two for the first token of a client) and hands it out only if
+        /// the lock is still valid when that round ends; later calls return the same token
+        /// without sending anything. Once a client's tokens are asked for, its acquisitions
+        /// record the token they expect next in the same round, and then the first call sends
+        /// nothing either: it only checks the validity. A lock whose holder never asks costs no
+        /// more than a lock without fencing. Concurrent first calls may each send the round; they
+        /// get the same token.
         ///
         /// Tokens are below 2^53 (Lua's exact integers) for any realistic number of acquisitions.
-        /// See docs/design.md, section 2.6, for the argument and its assumption: nodes do not lose
-        /// acknowledged writes (`appendfsync always`).
+        /// See docs/design.md, section 2.6, for the argument, and 2.6a for nodes that lose data.
         ///
         /// ```no_run
         /// # async fn f(redlock: quorumlock::RedLock) -> Result<(), quorumlock::Error> {

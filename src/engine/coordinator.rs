@@ -22,7 +22,7 @@ use crate::algo::quorum::{quorum, Ballot, Decision, Stake, Tally};
 use crate::algo::verdict::{self, Confirmation, Timed};
 use crate::config::KeepAlive;
 use crate::config::{Config, Retry, Ttl};
-use crate::engine::fencing;
+use crate::engine::fencing::{self, Hints};
 use crate::engine::held::{Acquisition, Held, Keys, Released};
 use crate::engine::keeper::Keeper;
 use crate::engine::kept::KeptHandle;
@@ -57,6 +57,8 @@ struct Inner {
     /// Set once a fencing token of one of this client's locks was asked for: from then on,
     /// acquisitions of one resource read the fencing counters too (see `attempt`).
     tokens_asked: AtomicBool,
+    /// The hints of its acquisitions' fencing tokens (`engine/fencing.rs`).
+    hints: Hints,
 }
 
 impl AsRef<[Node]> for Inner {
@@ -176,6 +178,7 @@ impl Coordinator {
             wakeups,
             counters: Counters::default(),
             tokens_asked: AtomicBool::new(false),
+            hints: Hints::default(),
         });
         // An inspection (`preload` off) writes nothing: it re-seeds no node either.
         if preload {
@@ -198,6 +201,10 @@ impl Coordinator {
 
     pub(crate) fn held(&self) -> &Holdings {
         &self.inner.held
+    }
+
+    pub(crate) fn hints(&self) -> &Hints {
+        &self.inner.hints
     }
 
     /// Notes that a fencing token of one of this client's locks was asked for.
@@ -579,9 +586,15 @@ impl Coordinator {
         // lock without fencing costs, and asking costs two rounds (read the counters, then
         // record the token). Several resources take the ACQUIRE script, which reads the
         // counters too, for next to nothing; so does one resource once this client's locks
-        // have had their token asked for (about 6% of an uncontended cycle, measured), so
-        // that asking costs one round.
+        // have had their token asked for, and it records the next token too if this client
+        // guesses it (its hint, `engine/fencing.rs`): then asking sends nothing, and
+        // otherwise one round.
         let reads_counters = self.reads_counters(keys);
+        let hint = if reads_counters && self.inner.tokens_asked.load(Ordering::Relaxed) {
+            self.inner.hints.next(keys.counters())
+        } else {
+            0
+        };
         let start = Instant::now();
         let round = if keys.locks == 1 && !reads_counters {
             let key = &keys.all[0];
@@ -589,7 +602,8 @@ impl Coordinator {
                 .await
         } else {
             let sent = keys.sent(reads_counters);
-            self.round(|node| node.acquire(sent.to_vec(), keys.locks, value.clone(), ttl.px))
+            let px = (ttl.px, hint);
+            self.round(|node| node.acquire(sent.to_vec(), keys.locks, value.clone(), px))
                 .await
         };
         let elapsed = start.elapsed();
@@ -601,7 +615,8 @@ impl Coordinator {
                 }
                 // With the counters, if read: the largest on the majority that
                 // said yes.
-                let fencing = fencing::granted(keys, reads_counters, &round);
+                let fencing =
+                    fencing::granted(keys, reads_counters, &round, (hint, &self.inner.hints));
                 // Every node that set the keys did so after `start`, so on a
                 // majority they live until at least start + ttl (less the drift
                 // allowance).

@@ -190,7 +190,7 @@ impl Coordinator {
                 node.release(primitive, locks.clone(), args.clone())
             });
         }
-        let fencing = fencing::granted(&keys, reads_counters, &round);
+        let fencing = fencing::granted(&keys, reads_counters, &round, (0, self.hints()));
         let released = Released {
             released: round.tally.yes,
             nodes: round.tally.nodes,

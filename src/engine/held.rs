@@ -39,6 +39,11 @@ impl Keys {
         self.all.len() > self.locks
     }
 
+    /// The fencing counters (none without fencing).
+    pub(crate) fn counters(&self) -> &[Key] {
+        &self.all[self.locks..]
+    }
+
     /// What an acquisition round sends: every key when it reads the fencing counters, the
     /// lock keys alone otherwise.
     pub(crate) fn sent(&self, reads_counters: bool) -> &[Key] {

@@ -214,7 +214,7 @@ impl Coordinator {
                 for failure in &round.failures {
                     tracing::warn!(resource = %name, node = failure.index, error = %failure, "permit acquired without this node");
                 }
-                let fencing = self.config().fencing.then(|| Fencing::new(None));
+                let fencing = self.config().fencing.then(|| Fencing::new(None, None));
                 let room = round
                     .answers
                     .iter()

@@ -430,15 +430,21 @@ impl Node {
     }
 
     /// All-or-nothing `SET NX PX` of every lock key, reading the fencing counters (the
-    /// ACQUIRE script): yes with the largest counter, or no if any key exists.
+    /// ACQUIRE script): yes with the largest counter, or no if any key exists. A yes whose
+    /// counter is below `hint` has recorded the fencing token `hint` (0: none).
     pub(crate) fn acquire(
         &self,
         keys: Vec<Key>,
         locks: usize,
         token: Value,
-        ttl_ms: i64,
+        (ttl_ms, hint): (i64, u64),
     ) -> impl Future<Output = NodeResult<Acquired>> + Send + 'static {
-        let args = vec![token, Value::Integer(ttl_ms), Value::Integer(locks as i64)];
+        let args = vec![
+            token,
+            Value::Integer(ttl_ms),
+            Value::Integer(locks as i64),
+            Value::from(hint.to_string()),
+        ];
         self.counted_vote(Op::Acquire, "ACQUIRE", keys, locks, args)
     }
 

@@ -573,6 +573,8 @@ mod tests {
                 ("mget", false),
                 ("set", false),
                 ("exists", false),
+                ("set", false),
+                ("get", false),
                 ("set", false)
             ]
         );

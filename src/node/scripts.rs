@@ -103,24 +103,32 @@ return n"
     };
 }
 
-/// All-or-nothing acquisition of `n` keys, reading their fencing counters.
+/// All-or-nothing acquisition of `n` keys, reading their fencing counters and, given a hint,
+/// recording a fencing token in the same round.
 ///
-/// `ARGV = [token, ttl_ms, n, marker]`. If any lock key exists, sets nothing and returns nil.
-/// Otherwise sets every lock key to the token with the ttl and returns what the fencing
-/// counters read as (`largest_counter!`: -1 when the marker is not `marker`). The
-/// counters are read with one `MGET`; one key is set with one `SET NX PX`, several after one
-/// `EXISTS` of them all, so that the server does little more than for a bare `SET NX`.
+/// `ARGV = [token, ttl_ms, n, hint, marker]`. If any lock key exists, sets nothing and returns
+/// nil. Otherwise sets every lock key to the token with the ttl and returns what the fencing
+/// counters read as (`largest_counter!`: -1 when the marker is not `marker`), as they were
+/// before this call; and if that is below `hint`, raises every counter, and the node's
+/// largest, to `hint` (`raise_counters!`): the token `hint` is then recorded here, as FENCE
+/// would record it (`engine/fencing.rs`). A hint of 0 records nothing. The counters are read
+/// with one `MGET`; one key is set with one `SET NX PX`, several after one `EXISTS` of them
+/// all, so that the server does little more than for a bare `SET NX`.
 pub(crate) const ACQUIRE: &str = concat!(
     "local n = tonumber(ARGV[3])\n",
     largest_counter!(),
     r"if n == 1 then
   if not redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return false end
-  return fence
+else
+  if redis.call('exists', unpack(KEYS, 1, n)) > 0 then return false end
+  for i = 1, n do
+    redis.call('set', KEYS[i], ARGV[1], 'PX', ARGV[2])
+  end
 end
-if redis.call('exists', unpack(KEYS, 1, n)) > 0 then return false end
-for i = 1, n do
-  redis.call('set', KEYS[i], ARGV[1], 'PX', ARGV[2])
-end
+if fence >= 0 and #KEYS > n and fence < tonumber(ARGV[4]) then
+",
+    raise_counters!("4"),
+    r"end
 return fence"
 );
 
