@@ -257,7 +257,7 @@ mod tests {
         assert_eq!(hints.next(std::slice::from_ref(&b)), 4);
         assert_eq!(hints.next(&[a.clone(), b.clone()]), 8);
         assert_eq!(hints.next(&[]), 1);
-        hints.note(&[b.clone()], u64::MAX);
+        hints.note(std::slice::from_ref(&b), u64::MAX);
         assert_eq!(hints.next(&[b]), u64::MAX);
     }
 
