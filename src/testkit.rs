@@ -938,6 +938,18 @@ pub fn batch_script() -> (String, Vec<&'static str>) {
     )
 }
 
+/// The arguments that announce one call in the batch script of [`batch_script`], before the
+/// call's own: for a call of script number `number` (1-based in the list it returns) with
+/// `keys` keys and `args` arguments, as the client writes them.
+pub fn batch_header(number: usize, keys: usize, args: usize) -> Vec<String> {
+    match crate::node::scripts::batch_header(number, keys, args) {
+        crate::node::scripts::BatchHeader::Inline(letter) => vec![letter.to_string()],
+        crate::node::scripts::BatchHeader::Call(numbers) => {
+            numbers.iter().map(usize::to_string).collect()
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

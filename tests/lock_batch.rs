@@ -241,8 +241,9 @@ async fn inline_calls_in_a_batch_answer_as_their_scripts_do() {
                     node.command(state).await.expect("set up");
                 }
                 let reply = if batched {
-                    let (op, na) = (op.to_string(), args.len().to_string());
-                    let mut command = vec!["EVAL", &batch, "1", "k", "1", &op, "1", &na];
+                    let header = quorumlock::testkit::batch_header(*op, 1, args.len());
+                    let mut command = vec!["EVAL", &batch, "1", "k", "1"];
+                    command.extend(header.iter().map(String::as_str));
                     command.extend(args.iter().copied());
                     match node.command(&command).await.expect("EVAL batch") {
                         Reply::Array(Some(mut answers)) if answers.len() == 1 => {

@@ -32,7 +32,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use crate::node::admission::{Admission, Clearance};
-use crate::node::scripts::{self, Script};
+use crate::node::scripts::{self, BatchHeader, Script};
 use crate::report::facts::Excluded;
 
 /// Calls sent as one batch, at most (a batch runs atomically: the node serves nothing else
@@ -120,7 +120,7 @@ impl Op {
     }
 
     /// Its number in the batch script (`scripts::BATCHED`, 1-based).
-    fn number(self) -> i64 {
+    fn number(self) -> usize {
         match self {
             Op::SetNx => 1,
             Op::Acquire => 2,
@@ -412,9 +412,12 @@ async fn send_batch(client: &Sender, calls: Vec<Call>, node: &Client, admission:
     args.push(Value::Integer(calls.len() as i64));
     for call in &calls {
         keys.extend(call.keys.iter().cloned());
-        args.push(Value::Integer(call.op.number()));
-        args.push(Value::Integer(call.keys.len() as i64));
-        args.push(Value::Integer(call.args.len() as i64));
+        match scripts::batch_header(call.op.number(), call.keys.len(), call.args.len()) {
+            BatchHeader::Inline(letter) => args.push(Value::from_static_str(letter)),
+            BatchHeader::Call(numbers) => {
+                args.extend(numbers.map(|n| Value::Integer(n as i64)));
+            }
+        }
         args.extend(call.args.iter().cloned());
     }
     let votes = calls.iter().any(|call| call.vote);

@@ -734,19 +734,20 @@ pub(crate) const BATCHED: [&str; 17] =
 /// for one node are sent as one (see `node/batch.rs`). Each script becomes a function of
 /// `(KEYS, ARGV)`, the parameters shadowing the globals, so its body is unchanged.
 ///
-/// `ARGV = [count, then per call: script number (1-based in BATCHED), its key count, its
-/// argument count, its arguments]`; `KEYS` = the calls' keys, one call after the other.
-/// Returns one element per call, in order: the script's reply (nil for `false`), or a string
-/// `ERR ...` if it failed (a failing call does not stop the others; like a script on its
-/// own, it keeps what it did before failing).
+/// `ARGV = [count, then per call: its header (`batch_header`), its arguments]`; `KEYS` = the
+/// calls' keys, one call after the other. Returns one element per call, in order: the
+/// script's reply (nil for `false`), or a string `ERR ...` if it failed (a failing call does
+/// not stop the others; like a script on its own, it keeps what it did before failing).
 ///
 /// The most frequent calls run inline, without their function: `SET NX` (SET_NX) and the
 /// release or discard of one key with one token (RELEASE, DISCARD), each with `redis.pcall`
-/// so that an error stays the call's own. That spares the server a Lua `pcall` and two
-/// argument tables per call, about 10 to 15% of its CPU for a batch of acquisitions and
-/// releases (docs/benchmarks-load.md). `tests/lock_batch.rs`
-/// (`inline_calls_in_a_batch_answer_as_their_scripts_do`) holds each inline call to its
-/// script's answers and effects, for every state of the key.
+/// so that an error stays the call's own, and each with a header of one letter (`s`, `r`,
+/// `d`) in place of its script's number, key count and argument count. That spares the server
+/// a Lua `pcall` and two argument tables per call, about 10 to 15% of its CPU for a batch of
+/// acquisitions and releases, and the letter two arguments and three conversions per call,
+/// about 20% of what the script costs the server for such a batch (docs/benchmarks-load.md).
+/// `tests/lock_batch.rs` (`inline_calls_in_a_batch_answer_as_their_scripts_do`) holds each
+/// inline call to its script's answers and effects, for every state of the key.
 pub(crate) fn batch() -> String {
     let mut body = String::from("local scripts = {}\n");
     for (i, script) in BATCHED.iter().enumerate() {
@@ -759,29 +760,33 @@ pub(crate) fn batch() -> String {
         r"local out = {}
 local k, a = 1, 2
 for j = 1, tonumber(ARGV[1]) do
-  local op, nk, na = tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
-  a = a + 3
+  local op = ARGV[a]
   local ok, r = true, nil
-  if op == 1 then
-    r = redis.pcall('set', KEYS[k], ARGV[a], 'NX', 'PX', ARGV[a + 1])
+  if op == 's' then
+    r = redis.pcall('set', KEYS[k], ARGV[a + 1], 'NX', 'PX', ARGV[a + 2])
     if r and not r.err then r = 0 end
-  elseif (op == 6 and nk == 1 and na == 2) or (op == 9 and nk == 1 and na == 1) then
+    k, a = k + 1, a + 3
+  elseif op == 'r' or op == 'd' then
     r = redis.pcall('get', KEYS[k])
     if type(r) ~= 'table' then
-      if r == ARGV[a] then
+      if r == ARGV[a + 1] then
         r = redis.pcall('del', KEYS[k])
-        if r == 1 and op == 6 then
+        if r == 1 and op == 'r' then
           ",
-        announce!("KEYS[k]", "ARGV[a + 1]"),
+        announce!("KEYS[k]", "ARGV[a + 2]"),
         r"        end
       else
         r = 0
       end
     end
+    if op == 'r' then a = a + 3 else a = a + 2 end
+    k = k + 1
   else
-    ok, r = pcall(scripts[op], {unpack(KEYS, k, k + nk - 1)}, {unpack(ARGV, a, a + na - 1)})
+    local nk, na = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
+    a = a + 3
+    ok, r = pcall(scripts[tonumber(op)], {unpack(KEYS, k, k + nk - 1)}, {unpack(ARGV, a, a + na - 1)})
+    k, a = k + nk, a + na
   end
-  k, a = k + nk, a + na
   if not ok then
     if type(r) == 'table' then r = r.err end
     r = 'ERR ' .. tostring(r)
@@ -793,6 +798,32 @@ end
 return out"
     ));
     body
+}
+
+/// How a call of script number `number` (1-based in [`BATCHED`]) with `keys` keys and `args`
+/// arguments is announced in the batch script's arguments, before its arguments: one letter
+/// for the calls the batch script runs inline, else the number and the two counts.
+pub(crate) fn batch_header(number: usize, keys: usize, args: usize) -> BatchHeader {
+    match (number, keys, args) {
+        (INLINE_SET_NX, 1, 2) => BatchHeader::Inline("s"),
+        (INLINE_RELEASE, 1, 2) => BatchHeader::Inline("r"),
+        (INLINE_DISCARD, 1, 1) => BatchHeader::Inline("d"),
+        _ => BatchHeader::Call([number, keys, args]),
+    }
+}
+
+/// The numbers in [`BATCHED`] of SET_NX, RELEASE and DISCARD (checked by a test).
+const INLINE_SET_NX: usize = 1;
+const INLINE_RELEASE: usize = 6;
+const INLINE_DISCARD: usize = 9;
+
+/// See [`batch_header`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum BatchHeader {
+    /// A call run inline: `s` (SET NX), `r` (RELEASE of one key, one token), `d` (DISCARD).
+    Inline(&'static str),
+    /// Any other: the script's number, the call's key count and argument count.
+    Call([usize; 3]),
 }
 
 /// A script and its SHA1, computed once.
@@ -857,6 +888,20 @@ mod tests {
         assert!(!text[1].contains("secret"));
         assert_eq!(text[2], "abc");
         assert_eq!(text[3], "a9993e364706816aba3e25717850c26c9cd0d89d");
+    }
+
+    #[test]
+    fn the_calls_run_inline_are_named_by_their_numbers_in_the_batch() {
+        assert_eq!(BATCHED[INLINE_SET_NX - 1], SET_NX);
+        assert_eq!(BATCHED[INLINE_RELEASE - 1], RELEASE);
+        assert_eq!(BATCHED[INLINE_DISCARD - 1], DISCARD);
+        assert_eq!(batch_header(1, 1, 2), BatchHeader::Inline("s"));
+        assert_eq!(batch_header(6, 1, 2), BatchHeader::Inline("r"));
+        assert_eq!(batch_header(9, 1, 1), BatchHeader::Inline("d"));
+        // A release of two keys, or of a handover's two tokens, runs its script.
+        assert_eq!(batch_header(6, 2, 2), BatchHeader::Call([6, 2, 2]));
+        assert_eq!(batch_header(6, 1, 4), BatchHeader::Call([6, 1, 4]));
+        assert_eq!(batch_header(2, 1, 2), BatchHeader::Call([2, 1, 2]));
     }
 
     #[test]
