@@ -165,14 +165,15 @@ impl Coordinator {
             })
             .collect::<Result<Vec<_>, _>>()?;
         let wakeups = Arc::new(Wakeups::new(config.nodes.len()));
+        let background = Arc::new(Background::new(
+            config.nodes.len(),
+            tokio::runtime::Handle::try_current().ok(),
+        ));
         let inner = Arc::new(Inner {
             config,
             nodes,
             fleet,
-            background: Arc::new(Background {
-                home: tokio::runtime::Handle::try_current().ok(),
-                ..Background::default()
-            }),
+            background,
             keeper: Keeper::default(),
             held: Holdings::default(),
             wakeups,
@@ -892,7 +893,8 @@ pub(crate) struct Background {
     home: Option<tokio::runtime::Handle>,
     pending: AtomicUsize,
     /// Per node index: how many of its commands are under way.
-    per_node: std::sync::Mutex<Vec<usize>>,
+    per_node: Box<[AtomicUsize]>,
+    /// Notified when `pending` or a count of `per_node` falls to zero.
     idle: Notify,
 }
 
@@ -904,16 +906,26 @@ struct Counted {
 
 impl Drop for Counted {
     fn drop(&mut self) {
-        let mut counts = self.background.per_node();
-        if let Some(n) = counts.get_mut(self.index) {
-            *n = n.saturating_sub(1);
+        let Some(n) = self.background.per_node.get(self.index) else {
+            return;
+        };
+        if n.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.background.idle.notify_waiters();
         }
-        drop(counts);
-        self.background.idle.notify_waiters();
     }
 }
 
 impl Background {
+    /// For a client of `nodes` nodes, built in `home` (see [`spawn`](Self::spawn)).
+    fn new(nodes: usize, home: Option<tokio::runtime::Handle>) -> Background {
+        Background {
+            home,
+            pending: AtomicUsize::new(0),
+            per_node: (0..nodes).map(|_| AtomicUsize::new(0)).collect(),
+            idle: Notify::new(),
+        }
+    }
+
     /// Spawns `work` on the current runtime, or else on the one the client was built in (a
     /// no-op if that one is shut down: the keys then expire).
     fn spawn(self: &Arc<Self>, work: impl Future<Output = ()> + Send + 'static) {
@@ -933,17 +945,11 @@ impl Background {
         });
     }
 
-    fn per_node(&self) -> std::sync::MutexGuard<'_, Vec<usize>> {
-        self.per_node.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     /// Counts one command of node `index` until the result is dropped.
     fn count(self: &Arc<Self>, index: usize) -> Counted {
-        let mut counts = self.per_node();
-        if counts.len() <= index {
-            counts.resize(index + 1, 0);
+        if let Some(n) = self.per_node.get(index) {
+            n.fetch_add(1, Ordering::SeqCst);
         }
-        counts[index] += 1;
         Counted {
             background: Arc::clone(self),
             index,
@@ -954,10 +960,10 @@ impl Background {
     fn done(&self, ignored: &impl Fn(usize) -> bool) -> bool {
         self.pending.load(Ordering::SeqCst) == 0
             || self
-                .per_node()
+                .per_node
                 .iter()
                 .enumerate()
-                .all(|(i, n)| *n == 0 || ignored(i))
+                .all(|(i, n)| n.load(Ordering::SeqCst) == 0 || ignored(i))
     }
 
     async fn settled(&self, within: Duration, ignored: impl Fn(usize) -> bool) -> bool {

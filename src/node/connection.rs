@@ -181,8 +181,11 @@ pub(crate) struct Node {
     suspect: Arc<AtomicBool>,
     /// Whether its votes count now.
     admission: Admission,
-    /// Every script call and set goes through it (see `node/batch.rs`).
-    batch: Batcher,
+    /// Every script call and set goes through it (see `node/batch.rs`), through the handle
+    /// in `context`; held here for its task, which ends when it is dropped.
+    _batch: Batcher,
+    /// The above, as each call's future needs it (see [`context`](Self::context)).
+    context: Arc<ErrorContext>,
     /// The subscriber for release messages, started on first use (see `node/subscriber.rs`).
     listener: Listener,
     tasks: Vec<JoinHandle<Result<(), FredError>>>,
@@ -275,16 +278,28 @@ impl Node {
             tasks.push(client.connect());
         }
         let batch = Batcher::start(client.clone(), config.node_timeout, admission.clone());
+        let suspect = Arc::new(AtomicBool::new(false));
+        let context = Arc::new(ErrorContext {
+            index,
+            url: Arc::clone(&label),
+            client: client.clone(),
+            timeout: config.node_timeout,
+            last_error: Arc::clone(&last_error),
+            suspect: Arc::clone(&suspect),
+            admission: admission.clone(),
+            batch: batch.handle(),
+        });
         Ok(Node {
-            batch,
+            _batch: batch,
             listener,
             index,
             url: label,
             client,
             timeout: config.node_timeout,
             last_error,
-            suspect: Arc::new(AtomicBool::new(false)),
+            suspect,
             admission,
+            context,
             tasks,
         })
     }
@@ -766,17 +781,10 @@ impl Node {
         unexpected(script, reply)
     }
 
-    fn context(&self) -> ErrorContext {
-        ErrorContext {
-            index: self.index,
-            url: Arc::clone(&self.url),
-            client: self.client.clone(),
-            timeout: self.timeout,
-            last_error: Arc::clone(&self.last_error),
-            suspect: Arc::clone(&self.suspect),
-            admission: self.admission.clone(),
-            batch: self.batch.handle(),
-        }
+    /// What a call's future needs of its node: one reference-counted copy, shared by every
+    /// call (one atomic increment per call, not one per field).
+    fn context(&self) -> Arc<ErrorContext> {
+        Arc::clone(&self.context)
     }
 }
 
@@ -859,6 +867,7 @@ fn integer(script: &str, reply: Result<Value, FredError>) -> Result<i64, FredErr
 type LastError = Arc<Mutex<Option<(NodeErrorKind, String)>>>;
 
 /// What is needed to describe a node's failure, owned so that per-node futures are `'static`.
+#[derive(Debug)]
 struct ErrorContext {
     index: usize,
     url: Arc<str>,
