@@ -55,7 +55,8 @@ struct Inner {
     wakeups: Arc<Wakeups>,
     counters: Counters,
     /// Set once a fencing token of one of this client's locks was asked for: from then on,
-    /// acquisitions of one resource read the fencing counters too (see `attempt`).
+    /// acquisitions of one resource read the fencing counters too, and record the token this
+    /// client expects next where they can (see `attempt`).
     tokens_asked: AtomicBool,
     /// The hints of its acquisitions' fencing tokens (`engine/fencing.rs`).
     hints: Hints,
