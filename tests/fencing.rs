@@ -18,6 +18,15 @@ async fn counter(q: &LocalQuorum, node: usize, key: &str) -> Option<u64> {
         .map(|v| v.parse().expect("a number"))
 }
 
+/// The fencing counter of `key` on each node, in node order.
+async fn counters(q: &LocalQuorum, key: &str) -> Vec<Option<u64>> {
+    let mut all = Vec::new();
+    for n in 0..q.len() {
+        all.push(counter(q, n, key).await);
+    }
+    all
+}
+
 /// Tokens grow with every holder, whichever client it is: one that fenced the resource
 /// last records its expected token in its acquisition, another one takes a FENCE round
 /// (design 2.6). Taken one at a time, without failures, they are consecutive.
@@ -120,9 +129,7 @@ async fn a_token_costs_nothing_until_it_is_asked_for() {
     let lock = redlock.try_lock("asked").await.unwrap();
     assert!(redlock.settle(Duration::from_secs(5)).await);
     assert_eq!(count("evalsha").await - scripts, 3);
-    for n in 0..3 {
-        assert_eq!(counter(&q, n, "asked").await, Some(2), "node {n}");
-    }
+    assert_eq!(counters(&q, "asked").await, [Some(2); 3]);
     assert_eq!(lock.fencing_token().await.unwrap(), 2);
     assert!(redlock.settle(Duration::from_secs(5)).await);
     assert_eq!(count("evalsha").await - scripts, 3);
@@ -139,9 +146,7 @@ async fn a_token_costs_nothing_until_it_is_asked_for() {
     let lock = redlock.try_lock("asked").await.unwrap();
     assert!(redlock.settle(Duration::from_secs(5)).await);
     assert_eq!(count("evalsha").await - scripts, 3);
-    for n in 0..3 {
-        assert_eq!(counter(&q, n, "asked").await, Some(3), "node {n}");
-    }
+    assert_eq!(counters(&q, "asked").await, [Some(3); 3]);
     assert_eq!(lock.fencing_token().await.unwrap(), 4);
     assert!(redlock.settle(Duration::from_secs(5)).await);
     assert_eq!(count("evalsha").await - scripts, 6);
@@ -178,12 +183,10 @@ async fn an_acquisition_records_its_expected_token_only_on_a_majority() {
     assert_eq!(lock.fencing_token().await.unwrap(), 2);
     assert!(redlock.settle(Duration::from_secs(5)).await);
     assert_eq!(common::calls_on_all(&q, "evalsha").await - scripts, 3);
-    let counters = [
-        counter(&q, 0, "expected").await,
-        counter(&q, 1, "expected").await,
-        counter(&q, 2, "expected").await,
-    ];
-    assert_eq!(counters, [Some(100), Some(2), Some(2)]);
+    assert_eq!(
+        counters(&q, "expected").await,
+        [Some(100), Some(2), Some(2)]
+    );
     lock.release().await.unwrap();
     command(0, &["DEL", "expected"]).await;
 
