@@ -21,7 +21,8 @@
 //!   latency p50/p99, next to the healthy figures of the same run.
 //! - **f**: three of five frozen: time until a call returns its error; then calls that
 //!   straddle the nodes' resumption, and whether any lock comes back already expired.
-//! - **g**: 1, 3, 5 and 7 nodes: acquire + release latency p50/p99.
+//! - **g**: 1, 3, 5 and 7 nodes: acquire + release latency p50/p99, and the acquisition's
+//!   own p50, with the fencing token asked for by one client and by two taking turns.
 //! - **i**: allocations and bytes allocated per acquire + release cycle (a counting global
 //!   allocator in this binary).
 //!
