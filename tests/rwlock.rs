@@ -10,12 +10,22 @@ use std::time::Duration;
 
 use common::{client, HANG, NEVER};
 use quorumlock::testkit::{LocalNode, LocalQuorum, Reply};
+use quorumlock::RedLock;
 use quorumlock::{Access, Error, FoundKind, Retry};
 
 fn patient() -> Retry {
     Retry::within(NEVER * 10)
         .delay(NEVER)
         .jitter(Duration::ZERO)
+}
+
+/// Waits until every node has answered each of `clients`' calls: a round returns with a
+/// majority, and the rest of its calls land in the background, so a check on every node, or
+/// another client's call that must meet them, comes after this.
+async fn settle(clients: &[&RedLock]) {
+    for redlock in clients {
+        assert!(redlock.settle(HANG).await, "every node answered");
+    }
 }
 
 /// The members of the sorted set `key` on `node`, in score order.
@@ -46,6 +56,8 @@ async fn readers_share_and_a_writer_is_alone() {
     ));
     r1.release().await.unwrap();
     r2.release().await.unwrap();
+    // The readers gone from every node, or a node still holding one refuses the writer.
+    settle(&[&a, &b]).await;
     let w = c.rw_lock("catalog").unwrap().try_write().await.unwrap();
     assert_eq!(w.access(), Access::Write);
     assert!(matches!(
@@ -57,14 +69,13 @@ async fn readers_share_and_a_writer_is_alone() {
         Err(Error::Taken { .. })
     ));
     let claim = format!("w:{}", w.token().as_str());
-    common::eventually("every node records the writer", || async {
-        let mut all = true;
-        for node in q.nodes() {
-            all &= members(node, "catalog").await == ["#rw".to_string(), claim.clone()];
-        }
-        all
-    })
-    .await;
+    settle(&[&a, &b, &c]).await;
+    for node in q.nodes() {
+        assert_eq!(
+            members(node, "catalog").await,
+            ["#rw".to_string(), claim.clone()]
+        );
+    }
     w.release().await.unwrap();
     common::eventually("the key is gone with its last claim", || async {
         let mut none = true;
@@ -150,6 +161,7 @@ async fn a_waiting_writer_goes_before_readers_that_come_after_it() {
         .unwrap();
     assert_eq!(writing.access(), Access::Write);
     // Its intent went with its grant.
+    settle(&[&b]).await;
     for node in q.nodes() {
         let now = members(node, "doc").await;
         assert!(!now.iter().any(|m| m.starts_with("i:")), "{now:?}");
@@ -212,6 +224,7 @@ async fn a_read_write_lock_does_not_share_a_name_with_another_kind() {
     permit.release().await.unwrap();
 
     let reading = a.rw_lock("rw").unwrap().try_read().await.unwrap();
+    settle(&[&a]).await;
     match b.semaphore("rw", 2).unwrap().try_acquire().await {
         Err(Error::KindMismatch { found, .. }) => assert_eq!(found, FoundKind::ReadWriteLock),
         other => panic!("a semaphore over a read-write lock: {other:?}"),
@@ -220,6 +233,7 @@ async fn a_read_write_lock_does_not_share_a_name_with_another_kind() {
         Err(Error::KindMismatch { found, .. }) => assert_eq!(found, FoundKind::ReadWriteLock),
         other => panic!("a lock over a read-write lock: {other:?}"),
     }
+    settle(&[&b]).await;
     for node in q.nodes() {
         assert_eq!(members(node, "rw").await.len(), 2, "nothing changed");
     }
@@ -240,6 +254,8 @@ async fn writers_tokens_increase_and_a_lost_side_is_told() {
     let mut w2 = b.rw_lock("ledger").unwrap().try_write().await.unwrap();
     let f2 = w2.fencing_token().await.unwrap();
     assert!(f2 > fr, "{f2} after {fr}");
+    // The grant on every node before the claims are taken away by hand.
+    settle(&[&b]).await;
     let claim = format!("w:{}", w2.token().as_str());
     for node in q.nodes() {
         node.command(&["ZREM", "ledger", &claim]).await.unwrap();
