@@ -875,6 +875,12 @@ struct InBackgroundOnDrop<F: Future + Send + 'static>(FuturesUnordered<F>, Arc<B
 
 impl<F: Future + Send + 'static> Drop for InBackgroundOnDrop<F> {
     fn drop(&mut self) {
+        // Those already answered end here (inside a runtime, where their timers may be
+        // polled): under load the last answers often come with the one that decided, and
+        // then no task is spawned for them.
+        if tokio::runtime::Handle::try_current().is_ok() {
+            while let Some(Some(_)) = self.0.next().now_or_never() {}
+        }
         if self.0.is_empty() {
             return;
         }
