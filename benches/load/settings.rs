@@ -22,6 +22,9 @@ pub(crate) struct Settings {
     pub(crate) rounds: usize,
     /// b: concurrent tasks (`QUORUMLOCK_LOAD_TASKS`; 1,4,16,64).
     pub(crate) tasks: Vec<usize>,
+    /// b: the implementations to run, by name (`QUORUMLOCK_LOAD_IMPLS`, comma-separated;
+    /// all by default): one alone, to profile it.
+    pub(crate) impls: Vec<crate::impls::Impl>,
     /// c: tasks on the one resource (`QUORUMLOCK_LOAD_CONTENDERS`; 16).
     pub(crate) contenders: usize,
     /// w: the numbers of contending tasks of the contention curve (`QUORUMLOCK_LOAD_CURVE`;
@@ -73,6 +76,26 @@ fn list(name: &str, default: &[usize]) -> Vec<usize> {
     }
 }
 
+/// The implementations named in `name` (all of [`Impl::ALL`](crate::impls::Impl::ALL) if unset).
+fn impls(name: &str) -> Vec<crate::impls::Impl> {
+    use crate::impls::Impl;
+    let Ok(v) = std::env::var(name) else {
+        return Impl::ALL.to_vec();
+    };
+    v.split(',')
+        .map(|x| {
+            let x = x.trim();
+            Impl::ALL
+                .into_iter()
+                .find(|imp| imp.name() == x)
+                .unwrap_or_else(|| {
+                    eprintln!("load: unknown implementation {x:?} in {name}={v}");
+                    std::process::exit(2);
+                })
+        })
+        .collect()
+}
+
 /// The full-run or the smoke-run default.
 fn pick<T>(smoke: bool, full: T, short: T) -> T {
     if smoke {
@@ -112,6 +135,7 @@ impl Settings {
             secs: var("QUORUMLOCK_LOAD_SECS", pick(smoke, 3.0, 0.5)),
             rounds: var("QUORUMLOCK_LOAD_ROUNDS", pick(smoke, 3, 1)),
             tasks: list("QUORUMLOCK_LOAD_TASKS", &[1, 4, 16, 64]),
+            impls: impls("QUORUMLOCK_LOAD_IMPLS"),
             contenders: var("QUORUMLOCK_LOAD_CONTENDERS", 16),
             curve: list("QUORUMLOCK_LOAD_CURVE", &[1, 2, 4, 8, 16, 32, 64]),
             hold: Duration::from_millis(var("QUORUMLOCK_LOAD_HOLD_MS", 1)),

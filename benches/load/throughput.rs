@@ -140,10 +140,10 @@ pub(crate) async fn throughput(
     let mut results = Vec::new();
     let mut rows = Vec::new();
     for &tasks in &s.tasks {
-        let mut windows: Vec<Vec<Window>> = Impl::ALL.iter().map(|_| Vec::new()).collect();
+        let mut windows: Vec<Vec<Window>> = s.impls.iter().map(|_| Vec::new()).collect();
         for round in 0..s.rounds {
-            for imp in order(&Impl::ALL, round) {
-                let i = Impl::ALL.iter().position(|&x| x == imp).unwrap_or(0);
+            for imp in order(&s.impls, round) {
+                let i = s.impls.iter().position(|&x| x == imp).unwrap_or(0);
                 let w = run_window(clients, quorum, imp, tasks, s.secs).await;
                 eprintln!(
                     "b: {tasks} tasks, round {round}: {}: {:.0} cycles/s, {:.0} µs CPU/cycle, {:.0} µs server CPU/cycle, {} failed",
@@ -156,7 +156,7 @@ pub(crate) async fn throughput(
                 windows[i].push(w);
             }
         }
-        for (imp, windows) in Impl::ALL.iter().zip(&windows) {
+        for (imp, windows) in s.impls.iter().zip(&windows) {
             let rates: Vec<f64> = windows.iter().map(Window::rate).collect();
             let cpus: Vec<f64> = windows.iter().map(Window::cpu_us_per_cycle).collect();
             let servers: Vec<f64> = windows.iter().map(Window::server_us_per_cycle).collect();
