@@ -4,6 +4,7 @@
 //! client do everything a lock needs (so that no lock is granted that cannot be released). The rules are in `report/facts.rs`;
 //! this file keeps the per-node state and runs the checks.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -21,6 +22,10 @@ use crate::report::facts::{Excluded, Facts};
 pub(crate) struct Fleet {
     /// The run_id each node reported at its last check, by node index.
     run_ids: Mutex<Vec<Option<String>>>,
+    /// By node index, what [`same_server_as`](Self::same_server_as) answers (`usize::MAX`
+    /// for none), computed whenever a run_id is recorded: read by every vote of every node,
+    /// it takes no lock.
+    same_as: Box<[AtomicUsize]>,
     pub(crate) quarantine: bool,
     pub(crate) max_ttl: Duration,
     pub(crate) timeout: Duration,
@@ -53,6 +58,7 @@ impl Fleet {
     ) -> Self {
         Fleet {
             run_ids: Mutex::new(vec![None; nodes]),
+            same_as: (0..nodes).map(|_| AtomicUsize::new(usize::MAX)).collect(),
             quarantine,
             max_ttl,
             timeout,
@@ -68,9 +74,23 @@ impl Fleet {
 
     /// The first node before `index` that reported the same run_id.
     pub(crate) fn same_server_as(&self, index: usize) -> Option<usize> {
-        let ids = self.run_ids();
-        let mine = ids.get(index)?.as_ref()?;
-        ids[..index].iter().position(|id| id.as_ref() == Some(mine))
+        let first = self.same_as.get(index)?.load(Ordering::SeqCst);
+        (first != usize::MAX).then_some(first)
+    }
+
+    /// Records the run_id node `index` reported, and which nodes now share a server.
+    fn record_run_id(&self, index: usize, run_id: &Option<String>) {
+        let mut ids = self.run_ids();
+        if let Some(slot) = ids.get_mut(index) {
+            slot.clone_from(run_id);
+        }
+        for (i, same_as) in self.same_as.iter().enumerate() {
+            let first = ids
+                .get(i)
+                .and_then(Option::as_ref)
+                .and_then(|mine| ids.iter().take(i).position(|id| id.as_ref() == Some(mine)));
+            same_as.store(first.unwrap_or(usize::MAX), Ordering::SeqCst);
+        }
     }
 }
 
@@ -474,7 +494,7 @@ impl Admission {
         }
         state.refused = refused;
         state.connection = connection;
-        self.fleet.run_ids()[self.index].clone_from(&facts.run_id);
+        self.fleet.record_run_id(self.index, &facts.run_id);
         state.facts = Some(facts);
         state.checked = true;
         drop(state);
