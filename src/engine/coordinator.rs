@@ -33,7 +33,7 @@ use crate::error::{ConfigError, Error, NodeError};
 use crate::node::admission::Fleet;
 use crate::node::probe::KeySpace;
 use crate::node::scripts::release_args;
-use crate::node::{Answer, Node, NodeResult, Primitive};
+use crate::node::{Answer, Node, NodeResult, Primitive, SetNx};
 use crate::stats::{self, Counters, Event, Stats};
 
 #[derive(Debug, Clone)]
@@ -600,8 +600,8 @@ impl Coordinator {
         let start = Instant::now();
         let round = if keys.locks == 1 && !reads_counters {
             let key = &keys.all[0];
-            self.round(|node| node.set_nx(key.clone(), value.clone(), ttl.px))
-                .await
+            let set = SetNx::new(key.clone(), value.clone(), ttl.px);
+            self.round(|node| node.set_nx(&set)).await
         } else {
             let sent = keys.sent(reads_counters);
             let px = (ttl.px, hint);
@@ -799,8 +799,9 @@ impl Coordinator {
     ) {
         let mut waited = FuturesUnordered::new();
         let background = FuturesUnordered::new();
+        let (keys, args): (Arc<[Key]>, Arc<[Value]>) = (keys.into(), args.into());
         for node in &self.inner.nodes {
-            let release = self.counted(node, node.discard(primitive, keys.to_vec(), args.to_vec()));
+            let release = self.counted(node, node.discard(primitive, &keys, &args));
             if wait_for & (1 << node.index()) != 0 {
                 waited.push(release);
             } else {

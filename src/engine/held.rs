@@ -562,9 +562,11 @@ impl Held {
                 claimed = Some(claim);
             }
         }
-        let args = release_args(&tokens);
+        // Made once for every node.
+        let args: Arc<[Value]> = release_args(&tokens).into();
+        let keys: Arc<[Key]> = ident.lock_keys().into();
         let round = ident.redlock.round_marking(None, Stake::Held, |node| {
-            node.release(ident.primitive(), ident.lock_keys().to_vec(), args.clone())
+            node.release(ident.primitive(), &keys, &args)
         });
         tokio::pin!(round);
         // The first poll hands the delete to every node's queue. Whatever this client sends

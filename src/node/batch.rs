@@ -19,7 +19,8 @@
 //! queued when it times out), except a release, which is always sent: it only ever deletes
 //! our own keys, and a late one cleans up what a late acquisition may have left.
 
-use std::sync::LazyLock;
+use std::future::Future;
+use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use fred::clients::{Client, WithOptions};
@@ -158,25 +159,76 @@ impl From<FredError> for Failure {
     }
 }
 
+/// A call's keys or arguments: one list shared by a round's calls to every node (made once
+/// per round, not once per node), or a node's own.
+#[derive(Debug, Clone)]
+pub(crate) enum List<T> {
+    Shared(Arc<[T]>),
+    Own(Vec<T>),
+}
+
+impl<T> std::ops::Deref for List<T> {
+    type Target = [T];
+
+    fn deref(&self) -> &[T] {
+        match self {
+            List::Shared(list) => list,
+            List::Own(list) => list,
+        }
+    }
+}
+
+impl<T> From<Vec<T>> for List<T> {
+    fn from(list: Vec<T>) -> Self {
+        List::Own(list)
+    }
+}
+
+impl<T> From<Arc<[T]>> for List<T> {
+    fn from(list: Arc<[T]>) -> Self {
+        List::Shared(list)
+    }
+}
+
+impl<T> From<&Arc<[T]>> for List<T> {
+    fn from(list: &Arc<[T]>) -> Self {
+        List::Shared(Arc::clone(list))
+    }
+}
+
 #[derive(Debug)]
 struct Call {
     op: Op,
     /// Whether the call is a vote, sent only while the node's votes count (see
     /// [`Queue::call`]).
     vote: bool,
-    keys: Vec<Key>,
-    args: Vec<Value>,
+    keys: List<Key>,
+    args: List<Value>,
     deadline: Instant,
-    reply: oneshot::Sender<Result<Value, Failure>>,
+    /// Where the caller waits for the answer; `None` once answered (a release sent after its
+    /// deadline has had its timeout already).
+    reply: Option<oneshot::Sender<Result<Value, Failure>>>,
 }
 
 impl Call {
-    /// Whether it is still worth sending: a release (or discard) or a handover always is; anything else
-    /// only while its caller waits, before its deadline.
+    /// Whether it is sent even after its caller stopped waiting: a release (or discard) or a
+    /// handover.
+    fn always_sent(&self) -> bool {
+        self.op.deletes() || matches!(self.op, Op::Handover | Op::PermitHandover)
+    }
+
+    /// Whether it is still worth sending: one that is always sent is; anything else only
+    /// while its caller waits, before its deadline.
     fn wanted(&self, now: Instant) -> bool {
-        self.op.deletes()
-            || matches!(self.op, Op::Handover | Op::PermitHandover)
-            || (now < self.deadline && !self.reply.is_closed())
+        self.always_sent()
+            || (now < self.deadline && self.reply.as_ref().is_some_and(|r| !r.is_closed()))
+    }
+
+    /// Answers the caller, if it has not had its answer yet.
+    fn answer(&mut self, answer: Result<Value, Failure>) {
+        if let Some(reply) = self.reply.take() {
+            let _ = reply.send(answer);
+        }
     }
 }
 
@@ -220,32 +272,34 @@ impl Queue {
     /// ([`Admission::clearance`]); while the node is not connected or its new connection is
     /// being checked, the queue waits (up to the deadline of its first vote), so that what
     /// was queued after a vote (its release) is never sent before it.
+    ///
+    /// The sender task answers every call by its deadline (the node timeout from now), within
+    /// a tick of Tokio's timer: it sends each command with a timeout that ends at the last
+    /// deadline of its calls, and answers earlier deadlines with a timer of its own, one per
+    /// command and only when their deadlines differ by more than a tick (see
+    /// [`within_deadlines`]). The caller arms no timer.
     pub(crate) fn call(
         &self,
         op: Op,
         vote: bool,
-        keys: Vec<Key>,
-        args: Vec<Value>,
+        keys: impl Into<List<Key>>,
+        args: impl Into<List<Value>>,
     ) -> impl std::future::Future<Output = Result<Value, Failure>> + Send + 'static {
         let deadline = Instant::now() + self.timeout;
         let (reply, answer) = oneshot::channel();
         let queued = self.queue.send(Call {
             op,
             vote,
-            keys,
-            args,
+            keys: keys.into(),
+            args: args.into(),
             deadline,
-            reply,
+            reply: Some(reply),
         });
         async move {
             if queued.is_err() {
                 return Err(closed());
             }
-            match tokio::time::timeout_at(deadline, answer).await {
-                Ok(Ok(answer)) => answer,
-                Ok(Err(_)) => Err(closed()),
-                Err(_) => Err(Failure::Node(timed_out())),
-            }
+            answer.await.unwrap_or_else(|_| Err(closed()))
         }
     }
 }
@@ -266,54 +320,34 @@ fn closed() -> Failure {
 
 /// Takes calls off the queue, one command at a time: the first call that comes, with every
 /// call queued behind it, sent and answered before the next.
+///
+/// Every call is answered by its deadline: a command is sent only once the one before it
+/// has ended, by the last deadline of its own calls, which were all queued before the next
+/// command's; so a call waits in the queue at most until a deadline earlier than its own.
 async fn send_queued(
     client: Client,
     timeout: Duration,
     mut queue: mpsc::UnboundedReceiver<Call>,
     admission: Admission,
 ) {
-    let sender = sender(&client, timeout);
+    // One vector for every command, kept between them.
+    let mut calls = Vec::with_capacity(8);
     while let Some(first) = queue.recv().await {
-        // The common case, one call alone, takes no vector.
-        let calls = match queue.try_recv().ok() {
-            None if !first.vote || admission.clearance(&client) == Clearance::Clear => {
-                if first.wanted(Instant::now()) {
-                    send_one(&sender, first, &client, &admission).await;
-                } else {
-                    let _ = first.reply.send(Err(Failure::Node(timed_out())));
-                }
-                continue;
+        calls.push(first);
+        while calls.len() < MAX_CALLS {
+            match queue.try_recv() {
+                Ok(call) => calls.push(call),
+                Err(_) => break,
             }
-            None => vec![first],
-            Some(second) => {
-                let mut calls = Vec::with_capacity(8);
-                calls.push(first);
-                calls.push(second);
-                while calls.len() < MAX_CALLS {
-                    match queue.try_recv() {
-                        Ok(call) => calls.push(call),
-                        Err(_) => break,
-                    }
-                }
-                calls
-            }
-        };
-        let calls = admit(&client, &admission, calls).await;
-        let now = Instant::now();
-        let (calls, stale): (Vec<Call>, Vec<Call>) =
-            calls.into_iter().partition(|call| call.wanted(now));
-        for call in stale {
-            let _ = call.reply.send(Err(Failure::Node(timed_out())));
         }
+        admit(&client, &admission, &mut calls).await;
+        expire(&mut calls, Instant::now());
         match calls.len() {
             0 => {}
-            1 => {
-                if let Some(call) = calls.into_iter().next() {
-                    send_one(&sender, call, &client, &admission).await;
-                }
-            }
-            _ => send_batch(&sender, calls, &client, &admission).await,
+            1 => send_one(&client, timeout, &mut calls, &admission).await,
+            _ => send_batch(&client, timeout, &mut calls, &admission).await,
         }
+        calls.clear();
     }
 }
 
@@ -322,20 +356,91 @@ async fn send_queued(
 /// may not: the node's votes do not count, or its connection is not checked (`Unchecked`), or
 /// it is not connected (a timeout, described by the connection's last error). Deletes of our
 /// own keys queued with them still go (fred sends them once connected).
-async fn admit(client: &Client, admission: &Admission, calls: Vec<Call>) -> Vec<Call> {
+async fn admit(client: &Client, admission: &Admission, calls: &mut Vec<Call>) {
     let Some(deadline) = calls.iter().filter(|c| c.vote).map(|c| c.deadline).min() else {
-        return calls;
+        return;
     };
+    if admission.clearance(client) == Clearance::Clear {
+        return;
+    }
     let refusal = match admission.cleared(client, deadline).await {
-        Ok(()) => return calls,
+        Ok(()) => return,
         Err(Some(excluded)) => Failure::Excluded(excluded),
         Err(None) => Failure::Node(timed_out()),
     };
-    let (votes, others): (Vec<Call>, Vec<Call>) = calls.into_iter().partition(|c| c.vote);
-    for call in votes {
-        let _ = call.reply.send(Err(refusal.clone()));
+    calls.retain_mut(|call| {
+        if call.vote {
+            call.answer(Err(refusal.clone()));
+        }
+        !call.vote
+    });
+}
+
+/// At `now`: answers with a timeout every caller whose deadline has passed, and drops the
+/// calls no longer worth sending ([`Call::wanted`]). A release past its deadline is still
+/// sent, its caller answered already.
+fn expire(calls: &mut Vec<Call>, now: Instant) {
+    calls.retain_mut(|call| {
+        let wanted = call.wanted(now);
+        if now >= call.deadline {
+            call.answer(Err(Failure::Node(timed_out())));
+        }
+        wanted
+    });
+}
+
+/// A tick of Tokio's timer: a command's timeout answers every call whose deadline is no
+/// earlier than this before its own end.
+const TICK: Duration = Duration::from_millis(1);
+
+/// The last deadline of a call whose caller still waits.
+fn last_deadline(calls: &[Call]) -> Option<Instant> {
+    calls
+        .iter()
+        .filter(|c| c.reply.is_some())
+        .map(|c| c.deadline)
+        .max()
+}
+
+/// The timeout of a command carrying `calls`: until the last deadline of a call whose caller
+/// waits (at least a tick: fred takes zero for none), or the node timeout when no caller
+/// waits (releases sent after their deadline).
+fn command_timeout(calls: &[Call], node_timeout: Duration) -> Duration {
+    match last_deadline(calls) {
+        Some(last) => last.saturating_duration_since(Instant::now()).max(TICK),
+        None => node_timeout,
     }
-    others
+}
+
+/// The first deadline that the command's timeout would answer more than a tick late.
+fn early_deadline(calls: &[Call]) -> Option<Instant> {
+    let last = last_deadline(calls)?;
+    calls
+        .iter()
+        .filter(|c| c.reply.is_some())
+        .map(|c| c.deadline)
+        .filter(|&d| d + TICK < last)
+        .min()
+}
+
+/// Awaits `command`, answering with a timeout each caller whose deadline passes before it
+/// ends (its own timeout ends at the last deadline). Under load a batch's calls were queued
+/// within a command's round trip of one another, and no timer is armed.
+async fn within_deadlines<T>(calls: &mut [Call], command: impl Future<Output = T>) -> T {
+    tokio::pin!(command);
+    while let Some(at) = early_deadline(calls) {
+        tokio::select! {
+            biased;
+            out = &mut command => return out,
+            () = tokio::time::sleep_until(at) => {
+                let now = Instant::now();
+                for call in calls.iter_mut().filter(|c| c.deadline <= now) {
+                    call.answer(Err(Failure::Node(timed_out())));
+                }
+            }
+        }
+    }
+    command.await
 }
 
 /// A node's client with the options of every command sent for a lock.
@@ -352,34 +457,54 @@ pub(crate) fn sender(client: &Client, timeout: Duration) -> Sender {
     })
 }
 
-/// One call alone: its script (or the plain `SET NX PX`).
-async fn send_one(client: &Sender, call: Call, node: &Client, admission: &Admission) {
-    let Call {
-        op,
-        vote,
-        keys,
-        args,
-        reply,
-        ..
-    } = call;
+/// One call alone (`calls` holds it): its script (or the plain `SET NX PX`).
+async fn send_one(
+    client: &Client,
+    timeout: Duration,
+    calls: &mut Vec<Call>,
+    admission: &Admission,
+) {
+    let Some((op, vote)) = calls.first().map(|call| (call.op, call.vote)) else {
+        return;
+    };
     let answer = match op {
-        Op::SetNx => set_nx(client, keys, args).await,
-        _ => {
-            let resend = || !vote || admission.clearance(node) == Clearance::Clear;
+        Op::SetNx => {
+            let Some(call) = calls.first() else { return };
+            // Alone, it is answered by the command's timeout (no earlier deadline).
+            let options = sender(client, command_timeout(calls, timeout));
+            set_nx(&options, &call.keys, &call.args).await
+        }
+        op => {
+            let resend = || !vote || admission.clearance(client) == Clearance::Clear;
             let answer =
-                run_script_if::<Value>(client, op.script(), keys.clone(), args.clone(), resend)
-                    .await;
+                run_calls(client, timeout, calls, op.script(), single_command, resend).await;
             if op.deletes() {
-                clean_up_after(client, &answer, [(op, keys, args)]);
+                clean_up_after(client, timeout, &answer, calls.iter());
             }
             answer
         }
     };
-    let _ = reply.send(answer.map_err(Failure::Node));
+    if let Some(call) = calls.first_mut() {
+        call.answer(answer.map_err(Failure::Node));
+    }
 }
 
-async fn set_nx(client: &Sender, keys: Vec<Key>, args: Vec<Value>) -> Result<Value, FredError> {
-    let (Some(key), [token, ttl]) = (keys.into_iter().next(), &args[..]) else {
+/// The EVALSHA (or EVAL) of one call: `first` (the script's SHA1 or body), the key count, the
+/// keys and the arguments.
+fn single_command(calls: &[Call], first: Value) -> Vec<Value> {
+    let Some(call) = calls.first() else {
+        return Vec::new();
+    };
+    let mut all = Vec::with_capacity(2 + call.keys.len() + call.args.len());
+    all.push(first);
+    all.push(Value::Integer(call.keys.len() as i64));
+    all.extend(call.keys.iter().cloned().map(Value::from));
+    all.extend(call.args.iter().cloned());
+    all
+}
+
+async fn set_nx(client: &Sender, keys: &[Key], args: &[Value]) -> Result<Value, FredError> {
+    let ([key], [token, ttl]) = (keys, args) else {
         return Err(FredError::new(
             ErrorKind::InvalidArgument,
             "SET NX: key, token, ttl",
@@ -390,7 +515,7 @@ async fn set_nx(client: &Sender, keys: Vec<Key>, args: Vec<Value>) -> Result<Val
     // parse error when asked for a bool.
     let reply: Option<String> = client
         .set(
-            key,
+            key.clone(),
             token.clone(),
             Some(Expiration::PX(ttl)),
             Some(SetOptions::NX),
@@ -403,26 +528,40 @@ async fn set_nx(client: &Sender, keys: Vec<Key>, args: Vec<Value>) -> Result<Val
     })
 }
 
-/// Several calls as one call of the batch script; each gets its own element of the reply.
-async fn send_batch(client: &Sender, calls: Vec<Call>, node: &Client, admission: &Admission) {
+/// The EVALSHA (or EVAL) of the batch script for `calls`: `first`, the key count, every
+/// call's keys, then the call count and each call's header and arguments.
+fn batch_command(calls: &[Call], first: Value) -> Vec<Value> {
     let key_count: usize = calls.iter().map(|call| call.keys.len()).sum();
     let arg_count: usize = calls.iter().map(|call| call.args.len() + 3).sum();
-    let mut keys = Vec::with_capacity(key_count);
-    let mut args = Vec::with_capacity(arg_count + 1);
-    args.push(Value::Integer(calls.len() as i64));
-    for call in &calls {
-        keys.extend(call.keys.iter().cloned());
+    let mut all = Vec::with_capacity(2 + key_count + 1 + arg_count);
+    all.push(first);
+    all.push(Value::Integer(key_count as i64));
+    for call in calls {
+        all.extend(call.keys.iter().cloned().map(Value::from));
+    }
+    all.push(Value::Integer(calls.len() as i64));
+    for call in calls {
         match scripts::batch_header(call.op.number(), call.keys.len(), call.args.len()) {
-            BatchHeader::Inline(letter) => args.push(Value::from_static_str(letter)),
+            BatchHeader::Inline(letter) => all.push(Value::from_static_str(letter)),
             BatchHeader::Call(numbers) => {
-                args.extend(numbers.map(|n| Value::Integer(n as i64)));
+                all.extend(numbers.map(|n| Value::Integer(n as i64)));
             }
         }
-        args.extend(call.args.iter().cloned());
+        all.extend(call.args.iter().cloned());
     }
+    all
+}
+
+/// Several calls as one call of the batch script; each gets its own element of the reply.
+async fn send_batch(
+    client: &Client,
+    timeout: Duration,
+    calls: &mut Vec<Call>,
+    admission: &Admission,
+) {
     let votes = calls.iter().any(|call| call.vote);
-    let resend = || !votes || admission.clearance(node) == Clearance::Clear;
-    let reply = run_script_if::<Value>(client, &BATCH, keys, args, resend).await;
+    let resend = || !votes || admission.clearance(client) == Clearance::Clear;
+    let reply = run_calls(client, timeout, calls, &BATCH, batch_command, resend).await;
     let answers = match reply {
         Ok(Value::Array(answers)) if answers.len() == calls.len() => answers,
         Ok(other) => {
@@ -430,8 +569,8 @@ async fn send_batch(client: &Sender, calls: Vec<Call>, node: &Client, admission:
                 ErrorKind::Protocol,
                 format!("unexpected reply to the batch script: {other:?}"),
             );
-            for call in calls {
-                let _ = call.reply.send(Err(Failure::Node(error.clone())));
+            for call in calls.iter_mut() {
+                call.answer(Err(Failure::Node(error.clone())));
             }
             return;
         }
@@ -439,19 +578,17 @@ async fn send_batch(client: &Sender, calls: Vec<Call>, node: &Client, admission:
             let reply: Result<Value, FredError> = Err(error.clone());
             clean_up_after(
                 client,
+                timeout,
                 &reply,
-                calls
-                    .iter()
-                    .filter(|call| call.op.deletes())
-                    .map(|call| (call.op, call.keys.clone(), call.args.clone())),
+                calls.iter().filter(|call| call.op.deletes()),
             );
-            for call in calls {
-                let _ = call.reply.send(Err(Failure::Node(error.clone())));
+            for call in calls.iter_mut() {
+                call.answer(Err(Failure::Node(error.clone())));
             }
             return;
         }
     };
-    for (call, answer) in calls.into_iter().zip(answers) {
+    for (call, answer) in calls.iter_mut().zip(answers) {
         let answer = match answer {
             Value::String(text) if text.starts_with("ERR ") => Err(Failure::Node(FredError::new(
                 ErrorKind::Unknown,
@@ -459,24 +596,68 @@ async fn send_batch(client: &Sender, calls: Vec<Call>, node: &Client, admission:
             ))),
             answer => Ok(answer),
         };
-        let _ = call.reply.send(answer);
+        call.answer(answer);
     }
+}
+
+/// The command of `script` carrying `calls` (built by `command` from the script's SHA1 or
+/// body): EVALSHA, then EVAL on NOSCRIPT if `resend` says that it may still be sent (see
+/// [`run_script_if`]), each within the calls' deadlines. Before the EVAL, the calls whose
+/// callers stopped waiting are dropped (NOSCRIPT means that nothing ran).
+async fn run_calls(
+    client: &Client,
+    timeout: Duration,
+    calls: &mut Vec<Call>,
+    script: &Script,
+    command: fn(&[Call], Value) -> Vec<Value>,
+    resend: impl FnOnce() -> bool,
+) -> Result<Value, FredError> {
+    let options = sender(client, command_timeout(calls, timeout));
+    let sha = command(calls, Value::from(script.sha.as_str()));
+    let first = within_deadlines(calls, custom(&options, "EVALSHA", sha)).await;
+    match first {
+        Err(e) if scripts::is_noscript(&e) && resend() => {
+            expire(calls, Instant::now());
+            if calls.is_empty() {
+                return Err(timed_out());
+            }
+            let options = sender(client, command_timeout(calls, timeout));
+            let body = command(calls, Value::from(script.body.as_ref()));
+            within_deadlines(calls, custom(&options, "EVAL", body)).await
+        }
+        Err(e) if scripts::is_noscript(&e) => Err(FredError::new(
+            ErrorKind::IO,
+            "the connection changed before the script could be sent again",
+        )),
+        other => other,
+    }
+}
+
+fn custom<'a>(
+    client: &'a Sender,
+    name: &'static str,
+    args: Vec<Value>,
+) -> impl Future<Output = Result<Value, FredError>> + 'a {
+    client.custom(CustomCommand::new_static(name, None, false), args)
 }
 
 /// After a release (or discard) timed out: its EVALSHA may still run later, on a node that was frozen,
 /// and it answers NOSCRIPT there if the node never cached the script, when nobody waits to
 /// send the fallback. Queue the script body right behind it on the same connection, so that
 /// the node runs the delete either way (it is idempotent for our token).
-fn clean_up_after(
-    client: &Sender,
+fn clean_up_after<'a>(
+    client: &Client,
+    timeout: Duration,
     reply: &Result<Value, FredError>,
-    releases: impl IntoIterator<Item = (Op, Vec<Key>, Vec<Value>)>,
+    releases: impl IntoIterator<Item = &'a Call>,
 ) {
     if !matches!(reply, Err(e) if *e.kind() == ErrorKind::Timeout) {
         return;
     }
-    for (op, keys, args) in releases {
+    let client = sender(client, timeout);
+    for call in releases {
         let client = client.clone();
+        let (op, keys, args) = (call.op, call.keys.to_vec(), call.args.to_vec());
         tokio::spawn(async move {
             let _: Result<Value, FredError> =
                 script_command(&client, op.script(), Form::Body, keys, args).await;
@@ -541,4 +722,81 @@ pub(crate) async fn script_command<R: fred::types::FromValue, C: ClientLike>(
     client
         .custom(CustomCommand::new_static(name, None, false), all)
         .await
+}
+
+#[cfg(test)]
+mod tests {
+    #![cfg(feature = "testkit")]
+    #![allow(clippy::mixed_attributes_style)]
+
+    use super::*;
+    use crate::node::admission::Fleet;
+    use crate::node::probe::KeySpace;
+    use crate::testkit::LocalQuorum;
+    use fred::types::config::{Config, ReconnectPolicy};
+    use fred::types::Builder;
+    use futures::FutureExt;
+
+    /// The queue answers a call at its deadline even when it shares a command with a call
+    /// queued much later, whose deadline the command's own timeout keeps: the queue's timer
+    /// answers the first while the second still waits. (With a timeout per command alone, the
+    /// first would wait for the second's deadline.)
+    #[tokio::test]
+    async fn a_call_batched_with_a_later_one_is_answered_at_its_own_deadline() {
+        let timeout = Duration::from_millis(1500);
+        let mut q = LocalQuorum::start(1).await.unwrap();
+        let config = Config::from_url(&q.node(0).url()).unwrap();
+        let mut builder = Builder::from_config(config);
+        builder.set_policy(ReconnectPolicy::new_constant(0, 50));
+        let client = builder.build().unwrap();
+        client.init().await.unwrap();
+        let (reseed, _reseeds) = mpsc::unbounded_channel();
+        let keys = KeySpace {
+            prefix: String::new(),
+            fencing: false,
+        };
+        let fleet = Arc::new(Fleet::new(1, false, timeout, timeout, keys, reseed));
+        let admission = Admission::new(0, Arc::from("node 0"), fleet);
+        let batcher = Batcher::start(client, timeout, admission);
+        let queue = batcher.handle();
+        let peek = |key: &'static str| {
+            // Not a vote: sent without the connection check this test has no use for.
+            queue.call(
+                Op::Peek,
+                false,
+                vec![Key::from_static_str(key)],
+                vec![Value::from("token"), Value::Integer(1)],
+            )
+        };
+        q.node_mut(0).freeze().unwrap();
+
+        // The first goes out alone and waits for its timeout; the next two queue behind it,
+        // far apart, and go out together when it ends.
+        let first = tokio::spawn(peek("a"));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let early = tokio::spawn(peek("b"));
+        tokio::time::sleep(timeout / 2).await;
+        let mut late = tokio::spawn(peek("c"));
+
+        let first = first.await.unwrap();
+        assert!(
+            matches!(&first, Err(Failure::Node(e)) if *e.kind() == ErrorKind::Timeout),
+            "{first:?}"
+        );
+        let early = early.await.unwrap();
+        assert!(
+            matches!(&early, Err(Failure::Node(e)) if *e.kind() == ErrorKind::Timeout),
+            "{early:?}"
+        );
+        assert!(
+            (&mut late).now_or_never().is_none(),
+            "the later call was answered with the earlier one, at the later deadline"
+        );
+        let late = late.await.unwrap();
+        assert!(
+            matches!(&late, Err(Failure::Node(e)) if *e.kind() == ErrorKind::Timeout),
+            "{late:?}"
+        );
+        q.node_mut(0).resume().unwrap();
+    }
 }

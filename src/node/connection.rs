@@ -19,7 +19,7 @@ use crate::config::given::Source;
 use crate::config::{Config, NodeUrl};
 use crate::error::{ConfigError, FoundKind, NodeError, NodeErrorKind};
 use crate::node::admission::{self, Admission, Clearance, Fleet};
-use crate::node::batch::{Batcher, Failure, Op, BATCH};
+use crate::node::batch::{Batcher, Failure, List, Op, BATCH};
 use crate::node::failure::{classify, describe};
 use crate::node::scripts;
 use crate::node::subscriber::Listener;
@@ -42,6 +42,23 @@ impl Answer for bool {
             Ballot::Yes
         } else {
             Ballot::No
+        }
+    }
+}
+
+/// The keys and arguments of `SET key token NX PX ttl`, made once for a round's calls to
+/// every node.
+#[derive(Debug)]
+pub(crate) struct SetNx {
+    keys: Arc<[Key]>,
+    args: Arc<[Value]>,
+}
+
+impl SetNx {
+    pub(crate) fn new(key: Key, token: Value, ttl_ms: i64) -> SetNx {
+        SetNx {
+            keys: Arc::new([key]),
+            args: Arc::new([token, Value::Integer(ttl_ms)]),
         }
     }
 }
@@ -426,15 +443,13 @@ impl Node {
     /// counter 0 (this form is used without fencing only).
     pub(crate) fn set_nx(
         &self,
-        key: Key,
-        token: Value,
-        ttl_ms: i64,
+        set: &SetNx,
     ) -> impl Future<Output = NodeResult<Acquired>> + Send + 'static {
         let ctx = self.context();
+        let (keys, args) = (List::from(&set.keys), List::from(&set.args));
         async move {
             ctx.admitted().await?;
-            let args = vec![token, Value::Integer(ttl_ms)];
-            let reply = ctx.sent(ctx.batch.call(Op::SetNx, true, vec![key], args).await)?;
+            let reply = ctx.sent(ctx.batch.call(Op::SetNx, true, keys, args).await)?;
             ctx.vote(reply.and_then(|value| match value {
                 Value::Null => Ok(Acquired(None)),
                 Value::Integer(0) => Ok(Acquired(Some(CounterRead::Read(0)))),
@@ -573,8 +588,8 @@ impl Node {
     pub(crate) fn release(
         &self,
         primitive: Primitive,
-        keys: Vec<Key>,
-        args: Vec<Value>,
+        keys: impl Into<List<Key>>,
+        args: impl Into<List<Value>>,
     ) -> impl Future<Output = Vote> + Send + 'static {
         self.compare_and_delete(primitive.op(Op::Release), keys, args)
     }
@@ -586,8 +601,8 @@ impl Node {
     pub(crate) fn discard(
         &self,
         primitive: Primitive,
-        keys: Vec<Key>,
-        tokens: Vec<Value>,
+        keys: impl Into<List<Key>>,
+        tokens: impl Into<List<Value>>,
     ) -> impl Future<Output = Vote> + Send + 'static {
         self.compare_and_delete(primitive.op(Op::Discard), keys, tokens)
     }
@@ -595,10 +610,11 @@ impl Node {
     fn compare_and_delete(
         &self,
         op: Op,
-        keys: Vec<Key>,
-        tokens: Vec<Value>,
+        keys: impl Into<List<Key>>,
+        tokens: impl Into<List<Value>>,
     ) -> impl Future<Output = Vote> + Send + 'static {
         let ctx = self.context();
+        let (keys, tokens) = (keys.into(), tokens.into());
         async move {
             // Never held back, and sent even after its deadline (see `node/batch.rs`).
             let expected = keys.len() as i64;
@@ -922,6 +938,9 @@ impl ErrorContext {
 
     /// Waits, up to the node timeout, for the check of a connected node's new connection.
     async fn wait_for_check(&self) {
+        if self.admission.is_checked() {
+            return;
+        }
         let deadline = tokio::time::Instant::now() + self.timeout;
         self.admission.wait_for_check(&self.client, deadline).await;
     }
