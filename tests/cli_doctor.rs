@@ -790,6 +790,9 @@ async fn doctor_writes_nothing() {
         "zadd",
         "zrem",
         "zremrangebyscore",
+        // Whether the node runs DELIFEQ for the client (Valkey 9), on a key that does not
+        // exist.
+        "delifeq",
         // Redis 6.2 counts subcommands under their command: there `client` and `config`
         // stand for the ones above (a `CONFIG SET` would pass unseen on 6.2 only; later
         // versions count it as `config|set`, checked below).
@@ -824,6 +827,13 @@ async fn doctor_writes_nothing() {
         for no_op in ["exists", "del", "pexpire", "mget"] {
             assert_eq!(delta(no_op), (probes, 0), "node {i}: {no_op}");
         }
+        // DELIFEQ, where the server has it (Valkey 9): deletes nothing.
+        let delifeq = if common::runs_delifeq(node).await {
+            probes
+        } else {
+            0
+        };
+        assert_eq!(delta("delifeq"), (delifeq, 0), "node {i}: delifeq");
         // The semaphores' probe: `ZADD XX` (adds nothing), `ZREM` and `ZREMRANGEBYSCORE`
         // (of nothing), reads of a key that does not exist.
         for no_op in [

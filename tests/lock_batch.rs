@@ -10,7 +10,7 @@ use quorumlock::fred::prelude::*;
 use quorumlock::fred::types::Message;
 use quorumlock::testkit::{LocalQuorum, Reply};
 
-use common::{builder, calls, connected, get, holders};
+use common::{builder, calls, connected, get, holders, runs_delifeq};
 
 /// Locks taken and released at once by separate tasks of one client.
 const LOCKS: usize = 24;
@@ -173,7 +173,7 @@ async fn a_batch_keeps_a_release_before_the_next_acquisition_of_its_key() {
 
 /// A release that a busy node gets in a batch deletes the key and is announced there as a
 /// release sent alone is: on the key's channel, with the SHA1 of its token, for the clients
-/// that wait for it.
+/// that wait for it. Where the node runs `DELIFEQ` (Valkey 9), the batch deletes with it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_batched_release_deletes_and_is_announced() {
     let mut quorum = LocalQuorum::start(3).await.expect("quorum");
@@ -188,6 +188,7 @@ async fn a_batched_release_deletes_and_is_announced() {
         .await
         .expect("subscribed");
     let mut messages = listener.message_rx();
+    let delifeq = calls(quorum.node(0), "delifeq").await;
     quorum.node_mut(0).freeze().expect("freeze");
     // Its acquisition goes out to node 0 at once and waits there; what follows queues.
     let first = redlock.try_lock("first").await.expect("first");
@@ -206,6 +207,12 @@ async fn a_batched_release_deletes_and_is_announced() {
     let hash: String = message.value.convert().expect("a string");
     assert_eq!(hash, quorumlock::fred::util::sha1_hash(&token));
     assert!(messages.try_recv().is_err(), "announced once");
+    let batched = u64::from(runs_delifeq(quorum.node(0)).await);
+    assert_eq!(
+        calls(quorum.node(0), "delifeq").await - delifeq,
+        batched,
+        "the batched release's DELIFEQ"
+    );
     first.release().await.expect("release");
 }
 
@@ -232,48 +239,52 @@ async fn inline_calls_in_a_batch_answer_as_their_scripts_do() {
         &["RPUSH", "k", "a list"],
     ];
     let mut compared = 0;
-    for (op, args) in &calls {
-        for state in states {
-            let mut outcomes = Vec::new();
-            for batched in [false, true] {
-                node.command(&["DEL", "k"]).await.expect("DEL");
-                if !state.is_empty() {
-                    node.command(state).await.expect("set up");
-                }
-                let reply = if batched {
-                    let header = quorumlock::testkit::batch_header(*op, 1, args.len());
-                    let mut command = vec!["EVAL", &batch, "1", "k", "1"];
-                    command.extend(header.iter().map(String::as_str));
-                    command.extend(args.iter().copied());
-                    match node.command(&command).await.expect("EVAL batch") {
-                        Reply::Array(Some(mut answers)) if answers.len() == 1 => {
-                            match answers.remove(0) {
-                                Reply::Bulk(Some(text)) if text.starts_with(b"ERR ") => {
-                                    Reply::Error(String::new())
+    // With `DELIFEQ` or without: on a server that lacks it, the batch falls back to GET and
+    // DEL, and answers the same.
+    for delifeq in [false, true] {
+        for (op, args) in &calls {
+            for state in states {
+                let mut outcomes = Vec::new();
+                for batched in [false, true] {
+                    node.command(&["DEL", "k"]).await.expect("DEL");
+                    if !state.is_empty() {
+                        node.command(state).await.expect("set up");
+                    }
+                    let reply = if batched {
+                        let header = quorumlock::testkit::batch_header(*op, 1, args.len(), delifeq);
+                        let mut command = vec!["EVAL", &batch, "1", "k", "1"];
+                        command.extend(header.iter().map(String::as_str));
+                        command.extend(args.iter().copied());
+                        match node.command(&command).await.expect("EVAL batch") {
+                            Reply::Array(Some(mut answers)) if answers.len() == 1 => {
+                                match answers.remove(0) {
+                                    Reply::Bulk(Some(text)) if text.starts_with(b"ERR ") => {
+                                        Reply::Error(String::new())
+                                    }
+                                    answer => answer,
                                 }
-                                answer => answer,
                             }
+                            other => panic!("batch reply {other:?}"),
                         }
-                        other => panic!("batch reply {other:?}"),
-                    }
-                } else {
-                    let mut command = vec!["EVAL", scripts[op - 1], "1", "k"];
-                    command.extend(args.iter().copied());
-                    match node.command(&command).await.expect("EVAL") {
-                        Reply::Error(_) => Reply::Error(String::new()),
-                        answer => answer,
-                    }
-                };
-                let kind = node.command(&["TYPE", "k"]).await.expect("TYPE");
-                let held = node.command(&["GET", "k"]).await.expect("GET");
-                outcomes.push((reply, kind, held));
+                    } else {
+                        let mut command = vec!["EVAL", scripts[op - 1], "1", "k"];
+                        command.extend(args.iter().copied());
+                        match node.command(&command).await.expect("EVAL") {
+                            Reply::Error(_) => Reply::Error(String::new()),
+                            answer => answer,
+                        }
+                    };
+                    let kind = node.command(&["TYPE", "k"]).await.expect("TYPE");
+                    let held = node.command(&["GET", "k"]).await.expect("GET");
+                    outcomes.push((reply, kind, held));
+                }
+                assert_eq!(
+                    outcomes[0], outcomes[1],
+                    "op {op} on {state:?}: alone, then batched (delifeq: {delifeq})"
+                );
+                compared += 1;
             }
-            assert_eq!(
-                outcomes[0], outcomes[1],
-                "op {op} on {state:?}: alone, then batched"
-            );
-            compared += 1;
         }
     }
-    assert_eq!(compared, 12);
+    assert_eq!(compared, 24);
 }

@@ -4,7 +4,7 @@
 //! client do everything a lock needs (so that no lock is granted that cannot be released). The rules are in `report/facts.rs`;
 //! this file keeps the per-node state and runs the checks.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -142,6 +142,8 @@ pub(crate) struct Admission {
     label: Arc<str>,
     state: Arc<Mutex<State>>,
     fleet: Arc<Fleet>,
+    /// What the last check found of `DELIFEQ` ([`probe::Permissions::delifeq`]).
+    delifeq: Arc<AtomicBool>,
 }
 
 impl Admission {
@@ -151,7 +153,15 @@ impl Admission {
             label,
             state: Arc::new(Mutex::new(State::default())),
             fleet,
+            delifeq: Arc::new(AtomicBool::new(false)),
         }
+    }
+
+    /// Whether the node's last check found that it runs `DELIFEQ` for this client: the batch
+    /// script's releases then delete with it. Only a matter of speed: where it fails, they
+    /// fall back to `GET` and `DEL`.
+    pub(crate) fn delifeq(&self) -> bool {
+        self.delifeq.load(Ordering::Relaxed)
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
@@ -364,6 +374,7 @@ impl Admission {
                         if permissions.unanswered.is_empty()
                             && connection_id(&client) == connection =>
                     {
+                        this.delifeq.store(permissions.delifeq, Ordering::Relaxed);
                         let refused = permissions.refused;
                         return this.admit(generation, facts, marker, refused, connection);
                     }

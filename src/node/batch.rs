@@ -530,7 +530,7 @@ async fn set_nx(client: &Sender, keys: &[Key], args: &[Value]) -> Result<Value, 
 
 /// The EVALSHA (or EVAL) of the batch script for `calls`: `first`, the key count, every
 /// call's keys, then the call count and each call's header and arguments.
-fn batch_command(calls: &[Call], first: Value) -> Vec<Value> {
+fn batch_command(calls: &[Call], first: Value, delifeq: bool) -> Vec<Value> {
     let key_count: usize = calls.iter().map(|call| call.keys.len()).sum();
     let arg_count: usize = calls.iter().map(|call| call.args.len() + 3).sum();
     let mut all = Vec::with_capacity(2 + key_count + 1 + arg_count);
@@ -541,7 +541,8 @@ fn batch_command(calls: &[Call], first: Value) -> Vec<Value> {
     }
     all.push(Value::Integer(calls.len() as i64));
     for call in calls {
-        match scripts::batch_header(call.op.number(), call.keys.len(), call.args.len()) {
+        let (number, keys, args) = (call.op.number(), call.keys.len(), call.args.len());
+        match scripts::batch_header(number, keys, args, delifeq) {
             BatchHeader::Inline(letter) => all.push(Value::from_static_str(letter)),
             BatchHeader::Call(numbers) => {
                 all.extend(numbers.map(|n| Value::Integer(n as i64)));
@@ -561,7 +562,9 @@ async fn send_batch(
 ) {
     let votes = calls.iter().any(|call| call.vote);
     let resend = || !votes || admission.clearance(client) == Clearance::Clear;
-    let reply = run_calls(client, timeout, calls, &BATCH, batch_command, resend).await;
+    let delifeq = admission.delifeq();
+    let command = |calls: &[Call], first| batch_command(calls, first, delifeq);
+    let reply = run_calls(client, timeout, calls, &BATCH, command, resend).await;
     let answers = match reply {
         Ok(Value::Array(answers)) if answers.len() == calls.len() => answers,
         Ok(other) => {
@@ -609,7 +612,7 @@ async fn run_calls(
     timeout: Duration,
     calls: &mut Vec<Call>,
     script: &Script,
-    command: fn(&[Call], Value) -> Vec<Value>,
+    command: impl Fn(&[Call], Value) -> Vec<Value>,
     resend: impl FnOnce() -> bool,
 ) -> Result<Value, FredError> {
     let options = sender(client, command_timeout(calls, timeout));

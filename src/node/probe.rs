@@ -164,6 +164,10 @@ pub(crate) struct Permissions {
     pub(crate) refused: Vec<String>,
     /// The commands that got no answer (the node is slow or gone): try again.
     pub(crate) unanswered: Vec<String>,
+    /// Whether the node runs `DELIFEQ` (Valkey 9), and lets the client: asked of a key that
+    /// cannot exist, it answered 0. The batch script's releases then delete with it (one
+    /// command where they take `GET` and `DEL`); elsewhere they take the two.
+    pub(crate) delifeq: bool,
 }
 
 /// Which of the client's keys a command is run on, as the scripts run it.
@@ -196,8 +200,10 @@ const SCRIPTED: [(&str, &[&str], On); 6] = [
 /// The commands the scripts call with `redis.pcall`, which they survive: not probed, since
 /// a refusal costs only what the call is for. `PUBLISH`: the release's announcement to
 /// waiting clients (design 2.4a); without it, they wait for their pause instead.
+/// `DELIFEQ`: the batch script's delete of one key where the node has it (probed apart, see
+/// [`Permissions::delifeq`]), which falls back to `GET` and `DEL` when it fails.
 #[cfg(test)]
-const OPTIONAL: [&str; 1] = ["PUBLISH"];
+const OPTIONAL: [&str; 2] = ["PUBLISH", "DELIFEQ"];
 
 /// Checks that the node lets the client do everything it needs, without changing anything:
 /// the commands the client sends (`SET`, `EVALSHA`, `EVAL`) and every command its scripts
@@ -260,13 +266,27 @@ pub(crate) async fn permissions(
         }
     }
     checks.extend(fenced);
-    let answers = futures::future::join_all(
-        checks
-            .iter()
-            .map(|(name, _, args)| command(client, name, args.clone(), timeout)),
-    )
-    .await;
-    let mut found = Permissions::default();
+    // Not a permission the client needs: the batch script falls back to GET and DEL where
+    // DELIFEQ fails (`scripts::batch`).
+    let delifeq = command(
+        client,
+        "DELIFEQ",
+        vec![Value::from(lock.as_str()), Value::from("x")],
+        timeout,
+    );
+    let (answers, delifeq) = tokio::join!(
+        futures::future::join_all(checks.iter().map(|(name, _, args)| command(
+            client,
+            name,
+            args.clone(),
+            timeout
+        )),),
+        delifeq
+    );
+    let mut found = Permissions {
+        delifeq: matches!(delifeq, Ok(Value::Integer(0))),
+        ..Permissions::default()
+    };
     for ((name, pattern, _), answer) in checks.iter().zip(answers) {
         let Err(e) = answer else { continue };
         let what = match refusal(&e) {

@@ -766,20 +766,28 @@ for j = 1, tonumber(ARGV[1]) do
     r = redis.pcall('set', KEYS[k], ARGV[a + 1], 'NX', 'PX', ARGV[a + 2])
     if r and not r.err then r = 0 end
     k, a = k + 1, a + 3
-  elseif op == 'r' or op == 'd' then
-    r = redis.pcall('get', KEYS[k])
-    if type(r) ~= 'table' then
-      if r == ARGV[a + 1] then
-        r = redis.pcall('del', KEYS[k])
-        if r == 1 and op == 'r' then
-          ",
-        announce!("KEYS[k]", "ARGV[a + 2]"),
-        r"        end
-      else
-        r = 0
+  elseif op == 'r' or op == 'd' or op == 'R' or op == 'D' then
+    local release = op == 'r' or op == 'R'
+    r = nil
+    if op == 'R' or op == 'D' then
+      r = redis.pcall('delifeq', KEYS[k], ARGV[a + 1])
+      if type(r) == 'table' then r = nil end
+    end
+    if r == nil then
+      r = redis.pcall('get', KEYS[k])
+      if type(r) ~= 'table' then
+        if r == ARGV[a + 1] then
+          r = redis.pcall('del', KEYS[k])
+        else
+          r = 0
+        end
       end
     end
-    if op == 'r' then a = a + 3 else a = a + 2 end
+    if r == 1 and release then
+      ",
+        announce!("KEYS[k]", "ARGV[a + 2]"),
+        r"    end
+    if release then a = a + 3 else a = a + 2 end
     k = k + 1
   else
     local nk, na = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
@@ -803,11 +811,19 @@ return out"
 /// How a call of script number `number` (1-based in [`BATCHED`]) with `keys` keys and `args`
 /// arguments is announced in the batch script's arguments, before its arguments: one letter
 /// for the calls the batch script runs inline, else the number and the two counts.
-pub(crate) fn batch_header(number: usize, keys: usize, args: usize) -> BatchHeader {
-    match (number, keys, args) {
-        (INLINE_SET_NX, 1, 2) => BatchHeader::Inline("s"),
-        (INLINE_RELEASE, 1, 2) => BatchHeader::Inline("r"),
-        (INLINE_DISCARD, 1, 1) => BatchHeader::Inline("d"),
+///
+/// With `delifeq`, the release and the discard of one key delete with `DELIFEQ` (`R`, `D`),
+/// for a node that runs it ([`Permissions::delifeq`](crate::node::probe::Permissions)): one
+/// command where `GET` and `DEL` are two. Where `DELIFEQ` fails (a server without it, an ACL
+/// that refuses it), the batch script takes `GET` and `DEL` instead, so the letter is only a
+/// matter of speed.
+pub(crate) fn batch_header(number: usize, keys: usize, args: usize, delifeq: bool) -> BatchHeader {
+    match (number, keys, args, delifeq) {
+        (INLINE_SET_NX, 1, 2, _) => BatchHeader::Inline("s"),
+        (INLINE_RELEASE, 1, 2, false) => BatchHeader::Inline("r"),
+        (INLINE_RELEASE, 1, 2, true) => BatchHeader::Inline("R"),
+        (INLINE_DISCARD, 1, 1, false) => BatchHeader::Inline("d"),
+        (INLINE_DISCARD, 1, 1, true) => BatchHeader::Inline("D"),
         _ => BatchHeader::Call([number, keys, args]),
     }
 }
@@ -895,13 +911,16 @@ mod tests {
         assert_eq!(BATCHED[INLINE_SET_NX - 1], SET_NX);
         assert_eq!(BATCHED[INLINE_RELEASE - 1], RELEASE);
         assert_eq!(BATCHED[INLINE_DISCARD - 1], DISCARD);
-        assert_eq!(batch_header(1, 1, 2), BatchHeader::Inline("s"));
-        assert_eq!(batch_header(6, 1, 2), BatchHeader::Inline("r"));
-        assert_eq!(batch_header(9, 1, 1), BatchHeader::Inline("d"));
+        assert_eq!(batch_header(1, 1, 2, false), BatchHeader::Inline("s"));
+        assert_eq!(batch_header(6, 1, 2, false), BatchHeader::Inline("r"));
+        assert_eq!(batch_header(9, 1, 1, false), BatchHeader::Inline("d"));
+        assert_eq!(batch_header(1, 1, 2, true), BatchHeader::Inline("s"));
+        assert_eq!(batch_header(6, 1, 2, true), BatchHeader::Inline("R"));
+        assert_eq!(batch_header(9, 1, 1, true), BatchHeader::Inline("D"));
         // A release of two keys, or of a handover's two tokens, runs its script.
-        assert_eq!(batch_header(6, 2, 2), BatchHeader::Call([6, 2, 2]));
-        assert_eq!(batch_header(6, 1, 4), BatchHeader::Call([6, 1, 4]));
-        assert_eq!(batch_header(2, 1, 2), BatchHeader::Call([2, 1, 2]));
+        assert_eq!(batch_header(6, 2, 2, true), BatchHeader::Call([6, 2, 2]));
+        assert_eq!(batch_header(6, 1, 4, false), BatchHeader::Call([6, 1, 4]));
+        assert_eq!(batch_header(2, 1, 2, true), BatchHeader::Call([2, 1, 2]));
     }
 
     #[test]

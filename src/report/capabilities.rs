@@ -2,9 +2,12 @@
 //! of its own): which server it is, and which Lua-free compare-and-delete it has, if any.
 //!
 //! Valkey 9.0 added `DELIFEQ key value`, Redis 8.4 `DELEX key IFEQ value`. The client still
-//! releases with the RELEASE script on every server (design 2.4b says why: a release must
-//! also announce itself to waiters, only when it deleted, and a script is the one way to do
-//! both in one round trip). `doctor` reports the path each node uses and what it offers.
+//! releases with a script on every server (design 2.4b says why: a release must also
+//! announce itself to waiters, only when it deleted, and a script is the one way to do both
+//! in one round trip); where a node runs `DELIFEQ` for the client (its check asks), the
+//! releases it gets in a batch delete with it inside the batch script, one command where
+//! `GET` and `DEL` are two (design 4.3). `doctor` reports the path each node uses and what
+//! it offers.
 
 use std::fmt;
 
@@ -61,8 +64,9 @@ pub(crate) fn compare_and_delete(facts: &Facts) -> Option<ReleasePath> {
     }
 }
 
-/// How the client releases on a node: the script, on every server (see the module's docs).
-/// `None` for a node that did not answer.
+/// How the client releases on a node: a script, on every server (see the module's docs; a
+/// batch's releases use `DELIFEQ` inside it where the node runs it). `None` for a node that
+/// did not answer.
 pub(crate) fn release_path(facts: Option<&Facts>) -> Option<ReleasePath> {
     facts.map(|_| ReleasePath::Script)
 }

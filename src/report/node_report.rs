@@ -71,7 +71,8 @@ pub struct NodeReport {
     pub version: Option<String>,
     /// The server and its own version: `redis 7.0.15`, `valkey 9.1.2`.
     pub server: Option<String>,
-    /// How the client releases locks on this node (the script, on every server today).
+    /// How the client releases locks on this node (a script, on every server today; inside
+    /// a batch, with `DELIFEQ` where the node runs it).
     pub release_path: Option<ReleasePath>,
     /// The Lua-free compare-and-delete the server offers (Valkey 9's `DELIFEQ`, Redis 8.4's
     /// `DELEX`), if any; `None` too when unknown.

@@ -87,6 +87,19 @@ pub async fn holders(quorum: &LocalQuorum, key: &str) -> usize {
     n
 }
 
+/// Whether `node` is a server that runs `DELIFEQ` (Valkey 9 and later, by its `INFO server`).
+pub async fn runs_delifeq(node: &LocalNode) -> bool {
+    let info = match node.command(&["INFO", "server"]).await.expect("INFO") {
+        Reply::Bulk(Some(v)) => String::from_utf8(v).expect("utf-8"),
+        other => panic!("INFO: {other:?}"),
+    };
+    let major = info
+        .lines()
+        .find_map(|l| l.strip_prefix("valkey_version:"))
+        .and_then(|v| v.trim().split('.').next()?.parse::<u32>().ok());
+    major >= Some(9)
+}
+
 /// How many times `node` has run `command` (from INFO commandstats), to prove that nothing
 /// was sent.
 pub async fn calls(node: &LocalNode, command: &str) -> u64 {
