@@ -332,7 +332,14 @@ async fn send_queued(
 ) {
     // One vector for every command, kept between them.
     let mut calls = Vec::with_capacity(8);
+    let mut busy = false;
     while let Some(first) = queue.recv().await {
+        if busy {
+            // The answers just handed out wake their callers, whose next calls (a release
+            // after its acquisition) would otherwise wait for the command sent now: let them
+            // run and queue first.
+            tokio::task::yield_now().await;
+        }
         calls.push(first);
         while calls.len() < MAX_CALLS {
             match queue.try_recv() {
@@ -342,6 +349,7 @@ async fn send_queued(
         }
         admit(&client, &admission, &mut calls).await;
         expire(&mut calls, Instant::now());
+        busy = calls.len() > 1;
         match calls.len() {
             0 => {}
             1 => send_one(&client, timeout, &mut calls, &admission).await,
