@@ -316,9 +316,13 @@ impl Admission {
         }
     }
 
-    /// Waits, until `deadline` at the latest, while the node is connected and its new
-    /// connection not yet checked.
-    pub(crate) async fn wait_for_check(&self, client: &Client, deadline: tokio::time::Instant) {
+    /// Waits, for `within` at the most, while the node is connected and its new connection
+    /// not yet checked. A checked node returns at once, reading no clock.
+    pub(crate) async fn wait_for_check(&self, client: &Client, within: Duration) {
+        if self.is_checked() {
+            return;
+        }
+        let deadline = tokio::time::Instant::now() + within;
         while client.is_connected() && !self.is_checked() && tokio::time::Instant::now() < deadline
         {
             tokio::time::sleep(Duration::from_millis(1)).await;

@@ -230,6 +230,13 @@ impl Call {
             let _ = reply.send(answer);
         }
     }
+
+    /// Answers the caller with a timeout if its deadline has passed at `now`.
+    fn time_out_if_due(&mut self, now: Instant) {
+        if now >= self.deadline {
+            self.answer(Err(Failure::Node(timed_out())));
+        }
+    }
 }
 
 /// The per-node queue of script calls, and the task that sends them.
@@ -390,9 +397,7 @@ async fn admit(client: &Client, admission: &Admission, calls: &mut Vec<Call>) {
 fn expire(calls: &mut Vec<Call>, now: Instant) {
     calls.retain_mut(|call| {
         let wanted = call.wanted(now);
-        if now >= call.deadline {
-            call.answer(Err(Failure::Node(timed_out())));
-        }
+        call.time_out_if_due(now);
         wanted
     });
 }
@@ -442,8 +447,8 @@ async fn within_deadlines<T>(calls: &mut [Call], command: impl Future<Output = T
             out = &mut command => return out,
             () = tokio::time::sleep_until(at) => {
                 let now = Instant::now();
-                for call in calls.iter_mut().filter(|c| c.deadline <= now) {
-                    call.answer(Err(Failure::Node(timed_out())));
+                for call in calls.iter_mut() {
+                    call.time_out_if_due(now);
                 }
             }
         }
@@ -472,12 +477,10 @@ async fn send_one(
     calls: &mut Vec<Call>,
     admission: &Admission,
 ) {
-    let Some((op, vote)) = calls.first().map(|call| (call.op, call.vote)) else {
-        return;
-    };
+    let Some(call) = calls.first() else { return };
+    let (op, vote) = (call.op, call.vote);
     let answer = match op {
         Op::SetNx => {
-            let Some(call) = calls.first() else { return };
             // Alone, it is answered by the command's timeout (no earlier deadline).
             let options = sender(client, command_timeout(calls, timeout));
             set_nx(&options, &call.keys, &call.args).await
@@ -500,14 +503,19 @@ async fn send_one(
 /// The EVALSHA (or EVAL) of one call: `first` (the script's SHA1 or body), the key count, the
 /// keys and the arguments.
 fn single_command(calls: &[Call], first: Value) -> Vec<Value> {
-    let Some(call) = calls.first() else {
-        return Vec::new();
-    };
-    let mut all = Vec::with_capacity(2 + call.keys.len() + call.args.len());
+    calls
+        .first()
+        .map_or_else(Vec::new, |call| eval_args(first, &call.keys, &call.args))
+}
+
+/// What EVALSHA and EVAL take: `first` (the script's SHA1 or body), the key count, the keys,
+/// the arguments.
+fn eval_args(first: Value, keys: &[Key], args: &[Value]) -> Vec<Value> {
+    let mut all = Vec::with_capacity(2 + keys.len() + args.len());
     all.push(first);
-    all.push(Value::Integer(call.keys.len() as i64));
-    all.extend(call.keys.iter().cloned().map(Value::from));
-    all.extend(call.args.iter().cloned());
+    all.push(Value::Integer(keys.len() as i64));
+    all.extend(keys.iter().cloned().map(Value::from));
+    all.extend(args.iter().cloned());
     all
 }
 
@@ -624,32 +632,42 @@ async fn run_calls(
     resend: impl FnOnce() -> bool,
 ) -> Result<Value, FredError> {
     let options = sender(client, command_timeout(calls, timeout));
-    let sha = command(calls, Value::from(script.sha.as_str()));
-    let first = within_deadlines(calls, custom(&options, "EVALSHA", sha)).await;
-    match first {
+    let (name, sha) = Form::Sha.head(script);
+    let sent = custom(&options, name, command(calls, sha));
+    match within_deadlines(calls, sent).await {
         Err(e) if scripts::is_noscript(&e) && resend() => {
             expire(calls, Instant::now());
             if calls.is_empty() {
                 return Err(timed_out());
             }
             let options = sender(client, command_timeout(calls, timeout));
-            let body = command(calls, Value::from(script.body.as_ref()));
-            within_deadlines(calls, custom(&options, "EVAL", body)).await
+            let (name, body) = Form::Body.head(script);
+            let sent = custom(&options, name, command(calls, body));
+            within_deadlines(calls, sent).await
         }
-        Err(e) if scripts::is_noscript(&e) => Err(FredError::new(
-            ErrorKind::IO,
-            "the connection changed before the script could be sent again",
-        )),
+        Err(e) if scripts::is_noscript(&e) => Err(not_resent()),
         other => other,
     }
 }
 
-fn custom<'a>(
-    client: &'a Sender,
+/// A NOSCRIPT whose EVAL fallback may not be sent (see [`run_script_if`]).
+fn not_resent() -> FredError {
+    FredError::new(
+        ErrorKind::IO,
+        "the connection changed before the script could be sent again",
+    )
+}
+
+/// `name` (EVALSHA or EVAL) with `args` as a command of `client` itself (see
+/// [`script_command`]).
+async fn custom<R: fred::types::FromValue, C: ClientLike>(
+    client: &C,
     name: &'static str,
     args: Vec<Value>,
-) -> impl Future<Output = Result<Value, FredError>> + 'a {
-    client.custom(CustomCommand::new_static(name, None, false), args)
+) -> Result<R, FredError> {
+    client
+        .custom(CustomCommand::new_static(name, None, false), args)
+        .await
 }
 
 /// After a release (or discard) timed out: its EVALSHA may still run later, on a node that was frozen,
@@ -668,10 +686,10 @@ fn clean_up_after<'a>(
     let client = sender(client, timeout);
     for call in releases {
         let client = client.clone();
-        let (op, keys, args) = (call.op, call.keys.to_vec(), call.args.to_vec());
+        let (op, keys, args) = (call.op, call.keys.clone(), call.args.clone());
         tokio::spawn(async move {
             let _: Result<Value, FredError> =
-                script_command(&client, op.script(), Form::Body, keys, args).await;
+                script_command(&client, op.script(), Form::Body, &keys, &args).await;
         });
     }
 }
@@ -687,14 +705,11 @@ pub(crate) async fn run_script_if<R: fred::types::FromValue>(
     args: Vec<Value>,
     resend: impl FnOnce() -> bool,
 ) -> Result<R, FredError> {
-    match script_command::<R, _>(client, script, Form::Sha, keys.clone(), args.clone()).await {
+    match script_command::<R, _>(client, script, Form::Sha, &keys, &args).await {
         Err(e) if scripts::is_noscript(&e) && resend() => {
-            script_command(client, script, Form::Body, keys, args).await
+            script_command(client, script, Form::Body, &keys, &args).await
         }
-        Err(e) if scripts::is_noscript(&e) => Err(FredError::new(
-            ErrorKind::IO,
-            "the connection changed before the script could be sent again",
-        )),
+        Err(e) if scripts::is_noscript(&e) => Err(not_resent()),
         other => other,
     }
 }
@@ -704,6 +719,16 @@ pub(crate) async fn run_script_if<R: fred::types::FromValue>(
 pub(crate) enum Form {
     Sha,
     Body,
+}
+
+impl Form {
+    /// The command's name and its first argument: EVALSHA and the SHA1, or EVAL and the body.
+    fn head(self, script: &Script) -> (&'static str, Value) {
+        match self {
+            Form::Sha => ("EVALSHA", Value::from(script.sha.as_str())),
+            Form::Body => ("EVAL", Value::from(script.body.as_ref())),
+        }
+    }
 }
 
 /// EVALSHA or EVAL of `script` as a command of `client` itself, so that it carries
@@ -718,21 +743,11 @@ pub(crate) async fn script_command<R: fred::types::FromValue, C: ClientLike>(
     client: &C,
     script: &Script,
     form: Form,
-    keys: Vec<Key>,
-    args: Vec<Value>,
+    keys: &[Key],
+    args: &[Value],
 ) -> Result<R, FredError> {
-    let (name, first) = match form {
-        Form::Sha => ("EVALSHA", Value::from(script.sha.as_str())),
-        Form::Body => ("EVAL", Value::from(script.body.as_ref())),
-    };
-    let mut all = Vec::with_capacity(2 + keys.len() + args.len());
-    all.push(first);
-    all.push(Value::Integer(keys.len() as i64));
-    all.extend(keys.into_iter().map(Value::from));
-    all.extend(args);
-    client
-        .custom(CustomCommand::new_static(name, None, false), all)
-        .await
+    let (name, first) = form.head(script);
+    custom(client, name, eval_args(first, keys, args)).await
 }
 
 #[cfg(test)]

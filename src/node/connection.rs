@@ -938,11 +938,9 @@ impl ErrorContext {
 
     /// Waits, up to the node timeout, for the check of a connected node's new connection.
     async fn wait_for_check(&self) {
-        if self.admission.is_checked() {
-            return;
-        }
-        let deadline = tokio::time::Instant::now() + self.timeout;
-        self.admission.wait_for_check(&self.client, deadline).await;
+        self.admission
+            .wait_for_check(&self.client, self.timeout)
+            .await;
     }
 
     /// Like [`judge`](Self::judge), for a command whose answer is a vote: the answer counts

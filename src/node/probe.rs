@@ -274,15 +274,12 @@ pub(crate) async fn permissions(
         vec![Value::from(lock.as_str()), Value::from("x")],
         timeout,
     );
-    let (answers, delifeq) = tokio::join!(
-        futures::future::join_all(checks.iter().map(|(name, _, args)| command(
-            client,
-            name,
-            args.clone(),
-            timeout
-        )),),
-        delifeq
+    let answers = futures::future::join_all(
+        checks
+            .iter()
+            .map(|(name, _, args)| command(client, name, args.clone(), timeout)),
     );
+    let (answers, delifeq) = tokio::join!(answers, delifeq);
     let mut found = Permissions {
         delifeq: matches!(delifeq, Ok(Value::Integer(0))),
         ..Permissions::default()
