@@ -940,11 +940,17 @@ pub fn batch_script() -> (String, Vec<&'static str>) {
 
 /// The arguments that announce one call in the batch script of [`batch_script`], before the
 /// call's own: for a call of script number `number` (1-based in the list it returns) with
-/// `keys` keys and `args` arguments, as the client writes them; with `delifeq`, as it writes
-/// them for a node that runs `DELIFEQ` (the release or discard of one key then deletes with
-/// it, or with `GET` and `DEL` where it fails).
-pub fn batch_header(number: usize, keys: usize, args: usize, delifeq: bool) -> Vec<String> {
-    match crate::node::scripts::batch_header(number, keys, args, delifeq) {
+/// `keys` keys and `args` arguments, as the client writes them for a node that runs the
+/// commands `natives` names (`"DELIFEQ"`, `"MSETEX"`, upper case; others are ignored). With
+/// `DELIFEQ`, the release or discard of one key deletes with it (or with `GET` and `DEL` where
+/// it fails); with `MSETEX`, the `SET NX` calls on keys no other call names and with the
+/// first one's ttl are set together (or one by one where it fails).
+pub fn batch_header(number: usize, keys: usize, args: usize, natives: &[&str]) -> Vec<String> {
+    let natives = crate::node::scripts::Natives {
+        delifeq: natives.contains(&"DELIFEQ"),
+        msetex: natives.contains(&"MSETEX"),
+    };
+    match crate::node::scripts::batch_header(number, keys, args, natives) {
         crate::node::scripts::BatchHeader::Inline(letter) => vec![letter.to_string()],
         crate::node::scripts::BatchHeader::Call(numbers) => {
             numbers.iter().map(usize::to_string).collect()

@@ -790,9 +790,10 @@ async fn doctor_writes_nothing() {
         "zadd",
         "zrem",
         "zremrangebyscore",
-        // Whether the node runs DELIFEQ for the client (Valkey 9), on a key that does not
-        // exist.
+        // Whether the node runs DELIFEQ and MSETEX for the client (Valkey 9 and 9.1), on a
+        // key that does not exist.
         "delifeq",
+        "msetex",
         // Redis 6.2 counts subcommands under their command: there `client` and `config`
         // stand for the ones above (a `CONFIG SET` would pass unseen on 6.2 only; later
         // versions count it as `config|set`, checked below).
@@ -834,6 +835,13 @@ async fn doctor_writes_nothing() {
             0
         };
         assert_eq!(delta("delifeq"), (delifeq, 0), "node {i}: delifeq");
+        // MSETEX ... XX, where the server has it (Valkey 9.1): sets nothing.
+        let msetex = if common::has_command(node, "MSETEX").await {
+            probes
+        } else {
+            0
+        };
+        assert_eq!(delta("msetex"), (msetex, 0), "node {i}: msetex");
         // The semaphores' probe: `ZADD XX` (adds nothing), `ZREM` and `ZREMRANGEBYSCORE`
         // (of nothing), reads of a key that does not exist.
         for no_op in [

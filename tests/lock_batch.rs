@@ -10,7 +10,9 @@ use quorumlock::fred::prelude::*;
 use quorumlock::fred::types::Message;
 use quorumlock::testkit::{LocalQuorum, Reply};
 
-use common::{builder, calls, connected, get, holders, runs_delifeq};
+use common::{
+    builder, calls, calls as calls_of, connected, get, has_command, holders, runs_delifeq,
+};
 
 /// Locks taken and released at once by separate tasks of one client.
 const LOCKS: usize = 24;
@@ -239,9 +241,10 @@ async fn inline_calls_in_a_batch_answer_as_their_scripts_do() {
         &["RPUSH", "k", "a list"],
     ];
     let mut compared = 0;
-    // With `DELIFEQ` or without: on a server that lacks it, the batch falls back to GET and
-    // DEL, and answers the same.
-    for delifeq in [false, true] {
+    // With `DELIFEQ` and `MSETEX` or without: on a server that lacks them, the batch falls
+    // back to GET, DEL and SET NX, and answers the same.
+    let natives: [&[&str]; 3] = [&[], &["DELIFEQ"], &["DELIFEQ", "MSETEX"]];
+    for natives in natives {
         for (op, args) in &calls {
             for state in states {
                 let mut outcomes = Vec::new();
@@ -251,7 +254,7 @@ async fn inline_calls_in_a_batch_answer_as_their_scripts_do() {
                         node.command(state).await.expect("set up");
                     }
                     let reply = if batched {
-                        let header = quorumlock::testkit::batch_header(*op, 1, args.len(), delifeq);
+                        let header = quorumlock::testkit::batch_header(*op, 1, args.len(), natives);
                         let mut command = vec!["EVAL", &batch, "1", "k", "1"];
                         command.extend(header.iter().map(String::as_str));
                         command.extend(args.iter().copied());
@@ -280,11 +283,224 @@ async fn inline_calls_in_a_batch_answer_as_their_scripts_do() {
                 }
                 assert_eq!(
                     outcomes[0], outcomes[1],
-                    "op {op} on {state:?}: alone, then batched (delifeq: {delifeq})"
+                    "op {op} on {state:?}: alone, then batched (natives: {natives:?})"
                 );
                 compared += 1;
             }
         }
     }
-    assert_eq!(compared, 24);
+    assert_eq!(compared, 36);
+}
+
+/// One call of the batch script: its key, its script's number in the batch, its arguments.
+type BatchCall<'a> = (&'a str, usize, Vec<&'a str>);
+
+/// Runs `calls` on `node` as one call of the batch script, written for a node that runs the
+/// commands `natives` names, and returns each call's answer.
+async fn run_batch(
+    node: &quorumlock::testkit::LocalNode,
+    calls: &[BatchCall<'_>],
+    natives: &[&str],
+) -> Vec<Reply> {
+    let (batch, _) = quorumlock::testkit::batch_script();
+    let count = calls.len().to_string();
+    let key_count = calls.len().to_string();
+    let headers: Vec<Vec<String>> = calls
+        .iter()
+        .map(|(_, op, args)| quorumlock::testkit::batch_header(*op, 1, args.len(), natives))
+        .collect();
+    let mut command = vec!["EVAL", &batch, &key_count];
+    command.extend(calls.iter().map(|(key, ..)| *key));
+    command.push(&count);
+    for ((_, _, args), header) in calls.iter().zip(&headers) {
+        command.extend(header.iter().map(String::as_str));
+        command.extend(args.iter().copied());
+    }
+    match node.command(&command).await.expect("EVAL batch") {
+        Reply::Array(Some(answers)) if answers.len() == calls.len() => answers,
+        other => panic!("batch reply {other:?}"),
+    }
+}
+
+/// What `key` holds on `node`: its type, its value if a string, and its ttl rounded up to
+/// the next 10 s (`-1` without one, `-2` when missing).
+async fn key_state(node: &quorumlock::testkit::LocalNode, key: &str) -> (Reply, Reply, i64) {
+    let kind = node.command(&["TYPE", key]).await.expect("TYPE");
+    let value = match kind {
+        Reply::Status(ref t) if t == "string" => node.command(&["GET", key]).await.expect("GET"),
+        _ => Reply::Bulk(None),
+    };
+    let ttl = match node.command(&["PTTL", key]).await.expect("PTTL") {
+        Reply::Integer(ms) if ms > 0 => (ms + 9_999) / 10_000 * 10_000,
+        Reply::Integer(ms) => ms,
+        other => panic!("PTTL: {other:?}"),
+    };
+    (kind, value, ttl)
+}
+
+/// On a node that runs `MSETEX` (Valkey 9.1), a batch's `SET NX` calls on keys no other call
+/// names, with the first one's ttl, are set by one `MSETEX ... NX PX`, all or none; the rest
+/// run one by one, in order. Each batch here answers, and leaves its keys, exactly as its calls
+/// made one at a time do: with a key taken by another holder, with a key of another type,
+/// with one key named twice (two acquisitions, or a release and the next acquisition), and
+/// with differing ttls. Where the server has `MSETEX`, the free keys take one `MSETEX` and no
+/// `SET`; elsewhere the batch falls back to `SET NX` and answers the same.
+#[tokio::test]
+async fn set_nx_calls_set_together_answer_as_they_do_alone() {
+    let quorum = LocalQuorum::start(1).await.expect("node");
+    let node = quorum.node(0);
+    let hash = quorumlock::fred::util::sha1_hash("t1");
+    let set = |key, token, ttl| (key, 1, vec![token, ttl]);
+    // (what the keys hold before, the batch's calls)
+    let cases: Vec<(Vec<Vec<&str>>, Vec<BatchCall>)> = vec![
+        // All free: set together.
+        (
+            vec![],
+            vec![
+                set("a", "t1", "60000"),
+                set("b", "t2", "60000"),
+                set("c", "t3", "60000"),
+            ],
+        ),
+        // b held by another holder: none set together, a and c one by one.
+        (
+            vec![vec!["SET", "b", "theirs"]],
+            vec![
+                set("a", "t1", "60000"),
+                set("b", "t2", "60000"),
+                set("c", "t3", "60000"),
+            ],
+        ),
+        // b is a list.
+        (
+            vec![vec!["RPUSH", "b", "x"]],
+            vec![
+                set("a", "t1", "60000"),
+                set("b", "t2", "60000"),
+                set("c", "t3", "60000"),
+            ],
+        ),
+        // a named twice: the first acquisition wins, the second is refused.
+        (
+            vec![],
+            vec![
+                set("a", "t1", "60000"),
+                set("b", "t2", "60000"),
+                set("a", "t4", "60000"),
+                set("c", "t3", "60000"),
+            ],
+        ),
+        // a released, then taken again in the same batch.
+        (
+            vec![vec!["SET", "a", "t1"]],
+            vec![
+                ("a", 6, vec!["t1", &hash]),
+                set("a", "t4", "60000"),
+                set("b", "t2", "60000"),
+                set("c", "t3", "60000"),
+            ],
+        ),
+        // Differing ttls: b keeps its own.
+        (
+            vec![],
+            vec![
+                set("a", "t1", "60000"),
+                set("b", "t2", "20000"),
+                set("c", "t3", "60000"),
+            ],
+        ),
+    ];
+    let msetex = has_command(node, "MSETEX").await;
+    let mut compared = 0;
+    for (i, (before, calls)) in cases.iter().enumerate() {
+        let mut outcomes = Vec::new();
+        for together in [false, true] {
+            node.command(&["DEL", "a", "b", "c"]).await.expect("DEL");
+            for command in before {
+                node.command(command).await.expect("set up");
+            }
+            let (msetex_before, set_before) =
+                (calls_of(node, "msetex").await, calls_of(node, "set").await);
+            let answers = if together {
+                run_batch(node, calls, &["DELIFEQ", "MSETEX"]).await
+            } else {
+                let mut answers = Vec::new();
+                for call in calls {
+                    answers.extend(run_batch(node, std::slice::from_ref(call), &[]).await);
+                }
+                answers
+            };
+            let mut states = Vec::new();
+            for key in ["a", "b", "c"] {
+                states.push(key_state(node, key).await);
+            }
+            if together && i == 0 {
+                // All free: one MSETEX, no SET, where the server has it.
+                let ran = (
+                    calls_of(node, "msetex").await - msetex_before,
+                    calls_of(node, "set").await - set_before,
+                );
+                assert_eq!(
+                    ran,
+                    if msetex { (1, 0) } else { (0, 3) },
+                    "msetex: {msetex}"
+                );
+            }
+            outcomes.push((answers, states));
+        }
+        assert_eq!(
+            outcomes[0], outcomes[1],
+            "case {i}: one by one, then batched"
+        );
+        compared += 1;
+    }
+    assert_eq!(compared, cases.len());
+}
+
+/// Acquisitions queued for a busy node go out together; where the node runs `MSETEX` (Valkey
+/// 9.1, found by the connection's check), the batch sets them with one, each key to its own
+/// lock's token and ttl; elsewhere with one `SET NX` each.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acquisitions_queued_together_take_one_msetex_where_the_node_runs_it() {
+    let mut quorum = LocalQuorum::start(3).await.expect("quorum");
+    let redlock = connected(builder(&quorum).node_timeout(Duration::from_secs(20))).await;
+    let msetex = has_command(quorum.node(0), "MSETEX").await;
+    let (msetex_before, set_before) = (
+        calls(quorum.node(0), "msetex").await,
+        calls(quorum.node(0), "set").await,
+    );
+    quorum.node_mut(0).freeze().expect("freeze");
+    // The first acquisition goes out to node 0 alone and waits there; the others queue
+    // behind it, and are decided by nodes 1 and 2.
+    let mut locks = Vec::new();
+    for i in 0..LOCKS {
+        locks.push(redlock.try_lock(&format!("set:{i}")).await.expect("lock"));
+    }
+    quorum.node_mut(0).resume().expect("resume");
+    assert!(redlock.settle(Duration::from_secs(30)).await, "settled");
+
+    let ran = (
+        calls(quorum.node(0), "msetex").await - msetex_before,
+        calls(quorum.node(0), "set").await - set_before,
+    );
+    let expected = if msetex { (1, 1) } else { (0, LOCKS as u64) };
+    assert_eq!(
+        ran, expected,
+        "node 0's MSETEX and SET calls (msetex: {msetex})"
+    );
+    for (i, lock) in locks.iter().enumerate() {
+        let key = format!("set:{i}");
+        assert_eq!(
+            get(quorum.node(0), &key).await.as_deref(),
+            Some(lock.token().as_str()),
+            "{key} on node 0"
+        );
+        match quorum.node(0).command(&["PTTL", &key]).await.expect("PTTL") {
+            Reply::Integer(ms) => assert!(ms > 0, "{key}: no ttl ({ms})"),
+            other => panic!("PTTL {key}: {other:?}"),
+        }
+    }
+    for lock in locks {
+        lock.release().await.expect("release");
+    }
 }

@@ -4,7 +4,7 @@
 //! client do everything a lock needs (so that no lock is granted that cannot be released). The rules are in `report/facts.rs`;
 //! this file keeps the per-node state and runs the checks.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -15,6 +15,7 @@ use tokio::sync::Notify;
 use crate::algo::lineage::{self, Lineage};
 use crate::error::NodeErrorKind;
 use crate::node::probe::{self, KeySpace};
+use crate::node::scripts::Natives;
 use crate::report::facts::{Excluded, Facts};
 
 /// Settings and state shared by the nodes of one client.
@@ -142,8 +143,9 @@ pub(crate) struct Admission {
     label: Arc<str>,
     state: Arc<Mutex<State>>,
     fleet: Arc<Fleet>,
-    /// What the last check found of `DELIFEQ` ([`probe::Permissions::delifeq`]).
-    delifeq: Arc<AtomicBool>,
+    /// What the last check found of `DELIFEQ` and `MSETEX` ([`probe::Permissions::natives`]),
+    /// as bits: 1 for `DELIFEQ`, 2 for `MSETEX`.
+    natives: Arc<AtomicU8>,
 }
 
 impl Admission {
@@ -153,15 +155,18 @@ impl Admission {
             label,
             state: Arc::new(Mutex::new(State::default())),
             fleet,
-            delifeq: Arc::new(AtomicBool::new(false)),
+            natives: Arc::new(AtomicU8::new(0)),
         }
     }
 
-    /// Whether the node's last check found that it runs `DELIFEQ` for this client: the batch
-    /// script's releases then delete with it. Only a matter of speed: where it fails, they
-    /// fall back to `GET` and `DEL`.
-    pub(crate) fn delifeq(&self) -> bool {
-        self.delifeq.load(Ordering::Relaxed)
+    /// What the node's last check found that it runs for this client, for the batch script to
+    /// use ([`Natives`]). Only a matter of speed: where one fails, the script does without.
+    pub(crate) fn natives(&self) -> Natives {
+        let bits = self.natives.load(Ordering::Relaxed);
+        Natives {
+            delifeq: bits & 1 != 0,
+            msetex: bits & 2 != 0,
+        }
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
@@ -378,7 +383,9 @@ impl Admission {
                         if permissions.unanswered.is_empty()
                             && connection_id(&client) == connection =>
                     {
-                        this.delifeq.store(permissions.delifeq, Ordering::Relaxed);
+                        let natives = permissions.natives;
+                        let bits = u8::from(natives.delifeq) | u8::from(natives.msetex) << 1;
+                        this.natives.store(bits, Ordering::Relaxed);
                         let refused = permissions.refused;
                         return this.admit(generation, facts, marker, refused, connection);
                     }

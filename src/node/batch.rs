@@ -33,7 +33,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use crate::node::admission::{Admission, Clearance};
-use crate::node::scripts::{self, BatchHeader, Script};
+use crate::node::scripts::{self, BatchHeader, Natives, Script};
 use crate::report::facts::Excluded;
 
 /// Calls sent as one batch, at most (a batch runs atomically: the node serves nothing else
@@ -546,7 +546,7 @@ async fn set_nx(client: &Sender, keys: &[Key], args: &[Value]) -> Result<Value, 
 
 /// The EVALSHA (or EVAL) of the batch script for `calls`: `first`, the key count, every
 /// call's keys, then the call count and each call's header and arguments.
-fn batch_command(calls: &[Call], first: Value, delifeq: bool) -> Vec<Value> {
+fn batch_command(calls: &[Call], first: Value, natives: Natives) -> Vec<Value> {
     let key_count: usize = calls.iter().map(|call| call.keys.len()).sum();
     let arg_count: usize = calls.iter().map(|call| call.args.len() + 3).sum();
     let mut all = Vec::with_capacity(2 + key_count + 1 + arg_count);
@@ -558,7 +558,7 @@ fn batch_command(calls: &[Call], first: Value, delifeq: bool) -> Vec<Value> {
     all.push(Value::Integer(calls.len() as i64));
     for call in calls {
         let (number, keys, args) = (call.op.number(), call.keys.len(), call.args.len());
-        match scripts::batch_header(number, keys, args, delifeq) {
+        match scripts::batch_header(number, keys, args, natives) {
             BatchHeader::Inline(letter) => all.push(Value::from_static_str(letter)),
             BatchHeader::Call(numbers) => {
                 all.extend(numbers.map(|n| Value::Integer(n as i64)));
@@ -578,8 +578,8 @@ async fn send_batch(
 ) {
     let votes = calls.iter().any(|call| call.vote);
     let resend = || !votes || admission.clearance(client) == Clearance::Clear;
-    let delifeq = admission.delifeq();
-    let command = |calls: &[Call], first| batch_command(calls, first, delifeq);
+    let natives = admission.natives();
+    let command = |calls: &[Call], first| batch_command(calls, first, natives);
     let reply = run_calls(client, timeout, calls, &BATCH, command, resend).await;
     let answers = match reply {
         Ok(Value::Array(answers)) if answers.len() == calls.len() => answers,

@@ -11,6 +11,7 @@ use fred::types::{ClusterHash, CustomCommand, Value};
 
 use crate::algo::keys::{self, FENCE_PREFIX, IDENTITY_PREFIX};
 use crate::config::Config;
+use crate::node::scripts::Natives;
 use crate::report::facts::{ClockRate, Facts};
 
 /// Sends one command by name, under `timeout`.
@@ -164,10 +165,12 @@ pub(crate) struct Permissions {
     pub(crate) refused: Vec<String>,
     /// The commands that got no answer (the node is slow or gone): try again.
     pub(crate) unanswered: Vec<String>,
-    /// Whether the node runs `DELIFEQ` (Valkey 9), and lets the client: asked of a key that
-    /// cannot exist, it answered 0. The batch script's releases then delete with it (one
-    /// command where they take `GET` and `DEL`); elsewhere they take the two.
-    pub(crate) delifeq: bool,
+    /// The commands the batch script uses where the node runs them for the client
+    /// ([`Natives`]), each asked once in a form that changes nothing: `DELIFEQ` of a key that
+    /// cannot exist answered 0 (Valkey 9), and `MSETEX 1 key x XX PX 1` of such a key, which
+    /// sets only keys that exist, answered 0 (Valkey 9.1). Elsewhere the script takes `GET`,
+    /// `DEL` and `SET NX`.
+    pub(crate) natives: Natives,
 }
 
 /// Which of the client's keys a command is run on, as the scripts run it.
@@ -200,10 +203,11 @@ const SCRIPTED: [(&str, &[&str], On); 6] = [
 /// The commands the scripts call with `redis.pcall`, which they survive: not probed, since
 /// a refusal costs only what the call is for. `PUBLISH`: the release's announcement to
 /// waiting clients (design 2.4a); without it, they wait for their pause instead.
-/// `DELIFEQ`: the batch script's delete of one key where the node has it (probed apart, see
-/// [`Permissions::delifeq`]), which falls back to `GET` and `DEL` when it fails.
+/// `DELIFEQ` and `MSETEX`: the batch script's delete of one key and its set of several, where
+/// the node has them (probed apart, see [`Permissions::natives`]), which fall back to `GET`
+/// and `DEL`, and to `SET NX`, when they fail.
 #[cfg(test)]
-const OPTIONAL: [&str; 2] = ["PUBLISH", "DELIFEQ"];
+const OPTIONAL: [&str; 3] = ["PUBLISH", "DELIFEQ", "MSETEX"];
 
 /// Checks that the node lets the client do everything it needs, without changing anything:
 /// the commands the client sends (`SET`, `EVALSHA`, `EVAL`) and every command its scripts
@@ -266,12 +270,20 @@ pub(crate) async fn permissions(
         }
     }
     checks.extend(fenced);
-    // Not a permission the client needs: the batch script falls back to GET and DEL where
-    // DELIFEQ fails (`scripts::batch`).
+    // Not permissions the client needs: the batch script falls back to GET and DEL where
+    // DELIFEQ fails, and to SET NX where MSETEX does (`scripts::batch`).
     let delifeq = command(
         client,
         "DELIFEQ",
         vec![Value::from(lock.as_str()), Value::from("x")],
+        timeout,
+    );
+    let msetex = command(
+        client,
+        "MSETEX",
+        ["1", lock.as_str(), "x", "XX", "PX", "1"]
+            .map(Value::from)
+            .to_vec(),
         timeout,
     );
     let answers = futures::future::join_all(
@@ -279,9 +291,12 @@ pub(crate) async fn permissions(
             .iter()
             .map(|(name, _, args)| command(client, name, args.clone(), timeout)),
     );
-    let (answers, delifeq) = tokio::join!(answers, delifeq);
+    let (answers, delifeq, msetex) = tokio::join!(answers, delifeq, msetex);
     let mut found = Permissions {
-        delifeq: matches!(delifeq, Ok(Value::Integer(0))),
+        natives: Natives {
+            delifeq: matches!(delifeq, Ok(Value::Integer(0))),
+            msetex: matches!(msetex, Ok(Value::Integer(0))),
+        },
         ..Permissions::default()
     };
     for ((name, pattern, _), answer) in checks.iter().zip(answers) {

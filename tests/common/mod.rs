@@ -100,6 +100,18 @@ pub async fn runs_delifeq(node: &LocalNode) -> bool {
     major >= Some(9)
 }
 
+/// Whether `node`'s server has `command` (`COMMAND INFO` answers something other than nil).
+pub async fn has_command(node: &LocalNode, command: &str) -> bool {
+    match node
+        .command(&["COMMAND", "INFO", command])
+        .await
+        .expect("COMMAND INFO")
+    {
+        Reply::Array(Some(entries)) => matches!(entries.as_slice(), [Reply::Array(Some(_))]),
+        other => panic!("COMMAND INFO {command}: {other:?}"),
+    }
+}
+
 /// How many times `node` has run `command` (from INFO commandstats), to prove that nothing
 /// was sent.
 pub async fn calls(node: &LocalNode, command: &str) -> u64 {
