@@ -295,24 +295,37 @@ async fn inline_calls_in_a_batch_answer_as_their_scripts_do() {
 /// One call of the batch script: its key, its script's number in the batch, its arguments.
 type BatchCall<'a> = (&'a str, usize, Vec<&'a str>);
 
-/// Runs `calls` on `node` as one call of the batch script, written for a node that runs the
-/// commands `natives` names, and returns each call's answer.
+/// Runs `calls` on `node` as one call of the batch script, and returns each call's answer.
+/// The first `together` calls (`SET NX` calls with one ttl, none or two and more) go as the
+/// group that the client sends to a node that runs `MSETEX`: `M`, their count, `key token`
+/// for each, `NX PX ttl`; the others each with their header, as for a node that runs
+/// `DELIFEQ` when `delifeq`.
 async fn run_batch(
     node: &quorumlock::testkit::LocalNode,
     calls: &[BatchCall<'_>],
-    natives: &[&str],
+    together: usize,
+    delifeq: bool,
 ) -> Vec<Reply> {
     let (batch, _) = quorumlock::testkit::batch_script();
     let count = calls.len().to_string();
-    let key_count = calls.len().to_string();
+    let natives: &[&str] = if delifeq { &["DELIFEQ"] } else { &[] };
     let headers: Vec<Vec<String>> = calls
         .iter()
         .map(|(_, op, args)| quorumlock::testkit::batch_header(*op, 1, args.len(), natives))
         .collect();
-    let mut command = vec!["EVAL", &batch, &key_count];
+    let mut command = vec!["EVAL", &batch, &count];
     command.extend(calls.iter().map(|(key, ..)| *key));
     command.push(&count);
-    for ((_, _, args), header) in calls.iter().zip(&headers) {
+    let (head, rest) = calls.split_at(together);
+    let n = together.to_string();
+    if let Some((_, _, args)) = head.first() {
+        command.extend(["M", &n]);
+        for (key, _, args) in head {
+            command.extend([*key, args[0]]);
+        }
+        command.extend(["NX", "PX", args[1]]);
+    }
+    for ((_, _, args), header) in rest.iter().zip(&headers[together..]) {
         command.extend(header.iter().map(String::as_str));
         command.extend(args.iter().copied());
     }
@@ -338,103 +351,67 @@ async fn key_state(node: &quorumlock::testkit::LocalNode, key: &str) -> (Reply, 
     (kind, value, ttl)
 }
 
-/// On a node that runs `MSETEX` (Valkey 9.1), a batch's `SET NX` calls on keys no other call
-/// names, with the first one's ttl, are set by one `MSETEX ... NX PX`, all or none; the rest
-/// run one by one, in order. Each batch here answers, and leaves its keys, exactly as its calls
-/// made one at a time do: with a key taken by another holder, with a key of another type,
-/// with one key named twice (two acquisitions, or a release and the next acquisition), and
-/// with differing ttls. Where the server has `MSETEX`, the free keys take one `MSETEX` and no
-/// `SET`; elsewhere the batch falls back to `SET NX` and answers the same.
+/// A batch to compare with its calls one by one: the commands that set its keys up, its
+/// calls, and how many of them go as the group.
+type Case<'a> = (Vec<Vec<&'a str>>, Vec<BatchCall<'a>>, usize);
+
+/// For a node that runs `MSETEX` (Valkey 9.1), the client sends the `SET NX` calls of one
+/// ttl on keys no other call names as a group at the head of a batch, which the batch script
+/// sets with one `MSETEX ... NX PX`, all or none, and else one by one. Each batch here
+/// answers, and leaves its keys, exactly as its calls made one at a time do: all free, one
+/// key taken by another holder, one key of another type, and a group followed by a release
+/// and a `SET NX` on keys of their own. Where the server has `MSETEX`, the free keys take one
+/// `MSETEX` and no `SET`; elsewhere the group falls back to `SET NX` and answers the same.
 #[tokio::test]
 async fn set_nx_calls_set_together_answer_as_they_do_alone() {
     let quorum = LocalQuorum::start(1).await.expect("node");
     let node = quorum.node(0);
     let hash = quorumlock::fred::util::sha1_hash("t1");
-    let set = |key, token, ttl| (key, 1, vec![token, ttl]);
-    // (what the keys hold before, the batch's calls)
-    let cases: Vec<(Vec<Vec<&str>>, Vec<BatchCall>)> = vec![
-        // All free: set together.
+    let set = |key, token| (key, 1, vec![token, "60000"]);
+    let three = || vec![set("a", "t1"), set("b", "t2"), set("c", "t3")];
+    // (what the keys hold before, the batch's calls, how many go as the group)
+    let cases: Vec<Case> = vec![
+        (vec![], three(), 3),
+        (vec![vec!["SET", "b", "theirs"]], three(), 3),
+        (vec![vec!["RPUSH", "b", "x"]], three(), 3),
         (
-            vec![],
+            vec![vec!["SET", "d", "t1"]],
             vec![
-                set("a", "t1", "60000"),
-                set("b", "t2", "60000"),
-                set("c", "t3", "60000"),
+                set("a", "t1"),
+                set("b", "t2"),
+                ("d", 6, vec!["t1", &hash]),
+                ("c", 1, vec!["t3", "20000"]),
             ],
-        ),
-        // b held by another holder: none set together, a and c one by one.
-        (
-            vec![vec!["SET", "b", "theirs"]],
-            vec![
-                set("a", "t1", "60000"),
-                set("b", "t2", "60000"),
-                set("c", "t3", "60000"),
-            ],
-        ),
-        // b is a list.
-        (
-            vec![vec!["RPUSH", "b", "x"]],
-            vec![
-                set("a", "t1", "60000"),
-                set("b", "t2", "60000"),
-                set("c", "t3", "60000"),
-            ],
-        ),
-        // a named twice: the first acquisition wins, the second is refused.
-        (
-            vec![],
-            vec![
-                set("a", "t1", "60000"),
-                set("b", "t2", "60000"),
-                set("a", "t4", "60000"),
-                set("c", "t3", "60000"),
-            ],
-        ),
-        // a released, then taken again in the same batch.
-        (
-            vec![vec!["SET", "a", "t1"]],
-            vec![
-                ("a", 6, vec!["t1", &hash]),
-                set("a", "t4", "60000"),
-                set("b", "t2", "60000"),
-                set("c", "t3", "60000"),
-            ],
-        ),
-        // Differing ttls: b keeps its own.
-        (
-            vec![],
-            vec![
-                set("a", "t1", "60000"),
-                set("b", "t2", "20000"),
-                set("c", "t3", "60000"),
-            ],
+            2,
         ),
     ];
     let msetex = has_command(node, "MSETEX").await;
     let mut compared = 0;
-    for (i, (before, calls)) in cases.iter().enumerate() {
+    for (i, (before, calls, together)) in cases.iter().enumerate() {
         let mut outcomes = Vec::new();
-        for together in [false, true] {
-            node.command(&["DEL", "a", "b", "c"]).await.expect("DEL");
+        for batched in [false, true] {
+            node.command(&["DEL", "a", "b", "c", "d"])
+                .await
+                .expect("DEL");
             for command in before {
                 node.command(command).await.expect("set up");
             }
             let (msetex_before, set_before) =
                 (calls_of(node, "msetex").await, calls_of(node, "set").await);
-            let answers = if together {
-                run_batch(node, calls, &["DELIFEQ", "MSETEX"]).await
+            let answers = if batched {
+                run_batch(node, calls, *together, true).await
             } else {
                 let mut answers = Vec::new();
                 for call in calls {
-                    answers.extend(run_batch(node, std::slice::from_ref(call), &[]).await);
+                    answers.extend(run_batch(node, std::slice::from_ref(call), 0, false).await);
                 }
                 answers
             };
             let mut states = Vec::new();
-            for key in ["a", "b", "c"] {
+            for key in ["a", "b", "c", "d"] {
                 states.push(key_state(node, key).await);
             }
-            if together && i == 0 {
+            if batched && i == 0 {
                 // All free: one MSETEX, no SET, where the server has it.
                 let ran = (
                     calls_of(node, "msetex").await - msetex_before,

@@ -544,18 +544,147 @@ async fn set_nx(client: &Sender, keys: &[Key], args: &[Value]) -> Result<Value, 
     })
 }
 
+/// The keys a batch names, as a set of spots (a hash of each key): a key whose spot another
+/// key of the batch also takes counts as named twice. Two keys may share a spot, which only
+/// keeps a call out of a group (design 4.3), never puts one in; with 4,096 spots, about one
+/// `SET NX` call in a hundred is kept out for that in a batch of 48 keys.
+struct Named {
+    once: [u64; 64],
+    twice: [u64; 64],
+}
+
+impl Named {
+    fn of(calls: &[Call]) -> Named {
+        let mut named = Named {
+            once: [0; 64],
+            twice: [0; 64],
+        };
+        for key in calls.iter().flat_map(|call| call.keys.iter()) {
+            let (word, bit) = Named::spot(key.as_bytes());
+            if named.once[word] & bit != 0 {
+                named.twice[word] |= bit;
+            }
+            named.once[word] |= bit;
+        }
+        named
+    }
+
+    /// FNV-1a of `key`, mixed (MurmurHash3's finalizer: FNV leaves a short key's last bytes
+    /// out of the top bits), its top 12 bits as a word of 64 and a bit in it.
+    fn spot(key: &[u8]) -> (usize, u64) {
+        let mut hash = key.iter().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+            (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
+        });
+        hash ^= hash >> 33;
+        hash = hash.wrapping_mul(0xff51_afd7_ed55_8ccd);
+        hash ^= hash >> 33;
+        hash = hash.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+        hash ^= hash >> 33;
+        ((hash >> 58) as usize, 1 << ((hash >> 52) & 63))
+    }
+
+    fn twice(&self, key: &[u8]) -> bool {
+        let (word, bit) = Named::spot(key);
+        self.twice[word] & bit != 0
+    }
+}
+
+/// Which calls of a batch the batch script may set together with one `MSETEX`: the `SET NX`
+/// calls of one key that share the first one's ttl and whose key no other call names.
+struct Together {
+    ttl: Value,
+    named: Named,
+}
+
+impl Together {
+    fn of(calls: &[Call]) -> Option<Together> {
+        let ttl = calls.iter().find_map(|call| match &call.args[..] {
+            [_, ttl] if call.op == Op::SetNx && call.keys.len() == 1 => Some(ttl.clone()),
+            _ => None,
+        })?;
+        Some(Together {
+            ttl,
+            named: Named::of(calls),
+        })
+    }
+
+    fn takes(&self, call: &Call) -> bool {
+        match (&call.keys[..], &call.args[..]) {
+            ([key], [_, ttl]) => {
+                call.op == Op::SetNx && *ttl == self.ttl && !self.named.twice(key.as_bytes())
+            }
+            _ => false,
+        }
+    }
+}
+
+/// For a node that runs `MSETEX`: puts first, in their order, the calls that [`Together`]
+/// takes when there are two or more, so that the batch script sets them with one `MSETEX`
+/// (see `scripts::batch`), and returns how many; the others keep their order. Calls on
+/// different keys answer the same in either order within one script, which runs alone on the
+/// node, and every call on a key that another call names keeps its place among them.
+fn put_together_first(calls: &mut Vec<Call>) -> usize {
+    let Some(together) = Together::of(calls) else {
+        return 0;
+    };
+    let n = calls.iter().filter(|call| together.takes(call)).count();
+    if n < 2 {
+        return 0;
+    }
+    let mut rest = Vec::with_capacity(calls.len() - n);
+    let mut head = Vec::with_capacity(calls.len());
+    for call in calls.drain(..) {
+        if together.takes(&call) {
+            head.push(call);
+        } else {
+            rest.push(call);
+        }
+    }
+    calls.append(&mut head);
+    calls.append(&mut rest);
+    n
+}
+
+/// How many calls at the head of `calls` the batch script sets together with one `MSETEX`
+/// (none below two): after [`put_together_first`], those it put first, or fewer if some
+/// were dropped since.
+fn set_together(calls: &[Call]) -> usize {
+    let Some(together) = Together::of(calls) else {
+        return 0;
+    };
+    let n = calls.iter().take_while(|call| together.takes(call)).count();
+    if n >= 2 {
+        n
+    } else {
+        0
+    }
+}
+
 /// The EVALSHA (or EVAL) of the batch script for `calls`: `first`, the key count, every
-/// call's keys, then the call count and each call's header and arguments.
-fn batch_command(calls: &[Call], first: Value, natives: Natives) -> Vec<Value> {
+/// call's keys, then the call count and each call's header and arguments; the first
+/// `together` calls (`SET NX` calls that [`set_together`] counts, for a node that runs
+/// `MSETEX`) go as one group instead: `M`, their count, `key token` for each, `NX PX ttl`.
+fn batch_command(calls: &[Call], first: Value, natives: Natives, together: usize) -> Vec<Value> {
     let key_count: usize = calls.iter().map(|call| call.keys.len()).sum();
     let arg_count: usize = calls.iter().map(|call| call.args.len() + 3).sum();
-    let mut all = Vec::with_capacity(2 + key_count + 1 + arg_count);
+    let mut all = Vec::with_capacity(2 + key_count + 1 + arg_count + 5);
     all.push(first);
     all.push(Value::Integer(key_count as i64));
     for call in calls {
         all.extend(call.keys.iter().cloned().map(Value::from));
     }
     all.push(Value::Integer(calls.len() as i64));
+    let (head, calls) = calls.split_at(together);
+    if let Some(ttl) = head.first().and_then(|call| call.args.get(1)) {
+        all.push(Value::from_static_str("M"));
+        all.push(Value::Integer(together as i64));
+        for call in head {
+            all.extend(call.keys.first().cloned().map(Value::from));
+            all.extend(call.args.first().cloned());
+        }
+        all.extend(["NX", "PX"].map(Value::from_static_str));
+        all.push(ttl.clone());
+    }
     for call in calls {
         let (number, keys, args) = (call.op.number(), call.keys.len(), call.args.len());
         match scripts::batch_header(number, keys, args, natives) {
@@ -579,7 +708,21 @@ async fn send_batch(
     let votes = calls.iter().any(|call| call.vote);
     let resend = || !votes || admission.clearance(client) == Clearance::Clear;
     let natives = admission.natives();
-    let command = |calls: &[Call], first| batch_command(calls, first, natives);
+    let together = if natives.msetex {
+        put_together_first(calls)
+    } else {
+        0
+    };
+    // The calls sent: these, or fewer if some are dropped before the EVAL fallback.
+    let sent = calls.len();
+    let command = |calls: &[Call], first| {
+        let together = match calls.len() {
+            n if n == sent => together,
+            _ if natives.msetex => set_together(calls),
+            _ => 0,
+        };
+        batch_command(calls, first, natives, together)
+    };
     let reply = run_calls(client, timeout, calls, &BATCH, command, resend).await;
     let answers = match reply {
         Ok(Value::Array(answers)) if answers.len() == calls.len() => answers,
@@ -824,5 +967,157 @@ mod tests {
             "{late:?}"
         );
         q.node_mut(0).resume().unwrap();
+    }
+}
+
+#[cfg(test)]
+mod together_tests {
+    use super::*;
+
+    fn call(op: Op, key: &str, args: &[Value]) -> Call {
+        Call {
+            op,
+            vote: true,
+            keys: vec![Key::from(key)].into(),
+            args: args.to_vec().into(),
+            deadline: Instant::now(),
+            reply: None,
+        }
+    }
+
+    fn set(key: &str, ttl: i64) -> Call {
+        call(Op::SetNx, key, &[Value::from("t"), Value::Integer(ttl)])
+    }
+
+    fn release(key: &str) -> Call {
+        call(Op::Release, key, &[Value::from("t"), Value::from("h")])
+    }
+
+    /// (op, key) of each call, in order.
+    fn order(calls: &[Call]) -> Vec<(Op, String)> {
+        calls
+            .iter()
+            .map(|c| {
+                (
+                    c.op,
+                    String::from_utf8_lossy(c.keys[0].as_bytes()).into_owned(),
+                )
+            })
+            .collect()
+    }
+
+    fn sorted(calls: Vec<Call>) -> (Vec<(Op, String)>, usize) {
+        let mut calls = calls;
+        let n = put_together_first(&mut calls);
+        assert_eq!(set_together(&calls), n, "counted again");
+        (order(&calls), n)
+    }
+
+    fn keys(calls: &[(Op, &str)]) -> Vec<(Op, String)> {
+        calls.iter().map(|(op, k)| (*op, k.to_string())).collect()
+    }
+
+    #[test]
+    fn set_nx_calls_of_one_ttl_on_keys_named_once_go_first_in_their_order() {
+        let calls = vec![release("r"), set("a", 100), release("q"), set("b", 100)];
+        let expected = keys(&[
+            (Op::SetNx, "a"),
+            (Op::SetNx, "b"),
+            (Op::Release, "r"),
+            (Op::Release, "q"),
+        ]);
+        assert_eq!(sorted(calls), (expected, 2));
+    }
+
+    #[test]
+    fn a_key_named_twice_keeps_every_call_on_it_in_place() {
+        // A release of a, then its next acquisition; c is acquired twice.
+        let calls = vec![
+            release("a"),
+            set("a", 100),
+            set("b", 100),
+            set("c", 100),
+            set("d", 100),
+            set("c", 100),
+        ];
+        let expected = keys(&[
+            (Op::SetNx, "b"),
+            (Op::SetNx, "d"),
+            (Op::Release, "a"),
+            (Op::SetNx, "a"),
+            (Op::SetNx, "c"),
+            (Op::SetNx, "c"),
+        ]);
+        assert_eq!(sorted(calls), (expected, 2));
+    }
+
+    #[test]
+    fn keys_that_share_a_spot_are_kept_out_as_if_named_twice() {
+        let first = Named::spot(b"k0");
+        let other = (1..100_000)
+            .map(|i| format!("k{i}"))
+            .find(|key| Named::spot(key.as_bytes()) == first)
+            .expect("two keys on one spot");
+        let calls = vec![
+            set("k0", 100),
+            set(&other, 100),
+            set("x", 100),
+            set("y", 100),
+        ];
+        let expected = keys(&[
+            (Op::SetNx, "x"),
+            (Op::SetNx, "y"),
+            (Op::SetNx, "k0"),
+            (Op::SetNx, &other),
+        ]);
+        assert_eq!(sorted(calls), (expected, 2));
+    }
+
+    #[test]
+    fn only_the_first_set_nx_calls_ttl_goes_together() {
+        let calls = vec![set("a", 100), set("b", 200), set("c", 100)];
+        let expected = keys(&[(Op::SetNx, "a"), (Op::SetNx, "c"), (Op::SetNx, "b")]);
+        assert_eq!(sorted(calls), (expected, 2));
+    }
+
+    #[test]
+    fn fewer_than_two_set_nx_calls_change_nothing() {
+        let calls = vec![release("r"), set("a", 100), set("a", 100), set("b", 200)];
+        let expected = keys(&[
+            (Op::Release, "r"),
+            (Op::SetNx, "a"),
+            (Op::SetNx, "a"),
+            (Op::SetNx, "b"),
+        ]);
+        assert_eq!(sorted(calls), (expected, 0));
+        assert_eq!(sorted(vec![]), (vec![], 0));
+    }
+
+    #[test]
+    fn the_group_goes_as_msetex_arguments_only_where_the_node_runs_it() {
+        let mut calls = vec![release("r"), set("a", 100), set("b", 100)];
+        let n = put_together_first(&mut calls);
+        let text = |natives: Natives| -> Vec<String> {
+            let together = if natives.msetex { n } else { 0 };
+            batch_command(&calls, Value::from("sha"), natives, together)
+                .iter()
+                .map(|v| v.as_string().unwrap_or_default())
+                .collect()
+        };
+        let msetex = Natives {
+            delifeq: false,
+            msetex: true,
+        };
+        assert_eq!(
+            text(msetex),
+            [
+                "sha", "3", "a", "b", "r", "3", "M", "2", "a", "t", "b", "t", "NX", "PX", "100",
+                "r", "t", "h"
+            ]
+        );
+        assert_eq!(
+            text(Natives::default()),
+            ["sha", "3", "a", "b", "r", "3", "s", "t", "100", "s", "t", "100", "r", "t", "h"]
+        );
     }
 }

@@ -749,18 +749,19 @@ pub(crate) const BATCHED: [&str; 17] =
 /// `tests/lock_batch.rs` (`inline_calls_in_a_batch_answer_as_their_scripts_do`) holds each
 /// inline call to its script's answers and effects, for every state of the key.
 ///
-/// On a node that runs `MSETEX` ([`Natives::msetex`]), the `SET NX` calls come as `S`, and
-/// those whose key no other call of the batch names and whose ttl is the first one's are set
-/// first, by one `MSETEX n key token ... NX PX ttl`: it sets every key, each as `SET key token
-/// NX PX ttl` would, if none exists, and answers 1; else it sets none and answers 0, and the
-/// calls are run one by one in order, as `s`. Running them ahead of the batch's other calls
-/// changes no answer: a script runs alone on the node, and those calls name other keys. One
-/// command where there were one per key: about 8% of the server's CPU for a batch of 24
-/// acquisitions and 24 releases on Valkey 9.1 (docs/benchmarks-load.md). A key named twice
-/// (two clients after one lock, or its release and next acquisition in one batch) keeps its
-/// calls in order: `MSETEX` with a key twice would set it to the later token and tell both
-/// they had it. `tests/lock_batch.rs` (`set_nx_calls_set_together_answer_as_they_do_alone`)
-/// holds these batches to the same calls made one by one.
+/// On a node that runs `MSETEX` ([`Natives::msetex`]), the client puts first the `SET NX`
+/// calls of one key that share the first one's ttl and whose key no other call of the batch
+/// names (`node/batch.rs`, `set_together`), and announces them as one group: `M`, their
+/// count `n`, then `key token` for each, then `NX PX ttl` (their keys are also the first `n`
+/// of `KEYS`). The script sets them with one `MSETEX n key token ... NX PX ttl`: it sets
+/// every key, each as `SET key token NX PX ttl` would, if none exists, and answers 1; else it
+/// sets none and answers 0, and the calls are run one by one, as `s`. Running them ahead of
+/// the batch's other calls changes no answer: a script runs alone on the node, and those
+/// calls name other keys. A key named twice (two clients after one lock, or its release and
+/// next acquisition in one batch) keeps its calls in order: `MSETEX` with a key twice would
+/// set it to the later token and tell both they had it.
+/// `tests/lock_batch.rs` (`set_nx_calls_set_together_answer_as_they_do_alone`) holds these
+/// batches to the same calls made one by one.
 pub(crate) fn batch() -> String {
     let mut body = String::from("local scripts = {}\n");
     for (i, script) in BATCHED.iter().enumerate() {
@@ -771,57 +772,29 @@ pub(crate) fn batch() -> String {
     }
     body.push_str(concat!(
         r"local out = {}
-local together = nil
-do
-  local found = {}
-  local k, a = 1, 2
-  for j = 1, tonumber(ARGV[1]) do
-    local op = ARGV[a]
-    if op == 'S' then
-      found[#found + 1] = j
-      found[#found + 1] = k
-      found[#found + 1] = a
-      k, a = k + 1, a + 3
-    elseif op == 's' or op == 'r' or op == 'R' then
-      k, a = k + 1, a + 3
-    elseif op == 'd' or op == 'D' then
-      k, a = k + 1, a + 2
-    else
-      k, a = k + tonumber(ARGV[a + 1]), a + 3 + tonumber(ARGV[a + 2])
+local k, a, first = 1, 2, 1
+if ARGV[2] == 'M' then
+  local n = tonumber(ARGV[3])
+  local ttl = ARGV[6 + 2 * n]
+  if redis.pcall('msetex', unpack(ARGV, 3, 6 + 2 * n)) == 1 then
+    for i = 1, n do out[i] = 0 end
+  else
+    for i = 1, n do
+      local r = redis.pcall('set', KEYS[i], ARGV[3 + 2 * i], 'NX', 'PX', ttl)
+      if r and not r.err then
+        r = 0
+      elseif r then
+        r = 'ERR ' .. r.err
+      end
+      out[i] = r
     end
   end
-  if #found > 3 then
-    local named = {}
-    for i = 1, #KEYS do named[KEYS[i]] = (named[KEYS[i]] or 0) + 1 end
-    local ttl = ARGV[found[3] + 2]
-    local args, set = {}, {}
-    for f = 1, #found, 3 do
-      local j, k, a = found[f], found[f + 1], found[f + 2]
-      if named[KEYS[k]] == 1 and ARGV[a + 2] == ttl then
-        args[#args + 1] = KEYS[k]
-        args[#args + 1] = ARGV[a + 1]
-        set[#set + 1] = j
-      end
-    end
-    if #set > 1 then
-      args[#args + 1] = 'NX'
-      args[#args + 1] = 'PX'
-      args[#args + 1] = ttl
-      if redis.pcall('msetex', #set, unpack(args)) == 1 then
-        together = {}
-        for _, j in ipairs(set) do together[j] = true end
-      end
-    end
-  end
+  k, a, first = n + 1, 7 + 2 * n, n + 1
 end
-local k, a = 1, 2
-for j = 1, tonumber(ARGV[1]) do
+for j = first, tonumber(ARGV[1]) do
   local op = ARGV[a]
   local ok, r = true, nil
-  if together and together[j] then
-    r = 0
-    k, a = k + 1, a + 3
-  elseif op == 's' or op == 'S' then
+  if op == 's' then
     r = redis.pcall('set', KEYS[k], ARGV[a + 1], 'NX', 'PX', ARGV[a + 2])
     if r and not r.err then r = 0 end
     k, a = k + 1, a + 3
@@ -886,11 +859,9 @@ pub(crate) struct Natives {
 /// for the calls the batch script runs inline, else the number and the two counts.
 ///
 /// For a node that runs `DELIFEQ` ([`Natives::delifeq`]), the release and the discard of one
-/// key delete with it (`R`, `D`), else with `GET` and `DEL` (`r`, `d`). For a node that runs
-/// `MSETEX` ([`Natives::msetex`]), a `SET NX` is `S`: the batch script sets the `S` keys that
-/// no other call of the batch names, and that share the first one's ttl, with one `MSETEX ...
-/// NX PX` (see [`batch`]), else with `SET NX` one by one (`s`). Where either command fails,
-/// the batch script takes the other way, so the letter is only a matter of speed.
+/// key delete with it (`R`, `D`), else with `GET` and `DEL` (`r`, `d`); where `DELIFEQ`
+/// fails, the batch script takes `GET` and `DEL`, so the letter is only a matter of speed.
+/// (`SET NX` calls set together with `MSETEX` are announced as a group, see [`batch`].)
 pub(crate) fn batch_header(
     number: usize,
     keys: usize,
@@ -898,7 +869,6 @@ pub(crate) fn batch_header(
     natives: Natives,
 ) -> BatchHeader {
     match (number, keys, args) {
-        (INLINE_SET_NX, 1, 2) if natives.msetex => BatchHeader::Inline("S"),
         (INLINE_SET_NX, 1, 2) => BatchHeader::Inline("s"),
         (INLINE_RELEASE, 1, 2) if natives.delifeq => BatchHeader::Inline("R"),
         (INLINE_RELEASE, 1, 2) => BatchHeader::Inline("r"),
@@ -916,8 +886,8 @@ const INLINE_DISCARD: usize = 9;
 /// See [`batch_header`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum BatchHeader {
-    /// A call run inline: `s` or `S` (SET NX), `r` or `R` (RELEASE of one key, one token), `d`
-    /// or `D` (DISCARD).
+    /// A call run inline: `s` (SET NX), `r` or `R` (RELEASE of one key, one token), `d` or `D`
+    /// (DISCARD).
     Inline(&'static str),
     /// Any other: the script's number, the call's key count and argument count.
     Call([usize; 3]),
@@ -1007,7 +977,7 @@ mod tests {
         assert_eq!(batch_header(1, 1, 2, delifeq), BatchHeader::Inline("s"));
         assert_eq!(batch_header(6, 1, 2, delifeq), BatchHeader::Inline("R"));
         assert_eq!(batch_header(9, 1, 1, delifeq), BatchHeader::Inline("D"));
-        assert_eq!(batch_header(1, 1, 2, both), BatchHeader::Inline("S"));
+        assert_eq!(batch_header(1, 1, 2, both), BatchHeader::Inline("s"));
         assert_eq!(batch_header(6, 1, 2, both), BatchHeader::Inline("R"));
         assert_eq!(batch_header(9, 1, 1, both), BatchHeader::Inline("D"));
         // A release of two keys, or of a handover's two tokens, runs its script.
