@@ -941,10 +941,10 @@ pub fn batch_script() -> (String, Vec<&'static str>) {
 /// The arguments that announce one call in the batch script of [`batch_script`], before the
 /// call's own: for a call of script number `number` (1-based in the list it returns) with
 /// `keys` keys and `args` arguments, as the client writes them for a node that runs the
-/// commands `natives` names (`"DELIFEQ"`, `"MSETEX"`, upper case; others are ignored). With
-/// `DELIFEQ`, the release or discard of one key deletes with it (or with `GET` and `DEL` where
-/// it fails); with `MSETEX`, the `SET NX` calls on keys no other call names and with the
-/// first one's ttl are set together (or one by one where it fails).
+/// commands `natives` names (upper case, e.g. `&["DELIFEQ"]`). With `DELIFEQ`, the release
+/// or discard of one key deletes with it (or with `GET` and `DEL` where it fails). `MSETEX`
+/// changes no call's header: the client sends the `SET NX` calls it sets together as one
+/// group at the head of the batch (`M`, their count, `key token` for each, `NX PX ttl`).
 pub fn batch_header(number: usize, keys: usize, args: usize, natives: &[&str]) -> Vec<String> {
     let natives = crate::node::scripts::Natives {
         delifeq: natives.contains(&"DELIFEQ"),
