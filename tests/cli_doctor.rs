@@ -829,7 +829,7 @@ async fn doctor_writes_nothing() {
             assert_eq!(delta(no_op), (probes, 0), "node {i}: {no_op}");
         }
         // DELIFEQ, where the server has it (Valkey 9): deletes nothing.
-        let delifeq = if common::runs_delifeq(node).await {
+        let delifeq = if common::has_command(node, "DELIFEQ").await {
             probes
         } else {
             0
@@ -948,13 +948,8 @@ async fn exits_64_with_one_line_on_bad_input() {
 async fn each_node_says_how_it_releases_and_what_the_server_offers() {
     let q = LocalQuorum::start(3).await.unwrap();
     let node = q.node(0);
-    // One element per command: its description, or nil for a command the server lacks.
-    let has = |reply: Reply| match reply {
-        Reply::Array(Some(items)) => matches!(items.first(), Some(Reply::Array(Some(_)))),
-        other => panic!("COMMAND INFO gave {other:?}"),
-    };
-    let delifeq = has(node.command(&["COMMAND", "INFO", "DELIFEQ"]).await.unwrap());
-    let delex = has(node.command(&["COMMAND", "INFO", "DELEX"]).await.unwrap());
+    let delifeq = common::has_command(node, "DELIFEQ").await;
+    let delex = common::has_command(node, "DELEX").await;
     let offered = match (delifeq, delex) {
         (true, _) => Value::from("delifeq"),
         (false, true) => Value::from("delex"),

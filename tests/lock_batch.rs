@@ -10,7 +10,7 @@ use quorumlock::fred::prelude::*;
 use quorumlock::fred::types::Message;
 use quorumlock::testkit::{LocalQuorum, Reply};
 
-use common::{builder, calls, connected, get, has_command, holders, runs_delifeq};
+use common::{builder, calls, connected, get, has_command, holders};
 
 /// Locks taken and released at once by separate tasks of one client.
 const LOCKS: usize = 24;
@@ -207,7 +207,7 @@ async fn a_batched_release_deletes_and_is_announced() {
     let hash: String = message.value.convert().expect("a string");
     assert_eq!(hash, quorumlock::fred::util::sha1_hash(&token));
     assert!(messages.try_recv().is_err(), "announced once");
-    let batched = u64::from(runs_delifeq(quorum.node(0)).await);
+    let batched = u64::from(has_command(quorum.node(0), "DELIFEQ").await);
     assert_eq!(
         calls(quorum.node(0), "delifeq").await - delifeq,
         batched,

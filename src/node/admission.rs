@@ -169,6 +169,12 @@ impl Admission {
         }
     }
 
+    /// Records what a check found (read back by [`natives`](Self::natives)).
+    fn record_natives(&self, natives: Natives) {
+        let bits = u8::from(natives.delifeq) | u8::from(natives.msetex) << 1;
+        self.natives.store(bits, Ordering::Relaxed);
+    }
+
     fn state(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -383,9 +389,7 @@ impl Admission {
                         if permissions.unanswered.is_empty()
                             && connection_id(&client) == connection =>
                     {
-                        let natives = permissions.natives;
-                        let bits = u8::from(natives.delifeq) | u8::from(natives.msetex) << 1;
-                        this.natives.store(bits, Ordering::Relaxed);
+                        this.record_natives(permissions.natives);
                         let refused = permissions.refused;
                         return this.admit(generation, facts, marker, refused, connection);
                     }

@@ -627,12 +627,16 @@ fn put_together_first(calls: &mut Vec<Call>) -> usize {
     let Some(together) = Together::of(calls) else {
         return 0;
     };
-    let n = calls.iter().filter(|call| together.takes(call)).count();
-    if n < 2 {
+    if calls
+        .iter()
+        .filter(|call| together.takes(call))
+        .take(2)
+        .count()
+        < 2
+    {
         return 0;
     }
-    let mut rest = Vec::with_capacity(calls.len() - n);
-    let mut head = Vec::with_capacity(calls.len());
+    let (mut head, mut rest) = (Vec::with_capacity(calls.len()), Vec::new());
     for call in calls.drain(..) {
         if together.takes(&call) {
             head.push(call);
@@ -640,6 +644,7 @@ fn put_together_first(calls: &mut Vec<Call>) -> usize {
             rest.push(call);
         }
     }
+    let n = head.len();
     calls.append(&mut head);
     calls.append(&mut rest);
     n
@@ -993,62 +998,53 @@ mod together_tests {
         call(Op::Release, key, &[Value::from("t"), Value::from("h")])
     }
 
-    /// (op, key) of each call, in order.
-    fn order(calls: &[Call]) -> Vec<(Op, String)> {
-        calls
-            .iter()
-            .map(|c| {
-                (
-                    c.op,
-                    String::from_utf8_lossy(c.keys[0].as_bytes()).into_owned(),
-                )
-            })
-            .collect()
-    }
-
-    fn sorted(calls: Vec<Call>) -> (Vec<(Op, String)>, usize) {
+    /// Puts `calls` together first, and checks their order (each as `op key`) and how many
+    /// go together, counted when put and counted again.
+    fn assert_put(calls: Vec<Call>, order: &[&str], together: usize) {
         let mut calls = calls;
         let n = put_together_first(&mut calls);
+        let seen: Vec<String> = calls
+            .iter()
+            .map(|c| {
+                format!(
+                    "{:?} {}",
+                    c.op,
+                    String::from_utf8_lossy(c.keys[0].as_bytes())
+                )
+            })
+            .collect();
+        assert_eq!(
+            (seen, n),
+            (order.iter().map(|o| o.to_string()).collect(), together)
+        );
         assert_eq!(set_together(&calls), n, "counted again");
-        (order(&calls), n)
-    }
-
-    fn keys(calls: &[(Op, &str)]) -> Vec<(Op, String)> {
-        calls.iter().map(|(op, k)| (*op, k.to_string())).collect()
     }
 
     #[test]
     fn set_nx_calls_of_one_ttl_on_keys_named_once_go_first_in_their_order() {
-        let calls = vec![release("r"), set("a", 100), release("q"), set("b", 100)];
-        let expected = keys(&[
-            (Op::SetNx, "a"),
-            (Op::SetNx, "b"),
-            (Op::Release, "r"),
-            (Op::Release, "q"),
-        ]);
-        assert_eq!(sorted(calls), (expected, 2));
+        assert_put(
+            vec![release("r"), set("a", 100), release("q"), set("b", 100)],
+            &["SetNx a", "SetNx b", "Release r", "Release q"],
+            2,
+        );
     }
 
     #[test]
     fn a_key_named_twice_keeps_every_call_on_it_in_place() {
         // A release of a, then its next acquisition; c is acquired twice.
-        let calls = vec![
-            release("a"),
-            set("a", 100),
-            set("b", 100),
-            set("c", 100),
-            set("d", 100),
-            set("c", 100),
-        ];
-        let expected = keys(&[
-            (Op::SetNx, "b"),
-            (Op::SetNx, "d"),
-            (Op::Release, "a"),
-            (Op::SetNx, "a"),
-            (Op::SetNx, "c"),
-            (Op::SetNx, "c"),
-        ]);
-        assert_eq!(sorted(calls), (expected, 2));
+        let calls = ["a", "b", "c", "d", "c"].map(|key| set(key, 100));
+        assert_put(
+            std::iter::once(release("a")).chain(calls).collect(),
+            &[
+                "SetNx b",
+                "SetNx d",
+                "Release a",
+                "SetNx a",
+                "SetNx c",
+                "SetNx c",
+            ],
+            2,
+        );
     }
 
     #[test]
@@ -1058,39 +1054,31 @@ mod together_tests {
             .map(|i| format!("k{i}"))
             .find(|key| Named::spot(key.as_bytes()) == first)
             .expect("two keys on one spot");
-        let calls = vec![
-            set("k0", 100),
-            set(&other, 100),
-            set("x", 100),
-            set("y", 100),
-        ];
-        let expected = keys(&[
-            (Op::SetNx, "x"),
-            (Op::SetNx, "y"),
-            (Op::SetNx, "k0"),
-            (Op::SetNx, &other),
-        ]);
-        assert_eq!(sorted(calls), (expected, 2));
+        let other_set = format!("SetNx {other}");
+        assert_put(
+            ["k0", &other, "x", "y"].map(|key| set(key, 100)).into(),
+            &["SetNx x", "SetNx y", "SetNx k0", &other_set],
+            2,
+        );
     }
 
     #[test]
     fn only_the_first_set_nx_calls_ttl_goes_together() {
-        let calls = vec![set("a", 100), set("b", 200), set("c", 100)];
-        let expected = keys(&[(Op::SetNx, "a"), (Op::SetNx, "c"), (Op::SetNx, "b")]);
-        assert_eq!(sorted(calls), (expected, 2));
+        assert_put(
+            vec![set("a", 100), set("b", 200), set("c", 100)],
+            &["SetNx a", "SetNx c", "SetNx b"],
+            2,
+        );
     }
 
     #[test]
     fn fewer_than_two_set_nx_calls_change_nothing() {
-        let calls = vec![release("r"), set("a", 100), set("a", 100), set("b", 200)];
-        let expected = keys(&[
-            (Op::Release, "r"),
-            (Op::SetNx, "a"),
-            (Op::SetNx, "a"),
-            (Op::SetNx, "b"),
-        ]);
-        assert_eq!(sorted(calls), (expected, 0));
-        assert_eq!(sorted(vec![]), (vec![], 0));
+        assert_put(
+            vec![release("r"), set("a", 100), set("a", 100), set("b", 200)],
+            &["Release r", "SetNx a", "SetNx a", "SetNx b"],
+            0,
+        );
+        assert_put(vec![], &[], 0);
     }
 
     #[test]

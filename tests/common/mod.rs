@@ -87,20 +87,8 @@ pub async fn holders(quorum: &LocalQuorum, key: &str) -> usize {
     n
 }
 
-/// Whether `node` is a server that runs `DELIFEQ` (Valkey 9 and later, by its `INFO server`).
-pub async fn runs_delifeq(node: &LocalNode) -> bool {
-    let info = match node.command(&["INFO", "server"]).await.expect("INFO") {
-        Reply::Bulk(Some(v)) => String::from_utf8(v).expect("utf-8"),
-        other => panic!("INFO: {other:?}"),
-    };
-    let major = info
-        .lines()
-        .find_map(|l| l.strip_prefix("valkey_version:"))
-        .and_then(|v| v.trim().split('.').next()?.parse::<u32>().ok());
-    major >= Some(9)
-}
-
-/// Whether `node`'s server has `command` (`COMMAND INFO` answers something other than nil).
+/// Whether `node`'s server has `command` (`COMMAND INFO`, one element per command: its
+/// description, or nil for a command the server lacks).
 pub async fn has_command(node: &LocalNode, command: &str) -> bool {
     match node
         .command(&["COMMAND", "INFO", command])
