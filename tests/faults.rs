@@ -76,11 +76,20 @@ async fn succeeds_when_a_minority_is_frozen_and_leaves_nothing_behind_on_it() {
 
 /// Waiting for a quorum does not wait for a frozen node (it accepts the TCP connection, its
 /// kernel completes the handshake, but it never answers the connection check), and neither
-/// does `settle`: nothing was ever sent to a node that never connected. The connect and
-/// node timeouts and the waits are an hour; the outer timeouts only detect a hang.
+/// does `settle`. The lock's acquisition on that node waits in its queue for the check (the
+/// node timeout is an hour), and the release queued behind it drops it unsent: once the node
+/// answers, it is sent the release alone, never the acquisition of a lock released before it
+/// connected. The connect and node timeouts and the waits are an hour; the outer timeouts
+/// only detect a hang.
 #[tokio::test]
 async fn waiting_for_a_quorum_does_not_wait_for_a_frozen_node() {
     let mut q = LocalQuorum::start(5).await.unwrap();
+    // Commands that scripts run are counted too. Before the client's connection checks
+    // (each of which sends SETs that set nothing).
+    let sets = [
+        common::calls(q.node(0), "set").await,
+        common::calls(q.node(4), "set").await,
+    ];
     q.node_mut(4).freeze().unwrap();
     let hour = Duration::from_secs(3600);
     // (Locks up to two hours: a node timeout no lock could outlast is refused.)
@@ -99,18 +108,30 @@ async fn waiting_for_a_quorum_does_not_wait_for_a_frozen_node() {
         redlock.connected_nodes() <= 4,
         "the frozen node is not ready"
     );
+    // (Every other node checked, so that each of them runs the acquisition.)
+    eventually("the four nodes that answer are checked", || async {
+        redlock.connected_nodes() == 4
+    })
+    .await;
     let lock = redlock.try_lock("quorum-start").await.unwrap();
     lock.release().await.unwrap();
     let settled = tokio::time::timeout(hang, redlock.settle(hour)).await;
     assert_eq!(settled.ok(), Some(true), "settle waits for the frozen node");
 
-    // Nothing reached the frozen node: once it answers, it connects and holds no key.
+    // Once it answers, it connects, and runs what was queued for it: the release alone.
     q.node_mut(4).resume().unwrap();
     eventually("the resumed node is connected and checked", || async {
         redlock.connected_nodes() == 5
     })
     .await;
+    // Now that it is connected, `settle` waits for its queue.
+    let settled = tokio::time::timeout(hang, redlock.settle(hour)).await;
+    assert_eq!(settled.ok(), Some(true), "the resumed node's queue ran");
     assert_eq!(common::get(q.node(4), "quorum-start").await, None);
+    // Both nodes ran the same check; the acquisition's SET ran on node 0, never on node 4.
+    let checked_and_locked = common::calls(q.node(0), "set").await - sets[0];
+    let checked = common::calls(q.node(4), "set").await - sets[1];
+    assert_eq!(checked + 1, checked_and_locked);
     common::no_holders(&q, "quorum-start").await;
 }
 

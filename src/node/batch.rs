@@ -10,7 +10,8 @@
 //! (fred's, mostly) and the server's are spent once per batch.
 //!
 //! A call that changes data (a vote) is written only on a connection whose check has passed
-//! ([`Admission::clearance`]); the queue waits for one, up to the call's deadline.
+//! ([`Admission::clearance`]); the queue waits for one, up to the call's deadline. A vote
+//! still waiting when the release of its own token is queued is dropped unsent.
 //!
 //! Order is kept: calls leave the queue in the order they came, one connection carries them,
 //! and the server runs a batch's calls in order, so a release still runs after the
@@ -354,7 +355,7 @@ async fn send_queued(
                 Err(_) => break,
             }
         }
-        admit(&client, &admission, &mut calls).await;
+        admit(&client, &admission, &mut calls, &mut queue).await;
         expire(&mut calls, Instant::now());
         busy = calls.len() > 1;
         match calls.len() {
@@ -371,23 +372,78 @@ async fn send_queued(
 /// may not: the node's votes do not count, or its connection is not checked (`Unchecked`), or
 /// it is not connected (a timeout, described by the connection's last error). Deletes of our
 /// own keys queued with them still go (fred sends them once connected).
-async fn admit(client: &Client, admission: &Admission, calls: &mut Vec<Call>) {
-    let Some(deadline) = calls.iter().filter(|c| c.vote).map(|c| c.deadline).min() else {
-        return;
-    };
+///
+/// Meanwhile it takes in the calls queued behind them: a vote whose token a release or
+/// discard queued after it deletes is dropped unsent ([`drop_released`]), so that a node that
+/// connects late is never sent the acquisition of a lock released meanwhile.
+async fn admit(
+    client: &Client,
+    admission: &Admission,
+    calls: &mut Vec<Call>,
+    queue: &mut mpsc::UnboundedReceiver<Call>,
+) {
     if admission.clearance(client) == Clearance::Clear {
         return;
     }
-    let refusal = match admission.cleared(client, deadline).await {
-        Ok(()) => return,
-        Err(Some(excluded)) => Failure::Excluded(excluded),
-        Err(None) => Failure::Node(timed_out()),
-    };
-    calls.retain_mut(|call| {
-        if call.vote {
-            call.answer(Err(refusal.clone()));
+    let mut open = true;
+    loop {
+        drop_released(calls);
+        let Some(deadline) = calls.iter().filter(|c| c.vote).map(|c| c.deadline).min() else {
+            return;
+        };
+        let cleared = tokio::select! {
+            biased;
+            cleared = admission.cleared(client, deadline) => cleared,
+            call = queue.recv(), if open && calls.len() < MAX_CALLS => {
+                match call {
+                    Some(call) => calls.push(call),
+                    None => open = false,
+                }
+                continue;
+            }
+        };
+        let refusal = match cleared {
+            Ok(()) => return,
+            Err(Some(excluded)) => Failure::Excluded(excluded),
+            Err(None) => Failure::Node(timed_out()),
+        };
+        calls.retain_mut(|call| {
+            if call.vote {
+                call.answer(Err(refusal.clone()));
+            }
+            !call.vote
+        });
+        return;
+    }
+}
+
+/// Drops, answered as never sent, each vote of `calls` whose token (its first argument) a
+/// release or discard queued after it deletes: the lock or attempt it was cast for is over,
+/// and a vote not sent is a vote lost, which the protocol tolerates; sent, it would set a key
+/// that only the release behind it removes.
+fn drop_released(calls: &mut Vec<Call>) {
+    if !calls.iter().any(|c| c.op.deletes()) {
+        return;
+    }
+    let mut released: Vec<&Value> = Vec::new();
+    let mut dropped = vec![false; calls.len()];
+    for (i, call) in calls.iter().enumerate().rev() {
+        if call.op.deletes() {
+            released.extend(call.args.iter());
+        } else if call.vote && call.args.first().is_some_and(|t| released.contains(&t)) {
+            dropped[i] = true;
         }
-        !call.vote
+    }
+    let mut dropped = dropped.into_iter();
+    calls.retain_mut(|call| {
+        let drop = dropped.next().unwrap_or(false);
+        if drop {
+            call.answer(Err(Failure::Node(FredError::new(
+                ErrorKind::Canceled,
+                "released before the node could be sent it",
+            ))));
+        }
+        !drop
     });
 }
 
@@ -1106,6 +1162,84 @@ mod together_tests {
         assert_eq!(
             text(Natives::default()),
             ["sha", "3", "a", "b", "r", "3", "s", "t", "100", "s", "t", "100", "r", "t", "h"]
+        );
+    }
+}
+
+#[cfg(test)]
+mod released_tests {
+    use super::*;
+
+    /// A call of `op` on `key` whose arguments are `args`, and where its answer comes.
+    fn call(
+        op: Op,
+        vote: bool,
+        key: &str,
+        args: &[&str],
+    ) -> (Call, oneshot::Receiver<Result<Value, Failure>>) {
+        let (reply, answer) = oneshot::channel();
+        let call = Call {
+            op,
+            vote,
+            keys: vec![Key::from(key)].into(),
+            args: args
+                .iter()
+                .map(|a| Value::from(*a))
+                .collect::<Vec<_>>()
+                .into(),
+            deadline: Instant::now(),
+            reply: Some(reply),
+        };
+        (call, answer)
+    }
+
+    fn ops(calls: &[Call]) -> Vec<(Op, String)> {
+        let key = |c: &Call| c.keys[0].as_str().unwrap_or_default().to_string();
+        calls.iter().map(|c| (c.op, key(c))).collect()
+    }
+
+    #[test]
+    fn a_vote_followed_by_the_release_of_its_token_is_dropped_unsent() {
+        let (set_a, mut a) = call(Op::SetNx, true, "a", &["t1", "100"]);
+        let (set_b, mut b) = call(Op::SetNx, true, "b", &["t2", "100"]);
+        let (extend, mut e) = call(Op::Extend, true, "c", &["t3", "100", "1"]);
+        let (release_a, _) = call(Op::Release, false, "a", &["t1", "h1"]);
+        let (release_c, _) = call(Op::Discard, false, "c", &["t3"]);
+        let mut calls = vec![set_a, set_b, extend, release_a, release_c];
+        drop_released(&mut calls);
+        assert_eq!(
+            ops(&calls),
+            [
+                (Op::SetNx, "b".into()),
+                (Op::Release, "a".into()),
+                (Op::Discard, "c".into())
+            ]
+        );
+        for dropped in [&mut a, &mut e] {
+            let answer = dropped.try_recv().expect("answered");
+            assert!(
+                matches!(&answer, Err(Failure::Node(e)) if *e.kind() == ErrorKind::Canceled),
+                "{answer:?}"
+            );
+        }
+        assert!(b.try_recv().is_err(), "the other vote is not answered");
+    }
+
+    #[test]
+    fn only_votes_queued_before_the_release_of_their_token_are_dropped() {
+        let (release, _) = call(Op::PermitDiscard, false, "s", &["t1", ""]);
+        let (later, _) = call(Op::PermitAcquire, true, "s", &["t1", "100", "3", "0", "1"]);
+        let (earlier, _) = call(Op::PermitAcquire, true, "s", &["t1", "100", "3", "0", "1"]);
+        let (restore, _) = call(Op::Restore, false, "s", &["t1", "100", "1", "0"]);
+        let mut calls = vec![restore, earlier, release, later];
+        drop_released(&mut calls);
+        assert_eq!(
+            ops(&calls),
+            [
+                (Op::Restore, "s".into()),
+                (Op::PermitDiscard, "s".into()),
+                (Op::PermitAcquire, "s".into())
+            ]
         );
     }
 }
