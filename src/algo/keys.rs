@@ -16,6 +16,10 @@ pub(crate) const CHANNEL_PREFIX: &str = "quorumlock:released:";
 /// The key of a node's marker (design 2.6a, `algo::lineage`).
 pub(crate) const NODE_KEY: &str = "quorumlock:node";
 
+/// The key of the record of a node's quarantine, while it lasts (design 2.6a,
+/// `algo::lineage::Recorded`).
+pub(crate) const QUARANTINE_KEY: &str = "quorumlock:quarantine";
+
 /// The key of a node's largest fencing counter.
 pub(crate) const HWM_KEY: &str = "quorumlock:hwm";
 
@@ -45,7 +49,9 @@ pub(crate) fn release_channel(lock: &str) -> String {
 /// Whether `key` is one quorumlock keeps for itself (a fencing counter, an identity record,
 /// a node's marker or largest counter, a permission probe's key), never a lock's key.
 pub(crate) fn is_internal(key: &str) -> bool {
-    is_reserved(key) || key == NODE_KEY || key == HWM_KEY || key.contains(PROBE_INFIX)
+    is_reserved(key)
+        || [NODE_KEY, HWM_KEY, QUARANTINE_KEY].contains(&key)
+        || key.contains(PROBE_INFIX)
 }
 
 /// Whether a lock key would collide with the keys quorumlock derives from lock keys.
@@ -69,6 +75,7 @@ mod tests {
             identity_key("app:scheduler"),
             NODE_KEY.to_string(),
             HWM_KEY.to_string(),
+            QUARANTINE_KEY.to_string(),
             probe_key("app:", 7),
         ] {
             assert!(is_internal(&key), "{key}");

@@ -127,13 +127,35 @@ pub(crate) fn lineage(marker: Option<&str>, run_id: Option<&str>) -> Lineage {
 /// the difference of two wall-clock times, each truncated to the second.
 pub(crate) const UPTIME_RESOLUTION: Duration = Duration::from_secs(1);
 
+/// A node's quarantine as the node keeps it (`quorumlock:quarantine`, written by the
+/// QUARANTINE script of the first client that found the node without a marker of its own),
+/// so that every client, one started a moment ago included, waits out the same one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Recorded {
+    /// How long ago it started, by the node's clock.
+    pub(crate) elapsed: Duration,
+    /// How long it lasts: the longest of the longest ttls of the clients that recorded it.
+    pub(crate) wait: Duration,
+}
+
+/// Since when a node that may have lost data is known to have.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LostSince {
+    /// As recorded on the node.
+    Recorded(Recorded),
+    /// As first seen by this client, this long ago: where the node could not record it (an
+    /// ACL that refuses the script, a server that does not tell its run_id).
+    Seen(Duration),
+}
+
 /// How long a just-checked node's votes must wait, and why: `None` if they may count now.
 ///
 /// Whatever the node's persistence: a node that restarted less than the longest ttl ago may
 /// have lost lock keys that are still valid elsewhere, unless it was provisioned empty in
 /// this very process (a fresh marker of its own run_id); a node whose marker says it lost
-/// data waits the longest ttl from when the loss could have happened, its start if it is
-/// younger than that, else from when this client first saw the loss (`lost_for` ago).
+/// data waits the longest ttl from when the loss could have happened: as recorded on the
+/// node ([`record_age`]), or, where it could not be, from its start if it is younger than
+/// that, else from when this client first saw the loss.
 ///
 /// `uptime` is the node's `uptime_in_seconds`: the difference of two wall-clock times each
 /// truncated to the second, so the server may have started up to [`UPTIME_RESOLUTION`]
@@ -142,12 +164,10 @@ pub(crate) const UPTIME_RESOLUTION: Duration = Duration::from_secs(1);
 pub(crate) fn hold_back(
     lineage: &Lineage,
     uptime: Option<Duration>,
-    lost_for: Duration,
+    since: LostSince,
     max_ttl: Duration,
 ) -> Option<(Duration, String)> {
-    let young = uptime
-        .map(|up| up.saturating_sub(UPTIME_RESOLUTION))
-        .filter(|up| *up < max_ttl);
+    let young = young(uptime, max_ttl);
     let up_for = |up: Duration| {
         format!(
             "up for perhaps only {}, less than the longest ttl ({})",
@@ -158,14 +178,51 @@ pub(crate) fn hold_back(
     match lineage {
         Lineage::Intact { marker, .. } if marker.fresh => None,
         Lineage::Intact { .. } => young.map(|up| (max_ttl - up, up_for(up))),
-        Lineage::Lost { why } => match young {
-            Some(up) => Some((max_ttl - up, format!("{}, and {why}", up_for(up)))),
-            None => {
+        Lineage::Lost { why } => match (since, young) {
+            (LostSince::Recorded(recorded), _) => {
+                let left = recorded.wait.max(max_ttl).saturating_sub(recorded.elapsed);
+                let why = format!(
+                    "{why}; its quarantine, kept on the node, started {} ago and lasts {}",
+                    humantime::format_duration(whole_ms(recorded.elapsed)),
+                    humantime::format_duration(recorded.wait.max(max_ttl))
+                );
+                (!left.is_zero()).then_some((left, why))
+            }
+            (LostSince::Seen(_), Some(up)) => {
+                Some((max_ttl - up, format!("{}, and {why}", up_for(up))))
+            }
+            (LostSince::Seen(lost_for), None) => {
                 let left = max_ttl.saturating_sub(lost_for);
                 (!left.is_zero()).then(|| (left, why.clone()))
             }
         },
     }
+}
+
+/// How long the server has been up at least, if that is less than the longest ttl.
+fn young(uptime: Option<Duration>, max_ttl: Duration) -> Option<Duration> {
+    uptime
+        .map(|up| up.saturating_sub(UPTIME_RESOLUTION))
+        .filter(|up| *up < max_ttl)
+}
+
+/// How long before now the quarantine of a node found to have lost data starts, when it is
+/// recorded on the node now: from the latest start its uptime allows, if it is younger
+/// than the longest ttl, else from now.
+///
+/// Never earlier than the loss it covers: a restart is a loss at the server's start, which
+/// is no later than that; and whatever the node lost between its start and now was written
+/// while it was younger than the longest ttl, when no client counted its votes (every
+/// client holds back a young node) nor trusted its counters (it had no marker of its own).
+/// A loss after the record is written erases the record (a flush) or makes it another
+/// server's (a restart, a failover: a new run_id), and the next check records a new one.
+pub(crate) fn record_age(uptime: Option<Duration>, max_ttl: Duration) -> Duration {
+    young(uptime, max_ttl).unwrap_or(Duration::ZERO)
+}
+
+/// `d` to the millisecond, for messages.
+fn whole_ms(d: Duration) -> Duration {
+    Duration::from_millis(d.as_millis().try_into().unwrap_or(u64::MAX))
 }
 
 /// One node's answer to a survey (`engine/seeder.rs`).
@@ -283,17 +340,24 @@ mod tests {
         let ttl = Duration::from_secs(30);
         let lost = lineage(None, Some(RUN));
         // Young: from its latest possible start (whole seconds: 12 s may be 11.01 s).
-        let (left, why) = hold_back(&lost, Some(Duration::from_secs(12)), Duration::ZERO, ttl)
-            .expect("held back");
+        let (left, why) = hold_back(
+            &lost,
+            Some(Duration::from_secs(12)),
+            LostSince::Seen(Duration::ZERO),
+            ttl,
+        )
+        .expect("held back");
         assert_eq!(left, Duration::from_secs(19));
         assert!(why.contains("up for perhaps only 11s") && why.contains("no quorumlock:node"));
         // Old (flushed, or another server's data): from when the loss was first seen.
         let old = Some(Duration::from_secs(3600));
-        let (left, _) = hold_back(&lost, old, Duration::from_secs(5), ttl).expect("held back");
+        let (left, _) =
+            hold_back(&lost, old, LostSince::Seen(Duration::from_secs(5)), ttl).expect("held back");
         assert_eq!(left, Duration::from_secs(25));
-        assert_eq!(hold_back(&lost, old, ttl, ttl), None);
+        assert_eq!(hold_back(&lost, old, LostSince::Seen(ttl), ttl), None);
         // Unknown uptime: from when the loss was first seen.
-        let (left, _) = hold_back(&lost, None, Duration::ZERO, ttl).expect("held back");
+        let (left, _) =
+            hold_back(&lost, None, LostSince::Seen(Duration::ZERO), ttl).expect("held back");
         assert_eq!(left, ttl);
     }
 
@@ -301,22 +365,43 @@ mod tests {
     fn an_intact_node_waits_only_while_young_and_a_provisioned_one_never() {
         let ttl = Duration::from_secs(30);
         let intact = lineage(Some(&format!("{RUN}:3")), Some(RUN));
-        let (left, _) =
-            hold_back(&intact, Some(Duration::from_secs(10)), Duration::ZERO, ttl).expect("young");
+        let (left, _) = hold_back(
+            &intact,
+            Some(Duration::from_secs(10)),
+            LostSince::Seen(Duration::ZERO),
+            ttl,
+        )
+        .expect("young");
         assert_eq!(left, Duration::from_secs(21));
         assert_eq!(
-            hold_back(&intact, Some(ttl + UPTIME_RESOLUTION), Duration::ZERO, ttl),
+            hold_back(
+                &intact,
+                Some(ttl + UPTIME_RESOLUTION),
+                LostSince::Seen(Duration::ZERO),
+                ttl
+            ),
             None,
             "up for the longest ttl"
         );
         let fresh = lineage(Some(&format!("{RUN}:0:new")), Some(RUN));
         assert_eq!(
-            hold_back(&fresh, Some(Duration::ZERO), Duration::ZERO, ttl),
+            hold_back(
+                &fresh,
+                Some(Duration::ZERO),
+                LostSince::Seen(Duration::ZERO),
+                ttl
+            ),
             None
         );
         // A provisioned marker of another process is a restart like any other.
         let restarted = lineage(Some(&format!("{OTHER}:0:new")), Some(RUN));
-        assert!(hold_back(&restarted, Some(Duration::ZERO), Duration::ZERO, ttl).is_some());
+        assert!(hold_back(
+            &restarted,
+            Some(Duration::ZERO),
+            LostSince::Seen(Duration::ZERO),
+            ttl
+        )
+        .is_some());
     }
 
     /// `uptime_in_seconds` is a difference of truncated wall-clock seconds: a server that
@@ -328,15 +413,60 @@ mod tests {
         let ttl = Duration::from_secs(2);
         let lost = lineage(None, Some(RUN));
         for (said, left) in [(0, 2), (1, 2), (2, 1)] {
-            let (waited, _) =
-                hold_back(&lost, Some(Duration::from_secs(said)), Duration::ZERO, ttl)
-                    .expect("held back");
+            let (waited, _) = hold_back(
+                &lost,
+                Some(Duration::from_secs(said)),
+                LostSince::Seen(Duration::ZERO),
+                ttl,
+            )
+            .expect("held back");
             assert_eq!(waited, Duration::from_secs(left), "uptime said {said} s");
         }
         let intact = lineage(Some(&format!("{RUN}:3")), Some(RUN));
-        let (waited, _) =
-            hold_back(&intact, Some(ttl), Duration::ZERO, ttl).expect("perhaps young");
+        let (waited, _) = hold_back(&intact, Some(ttl), LostSince::Seen(Duration::ZERO), ttl)
+            .expect("perhaps young");
         assert_eq!(waited, UPTIME_RESOLUTION);
+    }
+
+    #[test]
+    fn a_quarantine_kept_on_the_node_counts_down_for_every_client() {
+        let ttl = Duration::from_secs(10);
+        let lost = lineage(None, Some(RUN));
+        let old = Some(Duration::from_secs(60));
+        let recorded = |elapsed: u64, wait: u64| {
+            LostSince::Recorded(Recorded {
+                elapsed: Duration::from_millis(elapsed),
+                wait: Duration::from_millis(wait),
+            })
+        };
+        // A process started now waits what is left of it, not a quarantine of its own.
+        let (left, why) = hold_back(&lost, old, recorded(7_250, 10_000), ttl).expect("held");
+        assert_eq!(left, Duration::from_millis(2_750));
+        assert!(
+            why.contains("kept on the node, started 7s 250ms ago"),
+            "{why}"
+        );
+        assert_eq!(hold_back(&lost, old, recorded(10_000, 10_000), ttl), None);
+        // The longest wait recorded wins, and so does the client's own longest ttl.
+        let (left, _) = hold_back(&lost, old, recorded(10_000, 30_000), ttl).expect("held");
+        assert_eq!(left, Duration::from_secs(20));
+        let (left, _) = hold_back(&lost, old, recorded(1_000, 2_000), ttl).expect("held");
+        assert_eq!(left, Duration::from_secs(9));
+        // A young node's record starts at its start: the same end as its uptime gives.
+        let up = Some(Duration::from_secs(4));
+        let age = record_age(up, ttl);
+        assert_eq!(age, Duration::from_secs(3));
+        let since = recorded(age.as_millis() as u64, 10_000);
+        assert_eq!(
+            hold_back(&lost, up, since, ttl).map(|(left, _)| left),
+            hold_back(&lost, up, LostSince::Seen(Duration::ZERO), ttl).map(|(left, _)| left)
+        );
+        // An older node's record starts when it is written.
+        assert_eq!(
+            record_age(Some(ttl + UPTIME_RESOLUTION), ttl),
+            Duration::ZERO
+        );
+        assert_eq!(record_age(None, ttl), Duration::ZERO);
     }
 
     fn answer(intact: bool, hwm: u64, clock_us: u64) -> Surveyed {

@@ -115,6 +115,33 @@ impl RedLock {
         self.0.wait_for_quorum(within).await
     }
 
+    /// How long until quarantine lets enough nodes count to decide a lock, as the nodes'
+    /// checks found: zero when they count now, `None` when the nodes checked so far cannot,
+    /// however long one waits (too few are connected and checked, or too many do not count
+    /// for other reasons: replicas, refused permissions, a server listed twice).
+    ///
+    /// A node that may have lost data (restarted, flushed, new, replaced) is quarantined for
+    /// the longest ttl (design 2.6a). The quarantine is kept on the node itself, so every
+    /// client reads the same end: a process that has just started waits what is left of it,
+    /// not a quarantine of its own. This is what to wait for before the first attempt of a
+    /// short-lived process after a loss:
+    ///
+    /// ```no_run
+    /// # async fn f() -> Result<(), quorumlock::Error> {
+    /// let redlock = quorumlock::RedLock::builder()
+    ///     .nodes(["redis://10.0.0.1", "redis://10.0.0.2", "redis://10.0.0.3"])
+    ///     .build()?;
+    /// redlock.wait_for_quorum(redlock.config().connect_timeout()).await;
+    /// if let Some(left) = redlock.quarantine_left() {
+    ///     tokio::time::sleep(left).await;
+    /// }
+    /// let lock = redlock.try_lock("invoice:42").await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn quarantine_left(&self) -> Option<Duration> {
+        self.0.quarantine_left()
+    }
+
     /// Locks `resource` with the configured ttl, retrying as configured.
     ///
     /// # Errors

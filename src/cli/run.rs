@@ -303,8 +303,13 @@ pub(crate) async fn run(args: RunArgs) -> Result<u8, Failure> {
         _ => Target::Lock,
     };
     let mut left = None;
+    let waiting = Waiting {
+        wait,
+        quiet: args.quiet,
+        vars,
+    };
     let outcome = locked(
-        &redlock, &args, &target, wait, grace, keep, &mut relay, &mut left,
+        &redlock, &args, &target, &waiting, grace, keep, &mut relay, &mut left,
     )
     .await;
     match left {
@@ -372,7 +377,7 @@ async fn locked(
     redlock: &RedLock,
     args: &RunArgs,
     target: &Target,
-    wait: Wait,
+    waiting: &Waiting,
     grace: Duration,
     keep: KeepAlive,
     relay: &mut Relay,
@@ -381,10 +386,10 @@ async fn locked(
     // A signal while waiting ends the wait at once: the attempt in flight is dropped (the
     // keys it set are released in the background, which `shut_down` waits for).
     let lock = tokio::select! {
-        locked = acquire(redlock, &args.resource, target, wait) => match locked {
+        locked = acquire(redlock, &args.resource, target, waiting) => match locked {
             Ok(lock) => lock,
             Err(Error::Taken { .. }) if args.quiet => return Ok(args.conflict_exit_code),
-            Err(e) => return Err(conflict(e, args.conflict_exit_code)),
+            Err(e) => return Err(unavailable_for(redlock, conflict(e, args.conflict_exit_code))),
         },
         sig = relay.recv() => return Ok(128 + sig as u8),
     };
@@ -558,12 +563,90 @@ pub(super) async fn supervise(
     }
 }
 
-/// Takes the lock on `resource`, or a permit of the semaphore, as `wait` says.
+/// How `run` waits for the lock, and what it needs to wait out a quarantine first.
+#[derive(Debug)]
+struct Waiting {
+    wait: Wait,
+    quiet: bool,
+    /// The variables the client was built from, for the retries left after a quarantine.
+    vars: Vars,
+}
+
+impl Waiting {
+    /// Waits out the nodes' quarantine (design 2.6a), as they tell it, where the wait covers
+    /// it: always without a bound, within `--wait` if it ends by then, never with `-n` (nor
+    /// with the retries of the environment). Says so once on stderr, unless `quiet`. Returns
+    /// how long it waited.
+    async fn quarantine(&self, redlock: &RedLock) -> Duration {
+        let Some(left) = redlock.quarantine_left().filter(|left| !left.is_zero()) else {
+            return Duration::ZERO;
+        };
+        let covered = match self.wait {
+            Wait::Forever => true,
+            Wait::Within(within) => left <= within,
+            Wait::Once | Wait::FromEnv => false,
+        };
+        if !covered {
+            return Duration::ZERO;
+        }
+        if !self.quiet {
+            eprintln!(
+                "quorumlock: waiting {} for the nodes' quarantine to end: they may have lost \
+                 data (new, restarted or flushed servers) and count once the longest ttl has \
+                 passed; every process waits out the same one",
+                format_duration(whole_secs(left))
+            );
+        }
+        tokio::time::sleep(left).await;
+        left
+    }
+
+    /// The retries of a wait of which a quarantine took `waited`: `--wait`'s bound covers
+    /// both.
+    fn retry_after(&self, redlock: &RedLock, waited: Duration) -> Result<Retry, Error> {
+        match self.wait {
+            Wait::Within(within) if !waited.is_zero() => {
+                let rest = within.saturating_sub(waited);
+                if rest.is_zero() {
+                    return Ok(Retry::none());
+                }
+                let mut vars = self.vars.clone();
+                vars.set(RETRY_WITHIN, var_duration(rest));
+                let config = vars.builder().ok().map(|b| b.validate()).transpose()?;
+                Ok(config.map_or(Retry::within(rest), |c| c.retry()))
+            }
+            _ => Ok(redlock.config().retry()),
+        }
+    }
+}
+
+/// Whole seconds, rounded up, for messages: a wait of 1.2 s says 2s.
+fn whole_secs(d: Duration) -> Duration {
+    let secs = d.as_secs() + u64::from(d.subsec_nanos() > 0);
+    Duration::from_secs(secs)
+}
+
+/// A failure to lock while quarantine keeps the nodes from a quorum, with when to try again.
+fn unavailable_for(redlock: &RedLock, failure: Failure) -> Failure {
+    match redlock.quarantine_left().filter(|left| !left.is_zero()) {
+        Some(left) if failure.code == UNAVAILABLE => Failure::new(
+            failure.code,
+            format!(
+                "{}; the nodes' quarantine ends in {}: try again then",
+                failure.message,
+                format_duration(whole_secs(left))
+            ),
+        ),
+        _ => failure,
+    }
+}
+
+/// Takes the lock on `resource`, or a permit of the semaphore, as `waiting` says.
 async fn acquire(
     redlock: &RedLock,
     resource: &str,
     target: &Target,
-    wait: Wait,
+    waiting: &Waiting,
 ) -> Result<Taken, Error> {
     // Waits, up to the connect timeout, for a quorum of nodes to connect and be checked, so
     // that the first attempt does not fail only because they are still connecting; not for
@@ -574,8 +657,9 @@ async fn acquire(
         .wait_for_quorum(redlock.config().connect_timeout())
         .await;
     redlock.check_distinct()?;
-    if wait == Wait::Forever {
-        let ttl = redlock.config().ttl();
+    let waited = waiting.quarantine(redlock).await;
+    let ttl = redlock.config().ttl();
+    if waiting.wait == Wait::Forever {
         let first = match target {
             Target::Lock => {
                 (redlock.lock_with(resource, ttl, Retry::none()).await).map(Taken::Lock)
@@ -594,14 +678,14 @@ async fn acquire(
             first => return first,
         }
     }
+    let retry = waiting.retry_after(redlock, waited)?;
     match target {
-        Target::Lock => redlock.lock(resource).await.map(Taken::Lock),
-        Target::Semaphore(semaphore) => semaphore.acquire().await.map(Taken::Permit),
-        Target::ReadWrite(rw, access) => {
-            let config = redlock.config();
-            let side = rw.acquire(*access, config.ttl(), config.retry()).await;
-            side.map(Taken::Side)
-        }
+        Target::Lock => redlock
+            .lock_with(resource, ttl, retry)
+            .await
+            .map(Taken::Lock),
+        Target::Semaphore(semaphore) => semaphore.acquire_with(ttl, retry).await.map(Taken::Permit),
+        Target::ReadWrite(rw, access) => rw.acquire(*access, ttl, retry).await.map(Taken::Side),
     }
 }
 

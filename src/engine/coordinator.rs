@@ -34,6 +34,7 @@ use crate::node::admission::Fleet;
 use crate::node::probe::KeySpace;
 use crate::node::scripts::release_args;
 use crate::node::{Answer, Node, NodeResult, Primitive, SetNx};
+use crate::report::facts::Excluded;
 use crate::stats::{self, Counters, Event, Stats};
 
 #[derive(Debug, Clone)]
@@ -258,6 +259,26 @@ impl Coordinator {
                 return self.counted_and_pending().0;
             }
         }
+    }
+
+    /// How long until quarantine lets enough nodes count to decide a lock, as their checks
+    /// found: zero when they count now, `None` when the checked nodes cannot, whatever the
+    /// wait (too few are connected and checked, or too many do not count for other reasons).
+    pub(crate) fn quarantine_left(&self) -> Option<Duration> {
+        let needed = self.config().votes_needed.unwrap_or(self.quorum());
+        let mut waits: Vec<Duration> = self
+            .inner
+            .nodes
+            .iter()
+            .filter(|n| n.is_ready())
+            .filter_map(|n| match n.excluded() {
+                None => Some(Duration::ZERO),
+                Some(Excluded::Quarantined { left, .. }) => Some(left),
+                Some(_) => None,
+            })
+            .collect();
+        waits.sort_unstable();
+        waits.get(needed.checked_sub(1)?).copied()
     }
 
     /// How many nodes count now, and how many are not checked yet (connecting, being

@@ -22,6 +22,7 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
+use std::time::Instant;
 
 use fred::types::Key;
 
@@ -31,7 +32,7 @@ use crate::engine::coordinator::Round;
 use crate::engine::held::{Ident, Keys};
 use crate::error::NodeErrorKind;
 use crate::error::{ConfigError, Error};
-use crate::node::{Acquired, CounterRead};
+use crate::node::{Acquired, CounterRead, Node};
 
 /// A lock's fencing state, shared by the lock and its handles.
 #[derive(Debug)]
@@ -163,9 +164,13 @@ impl Ident {
     /// The fencing token of this lock (see `Lock::fencing_token`). `valid` says whether the
     /// lock is still valid; it is asked before anything is sent and again when the FENCE
     /// round is decided, and the token is handed out only if both say yes.
+    ///
+    /// `until` is when the lock's validity ends: where too few nodes have counters known to
+    /// be complete, re-seeds due by then are awaited ([`reseeds_due`]).
     pub(crate) async fn fencing_token(
         &self,
         valid: impl Fn() -> Result<(), Error>,
+        until: Instant,
     ) -> Result<u64, Error> {
         let Some(fencing) = self.fencing() else {
             return Err(ConfigError::FencingOff.into());
@@ -180,6 +185,8 @@ impl Ident {
             // Recorded by the acquisition, which counts against the validity; checked above.
             return Ok(fencing.hand_out(recorded));
         }
+        reseeds_due(redlock.node_list(), until).await;
+        valid()?;
         let (keys, locks, value) = (self.keys(), self.locks(), self.value());
         let primitive = self.primitive();
         let seen = match fencing.seen {
@@ -234,6 +241,32 @@ impl Ident {
             needed: tally.quorum(),
             counted: tally.yes,
             failures,
+        }
+    }
+}
+
+/// Waits, until `until` at the latest, while fewer than a majority of `nodes` have fencing
+/// counters known to be complete and a re-seed that would add one is due by then (design
+/// 2.6a). A process that has just started, on nodes whose quarantine (kept on the nodes) is
+/// over or off, then gets its token once its own re-seeds are done, a few round trips,
+/// rather than a refusal while they are in flight. Returns at once where a majority is
+/// trusted, or no re-seed can help in time.
+async fn reseeds_due(nodes: &[Node], until: Instant) {
+    let Some(first) = nodes.first() else { return };
+    let quorum = crate::algo::quorum::quorum(nodes.len());
+    let until = tokio::time::Instant::from_std(until);
+    loop {
+        let reseeded = first.admission().reseeded_notify().notified();
+        tokio::pin!(reseeded);
+        reseeded.as_mut().enable();
+        let trusted = nodes.iter().filter(|n| n.admission().marker().is_some());
+        let due = nodes.iter().filter_map(|n| n.admission().reseed_due());
+        let due = due.filter(|&at| tokio::time::Instant::from_std(at) <= until);
+        if trusted.count() >= quorum || due.count() == 0 {
+            return;
+        }
+        if tokio::time::timeout_at(until, reseeded).await.is_err() {
+            return;
         }
     }
 }

@@ -386,7 +386,7 @@ impl Held {
     pub(crate) async fn fencing_token(&self) -> Result<u64, Error> {
         let valid_until = self.valid_until;
         self.ident
-            .fencing_token(|| self.ident.valid(valid_until))
+            .fencing_token(|| self.ident.valid(valid_until), valid_until)
             .await
     }
 

@@ -168,7 +168,8 @@ impl KeptHandle {
 
     pub(crate) async fn fencing_token(&self) -> Result<u64, Error> {
         let shared = &self.shared;
-        shared.lock.fencing_token(|| shared.held()).await
+        let until = shared.status().valid_until;
+        shared.lock.fencing_token(|| shared.held(), until).await
     }
 
     pub(crate) fn valid_until(&self) -> Instant {

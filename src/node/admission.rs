@@ -12,9 +12,10 @@ use fred::clients::Client;
 use fred::interfaces::{ClientInterface, ClientLike};
 use tokio::sync::Notify;
 
-use crate::algo::lineage::{self, Lineage};
+use crate::algo::lineage::{self, Lineage, LostSince, Recorded};
 use crate::error::NodeErrorKind;
 use crate::node::probe::{self, KeySpace};
+use crate::node::quarantine::{self, Answer};
 use crate::node::scripts::Natives;
 use crate::report::facts::{Excluded, Facts};
 
@@ -34,6 +35,8 @@ pub(crate) struct Fleet {
     pub(crate) keys: KeySpace,
     /// Notified whenever a check ends (see `RedLock::wait_for_quorum`).
     pub(crate) checked: Notify,
+    /// Notified whenever a node is re-seeded (see [`Admission::reseed_due`]).
+    pub(crate) reseeded: Notify,
     /// Where a node that may have lost data is sent to be re-seeded (`engine/seeder.rs`), with its
     /// check's generation and when its quarantine ends.
     reseed: tokio::sync::mpsc::UnboundedSender<Reseed>,
@@ -65,6 +68,7 @@ impl Fleet {
             timeout,
             keys,
             checked: Notify::new(),
+            reseeded: Notify::new(),
             reseed,
         }
     }
@@ -109,6 +113,8 @@ pub(crate) struct State {
     /// Since when this client knows that the node may have lost data, and the run_id it
     /// had then (a new run_id is a new loss).
     lost_since: Option<(Instant, Option<String>)>,
+    /// When the re-seed this check asked for is due (its quarantine's end), until it is done.
+    reseed_due: Option<Instant>,
     quarantined_until: Option<Instant>,
     quarantine_why: String,
     /// What the node's ACL refuses of what the client needs (see `probe::permissions`).
@@ -260,7 +266,24 @@ impl Admission {
             state.marker = Some(Arc::from(marker));
             state.lineage_why.clear();
             state.lost_since = None;
+            state.reseed_due = None;
         }
+        drop(state);
+        self.fleet.reseeded.notify_waiters();
+    }
+
+    /// Notified whenever a node of the client is re-seeded.
+    pub(crate) fn reseeded_notify(&self) -> &Notify {
+        &self.fleet.reseeded
+    }
+
+    /// When the node, checked and found to have lost data, is due to be re-seeded (the end
+    /// of its quarantine; at once with quarantine off), while that is yet to be done.
+    pub(crate) fn reseed_due(&self) -> Option<Instant> {
+        let state = self.state();
+        state
+            .reseed_due
+            .filter(|_| state.checked && state.marker.is_none())
     }
 
     /// Whether a connection was ever made (each one starts a check).
@@ -385,13 +408,19 @@ impl Admission {
                 );
                 let error = match (facts, marker) {
                     // Checked on one connection throughout: it is the one that counts.
-                    (Ok(facts), Ok(marker))
+                    (Ok(facts), Ok(mut marker))
                         if permissions.unanswered.is_empty()
                             && connection_id(&client) == connection =>
                     {
                         this.record_natives(permissions.natives);
                         let refused = permissions.refused;
-                        return this.admit(generation, facts, marker, refused, connection);
+                        let recorded = this.recorded(&client, &facts, &mut marker).await;
+                        let found = Found {
+                            facts,
+                            marker,
+                            recorded,
+                        };
+                        return this.admit(generation, found, refused, connection);
                     }
                     (Ok(_), Ok(_)) if permissions.unanswered.is_empty() => {
                         "the connection was replaced during the check".to_string()
@@ -407,17 +436,48 @@ impl Admission {
         });
     }
 
-    /// Applies a check's facts, the node's marker (`Err`: the ACL refused to read it), the
-    /// permissions it found refused and the connection it ran on: lineage and quarantine,
-    /// replica, permission and same-server detection, warnings.
-    fn admit(
+    /// For a node that may have lost data, its quarantine as recorded on it (recorded now if
+    /// it is not yet: `node/quarantine.rs`), or, in `marker`, the marker that shows that it
+    /// lost nothing after all. `None` where no record applies (an intact node, quarantine
+    /// off) or none could be had (the server does not tell its run_id, or refuses the
+    /// script): this client then counts the quarantine from when it saw the loss.
+    async fn recorded(
         &self,
-        generation: u64,
-        facts: Facts,
-        marker: Result<Option<String>, String>,
-        refused: Vec<String>,
-        connection: Option<i64>,
-    ) {
+        client: &Client,
+        facts: &Facts,
+        marker: &mut Result<Option<String>, String>,
+    ) -> Option<Recorded> {
+        let fleet = &self.fleet;
+        let run_id = facts.run_id.as_deref().filter(|_| fleet.quarantine)?;
+        let found = marker.as_ref().ok()?;
+        if lineage::lineage(found.as_deref(), Some(run_id))
+            .intact()
+            .is_some()
+        {
+            return None;
+        }
+        let age = lineage::record_age(facts.uptime, fleet.max_ttl);
+        match quarantine::record(client, fleet.timeout, run_id, fleet.max_ttl, age).await {
+            Ok(Answer::Recorded(recorded)) => Some(recorded),
+            Ok(Answer::Marker(found)) => {
+                *marker = Ok(Some(found));
+                None
+            }
+            Err(error) => {
+                tracing::warn!(node = self.index, url = %self.label, %error, "could not keep the node's quarantine on the node: this client counts it from now");
+                None
+            }
+        }
+    }
+
+    /// Applies what a check found, the permissions it found refused and the connection it ran
+    /// on: lineage and quarantine, replica, permission and same-server detection, warnings.
+    fn admit(&self, generation: u64, found: Found, refused: Vec<String>, connection: Option<i64>) {
+        let Found {
+            facts,
+            marker,
+            recorded,
+        } = found;
         let (node, url) = (self.index, &*self.label);
         let mut state = self.state();
         if state.generation != generation {
@@ -429,10 +489,10 @@ impl Admission {
             Ok(marker) => lineage::lineage(marker.as_deref(), facts.run_id.as_deref()),
             Err(why) => Lineage::Lost { why: why.clone() },
         };
-        let lost_for = match &lineage {
+        let since = match &lineage {
             Lineage::Intact { .. } => {
                 state.lost_since = None;
-                Duration::ZERO
+                LostSince::Seen(Duration::ZERO)
             }
             Lineage::Lost { .. } => {
                 let since = match &state.lost_since {
@@ -440,10 +500,10 @@ impl Admission {
                     _ => now,
                 };
                 state.lost_since = Some((since, facts.run_id.clone()));
-                now - since
+                recorded.map_or(LostSince::Seen(now - since), LostSince::Recorded)
             }
         };
-        let hold_back = lineage::hold_back(&lineage, facts.uptime, lost_for, fleet.max_ttl);
+        let hold_back = lineage::hold_back(&lineage, facts.uptime, since, fleet.max_ttl);
         match &hold_back {
             Some((left, why)) if fleet.quarantine => {
                 tracing::warn!(node, url, quarantine = %humantime::format_duration(*left), %why, "node quarantined: its votes do not count until the longest ttl has passed since it may have lost data");
@@ -461,6 +521,7 @@ impl Admission {
             Lineage::Intact { text, .. } => {
                 state.marker = Some(Arc::from(text));
                 state.lineage_why.clear();
+                state.reseed_due = None;
             }
             Lineage::Lost { why } => {
                 tracing::warn!(node, url, %why, "node may have lost data: its fencing counters count again once it is re-seeded");
@@ -471,6 +532,7 @@ impl Admission {
                 let wait = hold_back
                     .filter(|_| fleet.quarantine)
                     .map_or(Duration::ZERO, |(left, _)| left);
+                state.reseed_due = Some(now + wait);
                 let _ = fleet.reseed.send(Reseed {
                     index: self.index,
                     generation,
@@ -534,6 +596,14 @@ impl Admission {
             );
         }
     }
+}
+
+/// What a check found of a node's data: its facts, its marker (`Err`: the ACL refused to
+/// read it) and its quarantine as recorded on it, if it may have lost data.
+struct Found {
+    facts: Facts,
+    marker: Result<Option<String>, String>,
+    recorded: Option<Recorded>,
 }
 
 /// The error kind reported for a node whose votes do not count.

@@ -1,7 +1,7 @@
 //! One Redis master and everything said to it: the connection and its votes
 //! (`connection`), the command queue that coalesces concurrent tasks' commands
 //! ([`batch`]), the scripts ([`scripts`]), the connection check and quarantine
-//! ([`admission`]), the probes of facts, permissions and clocks ([`probe`]), the subscriber
+//! ([`admission`]), the quarantine's record kept on the node ([`quarantine`]), the probes of facts, permissions and clocks ([`probe`]), the subscriber
 //! connection for release messages ([`subscriber`]) and the reading of fred's errors
 //! ([`failure`]). The only user of fred besides the TLS setup in `config`.
 //!
@@ -12,6 +12,7 @@ pub(crate) mod batch;
 pub(crate) mod connection;
 pub(crate) mod failure;
 pub(crate) mod probe;
+pub(crate) mod quarantine;
 pub(crate) mod scripts;
 pub(crate) mod subscriber;
 

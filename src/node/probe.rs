@@ -525,13 +525,16 @@ mod tests {
     }
 
     /// Every script the client can send to lock: each on its own, and the batch that runs
-    /// them (the batch's permit scripts aside, checked with the semaphores' probe).
+    /// them (the batch's permit scripts aside, checked with the semaphores' probe; and
+    /// QUARANTINE, whose refusal costs only the record on the node: the client then counts
+    /// the quarantine from when it saw the loss, `node/quarantine.rs`).
     fn every_script() -> Vec<String> {
         let permit = crate::node::scripts::PERMIT;
         let scripts = crate::node::scripts::ALL
             .iter()
             .chain(crate::node::scripts::BATCHED.iter())
-            .filter(|body| !permit.contains(body));
+            .filter(|body| !permit.contains(body))
+            .filter(|body| **body != crate::node::scripts::QUARANTINE);
         let mut all: Vec<String> = scripts.map(|body| body.to_string()).collect();
         all.push(crate::node::scripts::batch());
         all

@@ -281,16 +281,45 @@ if v then s = redis.sha1hex(v) end
 return {s, redis.call('get', KEYS[2])}";
 
 /// Re-seeds a node that may have lost data (`engine/seeder.rs`): if its marker is still what the
-/// survey read (`ARGV[1]`, empty for none), replaces it with `ARGV[2]` and raises its largest
-/// counter to at least the new floor `ARGV[3]`, and returns 1; otherwise changes nothing and
+/// survey read (`ARGV[1]`, empty for none), replaces it with `ARGV[2]`, raises its largest
+/// counter to at least the new floor `ARGV[3]`, deletes the record of its quarantine (over:
+/// the node lost nothing since the new marker), and returns 1; otherwise changes nothing and
 /// returns 0 (another client re-seeded it meanwhile, or it changed again).
 ///
-/// `KEYS = [marker key, largest counter key]`.
+/// `KEYS = [marker key, largest counter key, quarantine key]`.
 pub(crate) const SEED: &str = r"if (redis.call('get', KEYS[1]) or '') ~= ARGV[1] then return 0 end
 redis.call('set', KEYS[1], ARGV[2])
 local h = tonumber(redis.call('get', KEYS[2]) or '0')
 if not h or h < tonumber(ARGV[3]) then redis.call('set', KEYS[2], ARGV[3]) end
+redis.call('del', KEYS[3])
 return 1";
+
+/// Records on a node that may have lost data when its quarantine started, on the node's own
+/// clock, for every client to read (design 2.6a, `algo::lineage::Recorded`), unless its
+/// marker is the running server's after all (another client re-seeded it since the check
+/// read it): then returns `{marker}`.
+///
+/// The record is `RUN_ID:START_MS:WAIT_MS`. One of the running server (`ARGV[1]`) is kept,
+/// its wait raised to `ARGV[2]` ms if shorter; anything else (none, another server's, after
+/// a restart or a failover) is replaced by one that starts `ARGV[3]` ms before now
+/// (`lineage::record_age`). Returns `{start_ms, wait_ms, now_ms}`.
+///
+/// `KEYS = [marker key, quarantine key]`.
+pub(crate) const QUARANTINE: &str = r"local m = redis.call('get', KEYS[1])
+if m and string.sub(m, 1, string.len(ARGV[1]) + 1) == ARGV[1] .. ':' then return {m} end
+local t = redis.call('time')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local wait = tonumber(ARGV[2])
+local run, start, was = string.match(redis.call('get', KEYS[2]) or '', '^(%x+):(%d+):(%d+)$')
+if run == ARGV[1] then
+  start = tonumber(start)
+  was = tonumber(was)
+  if was >= wait then return {start, was, now} end
+else
+  start = now - tonumber(ARGV[3])
+end
+redis.call('set', KEYS[2], ARGV[1] .. ':' .. string.format('%d', start) .. ':' .. string.format('%d', wait))
+return {start, wait, now}";
 
 /// Lua that sets `now` to the node's own clock in milliseconds (`TIME`): a semaphore's
 /// permits expire by the clocks of the nodes that record them, never by a client's.
@@ -721,9 +750,9 @@ pub(crate) const PERMIT: [&str; 9] = join(PERMIT_BATCHED, [PERMIT_HOLDERS]);
 /// Every script sent by `EVALSHA` (`SET_NX` is sent as the plain command, but in a batch),
 /// for tests that check the hashes against a real `SCRIPT LOAD`.
 #[cfg(any(test, feature = "testkit"))]
-pub(crate) const ALL: [&str; 20] = join(
+pub(crate) const ALL: [&str; 21] = join(
     join::<8, 8, 16>(LOCK_BATCHED, PERMIT_BATCHED),
-    [IDENTIFY, OBSERVE, SEED, PERMIT_HOLDERS],
+    [IDENTIFY, OBSERVE, SEED, QUARANTINE, PERMIT_HOLDERS],
 );
 
 /// The scripts [`batch`] can run, in the order of their numbers in it.

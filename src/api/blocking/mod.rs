@@ -401,6 +401,13 @@ impl RedLock {
         self.driver.redlock.connected_nodes()
     }
 
+    /// How long until quarantine lets enough nodes count to decide a lock, as the nodes'
+    /// checks found (see [`crate::RedLock::quarantine_left`]): zero when they count now,
+    /// `None` when the nodes checked so far cannot, however long one waits.
+    pub fn quarantine_left(&self) -> Option<Duration> {
+        self.driver.redlock.quarantine_left()
+    }
+
     fn wrap(&self, lock: crate::Lock) -> Lock {
         Lock {
             inner: lock,
