@@ -821,10 +821,10 @@ async fn doctor_writes_nothing() {
         // Only the probes, on a lock key and a fencing counter that do not exist: `SET ... XX`
         // (sets nothing), `DEL` and `PEXPIRE` (of nothing), a script that does not compile, a
         // SHA cached nowhere; for the report only, a `GET` and a `SET ... XX` of a leader
-        // identity key that does not exist; and the `GET` of the node's marker when the
-        // connection is checked.
+        // identity key that does not exist; and the `GET`s of the node's marker and of the
+        // record of its quarantine when the connection is checked.
         assert_eq!(delta("set").0, 2 * probes + runs, "node {i}");
-        assert_eq!(delta("get").0, 2 * probes + 2 * runs, "node {i}");
+        assert_eq!(delta("get").0, 2 * probes + 3 * runs, "node {i}");
         for no_op in ["exists", "del", "pexpire", "mget"] {
             assert_eq!(delta(no_op), (probes, 0), "node {i}: {no_op}");
         }
@@ -986,5 +986,34 @@ async fn each_node_says_how_it_releases_and_what_the_server_offers() {
             "{release}: {stdout}"
         );
         assert!(row.contains(&server), "{server}: {stdout}");
+    }
+}
+
+/// The quarantine the doctor reports is the one kept on the nodes (design 2.6a): a second
+/// run, a moment later, counts down from where the first left off rather than starting a
+/// quarantine of its own, and both read the same record on every node.
+#[tokio::test]
+async fn the_quarantine_counts_down_across_runs() {
+    let q = LocalQuorum::start_with(3, NodeOptions::volatile())
+        .await
+        .unwrap();
+    unmark(&q).await;
+    // Longer than the whole test: the quarantine is still on at the second run.
+    let ttl = [("QUORUMLOCK_TTL", "10m")];
+    let left = |doc: &Value, i: usize| doc["nodes"][i]["quarantined_for_s"].as_f64();
+    let (code, first) = json(&q.urls(), &ttl).await;
+    assert_eq!(code, Some(3), "{first:#}");
+    let mut records = Vec::new();
+    for node in q.nodes() {
+        records.push(common::get(node, "quorumlock:quarantine").await);
+    }
+    let (code, second) = json(&q.urls(), &ttl).await;
+    assert_eq!(code, Some(3), "{second:#}");
+    for (i, node) in q.nodes().iter().enumerate() {
+        let record = common::get(node, "quorumlock:quarantine").await;
+        assert!(record.is_some(), "node {i} keeps its quarantine");
+        assert_eq!(record, records[i], "node {i}'s quarantine started again");
+        let (first, second) = (left(&first, i).unwrap(), left(&second, i).unwrap());
+        assert!(second < first, "node {i}: {first} s, then {second} s");
     }
 }

@@ -391,6 +391,17 @@ async fn script_hashes_match_the_server_and_noscript_falls_back() {
         common::get(q.node(1), "quorumlock:node").await.is_some()
     })
     .await;
+    // A client with quarantine on that finds a node without its marker keeps the node's
+    // quarantine on the node (QUARANTINE).
+    q.node(1)
+        .command(&["DEL", "quorumlock:node"])
+        .await
+        .unwrap();
+    let quarantining = common::connected(builder(&q).quarantine(true)).await;
+    assert!(common::get(q.node(1), "quorumlock:quarantine")
+        .await
+        .is_some());
+    drop(quarantining);
     redlock.settle(Duration::from_secs(5)).await;
     // The fallback cached the scripts again, under the hashes the client uses: each on some
     // node at least. (Not on every node: calls that met in a node's queue ran there inside

@@ -138,24 +138,38 @@ pub(crate) struct Recorded {
     pub(crate) wait: Duration,
 }
 
-/// Since when a node that may have lost data is known to have.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum LostSince {
-    /// As recorded on the node.
-    Recorded(Recorded),
-    /// As first seen by this client, this long ago: where the node could not record it (an
-    /// ACL that refuses the script, a server that does not tell its run_id).
-    Seen(Duration),
+impl Recorded {
+    /// Reads a record `RUN_ID:START_MS:WAIT_MS` as the node whose server is `run_id` and
+    /// whose clock reads `now_ms` holds it: `None` if it is another server's (it covers no
+    /// loss of this one) or not a record. A clock that went back reads as a quarantine just
+    /// started.
+    pub(crate) fn read(text: &str, run_id: &str, now_ms: u64) -> Option<Recorded> {
+        let mut parts = text.split(':');
+        let (Some(run), Some(start), Some(wait), None) =
+            (parts.next(), parts.next(), parts.next(), parts.next())
+        else {
+            return None;
+        };
+        let (start, wait): (u64, u64) = (start.parse().ok()?, wait.parse().ok()?);
+        (run == run_id).then(|| Recorded {
+            elapsed: Duration::from_millis(now_ms.saturating_sub(start)),
+            wait: Duration::from_millis(wait),
+        })
+    }
 }
 
 /// How long a just-checked node's votes must wait, and why: `None` if they may count now.
 ///
-/// Whatever the node's persistence: a node that restarted less than the longest ttl ago may
-/// have lost lock keys that are still valid elsewhere, unless it was provisioned empty in
-/// this very process (a fresh marker of its own run_id); a node whose marker says it lost
-/// data waits the longest ttl from when the loss could have happened: as recorded on the
-/// node ([`record_age`]), or, where it could not be, from its start if it is younger than
-/// that, else from when this client first saw the loss.
+/// Whatever the node's persistence, a node that lost data, or may have (a restart, a flush,
+/// a new server), waits the longest ttl from when the loss could have happened. Where the
+/// node keeps a record of its quarantine (`recorded`, of the running server), the record
+/// says when: every client waits out the same one, the longest wait recorded or its own
+/// longest ttl, whichever is longer, and a node re-seeded after it counts once it is over.
+/// Otherwise (a record refused by the node's ACL, or none yet), a node that restarted less
+/// than the longest ttl ago may have lost lock keys that are still valid elsewhere, unless
+/// it was provisioned empty in this very process (a fresh marker of its own run_id); and a
+/// node whose marker says it lost data waits from its start if it is younger than that,
+/// else from when this client first saw the loss (`seen_for` ago).
 ///
 /// `uptime` is the node's `uptime_in_seconds`: the difference of two wall-clock times each
 /// truncated to the second, so the server may have started up to [`UPTIME_RESOLUTION`]
@@ -164,7 +178,7 @@ pub(crate) enum LostSince {
 pub(crate) fn hold_back(
     lineage: &Lineage,
     uptime: Option<Duration>,
-    since: LostSince,
+    (recorded, seen_for): (Option<Recorded>, Duration),
     max_ttl: Duration,
 ) -> Option<(Duration, String)> {
     let young = young(uptime, max_ttl);
@@ -175,24 +189,27 @@ pub(crate) fn hold_back(
             humantime::format_duration(max_ttl)
         )
     };
-    match lineage {
-        Lineage::Intact { marker, .. } if marker.fresh => None,
-        Lineage::Intact { .. } => young.map(|up| (max_ttl - up, up_for(up))),
-        Lineage::Lost { why } => match (since, young) {
-            (LostSince::Recorded(recorded), _) => {
-                let left = recorded.wait.max(max_ttl).saturating_sub(recorded.elapsed);
-                let why = format!(
-                    "{why}; its quarantine, kept on the node, started {} ago and lasts {}",
-                    humantime::format_duration(whole_ms(recorded.elapsed)),
-                    humantime::format_duration(recorded.wait.max(max_ttl))
-                );
-                (!left.is_zero()).then_some((left, why))
-            }
-            (LostSince::Seen(_), Some(up)) => {
-                Some((max_ttl - up, format!("{}, and {why}", up_for(up))))
-            }
-            (LostSince::Seen(lost_for), None) => {
-                let left = max_ttl.saturating_sub(lost_for);
+    match (lineage, recorded) {
+        (Lineage::Intact { marker, .. }, _) if marker.fresh => None,
+        (_, Some(recorded)) => {
+            let wait = recorded.wait.max(max_ttl);
+            let left = wait.saturating_sub(recorded.elapsed);
+            let why = match lineage {
+                Lineage::Lost { why } => format!("{why}; "),
+                Lineage::Intact { .. } => "re-seeded after a loss of data; ".to_string(),
+            };
+            let why = format!(
+                "{why}its quarantine, kept on the node, started {} ago and lasts {}",
+                humantime::format_duration(whole_ms(recorded.elapsed)),
+                humantime::format_duration(wait)
+            );
+            (!left.is_zero()).then_some((left, why))
+        }
+        (Lineage::Intact { .. }, None) => young.map(|up| (max_ttl - up, up_for(up))),
+        (Lineage::Lost { why }, None) => match young {
+            Some(up) => Some((max_ttl - up, format!("{}, and {why}", up_for(up)))),
+            None => {
+                let left = max_ttl.saturating_sub(seen_for);
                 (!left.is_zero()).then(|| (left, why.clone()))
             }
         },
@@ -343,7 +360,7 @@ mod tests {
         let (left, why) = hold_back(
             &lost,
             Some(Duration::from_secs(12)),
-            LostSince::Seen(Duration::ZERO),
+            (None, Duration::ZERO),
             ttl,
         )
         .expect("held back");
@@ -352,12 +369,11 @@ mod tests {
         // Old (flushed, or another server's data): from when the loss was first seen.
         let old = Some(Duration::from_secs(3600));
         let (left, _) =
-            hold_back(&lost, old, LostSince::Seen(Duration::from_secs(5)), ttl).expect("held back");
+            hold_back(&lost, old, (None, Duration::from_secs(5)), ttl).expect("held back");
         assert_eq!(left, Duration::from_secs(25));
-        assert_eq!(hold_back(&lost, old, LostSince::Seen(ttl), ttl), None);
+        assert_eq!(hold_back(&lost, old, (None, ttl), ttl), None);
         // Unknown uptime: from when the loss was first seen.
-        let (left, _) =
-            hold_back(&lost, None, LostSince::Seen(Duration::ZERO), ttl).expect("held back");
+        let (left, _) = hold_back(&lost, None, (None, Duration::ZERO), ttl).expect("held back");
         assert_eq!(left, ttl);
     }
 
@@ -368,7 +384,7 @@ mod tests {
         let (left, _) = hold_back(
             &intact,
             Some(Duration::from_secs(10)),
-            LostSince::Seen(Duration::ZERO),
+            (None, Duration::ZERO),
             ttl,
         )
         .expect("young");
@@ -377,7 +393,7 @@ mod tests {
             hold_back(
                 &intact,
                 Some(ttl + UPTIME_RESOLUTION),
-                LostSince::Seen(Duration::ZERO),
+                (None, Duration::ZERO),
                 ttl
             ),
             None,
@@ -385,12 +401,7 @@ mod tests {
         );
         let fresh = lineage(Some(&format!("{RUN}:0:new")), Some(RUN));
         assert_eq!(
-            hold_back(
-                &fresh,
-                Some(Duration::ZERO),
-                LostSince::Seen(Duration::ZERO),
-                ttl
-            ),
+            hold_back(&fresh, Some(Duration::ZERO), (None, Duration::ZERO), ttl),
             None
         );
         // A provisioned marker of another process is a restart like any other.
@@ -398,7 +409,7 @@ mod tests {
         assert!(hold_back(
             &restarted,
             Some(Duration::ZERO),
-            LostSince::Seen(Duration::ZERO),
+            (None, Duration::ZERO),
             ttl
         )
         .is_some());
@@ -416,15 +427,15 @@ mod tests {
             let (waited, _) = hold_back(
                 &lost,
                 Some(Duration::from_secs(said)),
-                LostSince::Seen(Duration::ZERO),
+                (None, Duration::ZERO),
                 ttl,
             )
             .expect("held back");
             assert_eq!(waited, Duration::from_secs(left), "uptime said {said} s");
         }
         let intact = lineage(Some(&format!("{RUN}:3")), Some(RUN));
-        let (waited, _) = hold_back(&intact, Some(ttl), LostSince::Seen(Duration::ZERO), ttl)
-            .expect("perhaps young");
+        let (waited, _) =
+            hold_back(&intact, Some(ttl), (None, Duration::ZERO), ttl).expect("perhaps young");
         assert_eq!(waited, UPTIME_RESOLUTION);
     }
 
@@ -434,10 +445,11 @@ mod tests {
         let lost = lineage(None, Some(RUN));
         let old = Some(Duration::from_secs(60));
         let recorded = |elapsed: u64, wait: u64| {
-            LostSince::Recorded(Recorded {
-                elapsed: Duration::from_millis(elapsed),
-                wait: Duration::from_millis(wait),
-            })
+            let record = format!("{RUN}:1000:{wait}");
+            (
+                Recorded::read(&record, RUN, 1_000 + elapsed),
+                Duration::ZERO,
+            )
         };
         // A process started now waits what is left of it, not a quarantine of its own.
         let (left, why) = hold_back(&lost, old, recorded(7_250, 10_000), ttl).expect("held");
@@ -456,10 +468,10 @@ mod tests {
         let up = Some(Duration::from_secs(4));
         let age = record_age(up, ttl);
         assert_eq!(age, Duration::from_secs(3));
-        let since = recorded(age.as_millis() as u64, 10_000);
         assert_eq!(
-            hold_back(&lost, up, since, ttl).map(|(left, _)| left),
-            hold_back(&lost, up, LostSince::Seen(Duration::ZERO), ttl).map(|(left, _)| left)
+            hold_back(&lost, up, recorded(age.as_millis() as u64, 10_000), ttl)
+                .map(|(left, _)| left),
+            hold_back(&lost, up, (None, Duration::ZERO), ttl).map(|(left, _)| left)
         );
         // An older node's record starts when it is written.
         assert_eq!(
@@ -467,6 +479,35 @@ mod tests {
             Duration::ZERO
         );
         assert_eq!(record_age(None, ttl), Duration::ZERO);
+    }
+
+    #[test]
+    fn a_node_re_seeded_after_its_recorded_quarantine_counts_though_it_is_young() {
+        let ttl = Duration::from_secs(10);
+        let mine = format!("{RUN}:7");
+        let intact = lineage(Some(&mine), Some(RUN));
+        let young = Some(Duration::from_secs(3));
+        let record = format!("{RUN}:1000:10000");
+        let over = (Recorded::read(&record, RUN, 11_000), Duration::ZERO);
+        assert_eq!(hold_back(&intact, young, over, ttl), None);
+        // Its uptime alone would hold it back up to a second more.
+        assert!(hold_back(&intact, young, (None, Duration::ZERO), ttl).is_some());
+        // A longer longest ttl than any recorded still waits its own.
+        let (left, _) = hold_back(&intact, young, over, 2 * ttl).expect("held");
+        assert_eq!(left, ttl);
+        // Another server's record covers nothing of this one.
+        assert_eq!(Recorded::read(&record, OTHER, 11_000), None);
+        for junk in [
+            "",
+            "x",
+            &format!("{RUN}:1"),
+            &format!("{RUN}:a:1"),
+            &format!("{RUN}:1:2:3"),
+        ] {
+            assert_eq!(Recorded::read(junk, RUN, 11_000), None, "{junk:?}");
+        }
+        let back = Recorded::read(&record, RUN, 500).expect("a record");
+        assert!(back.elapsed.is_zero());
     }
 
     fn answer(intact: bool, hwm: u64, clock_us: u64) -> Surveyed {

@@ -318,7 +318,9 @@ impl RedLock {
 
     /// Reports on every node, in parallel: reachability, round trip, version, role, run_id,
     /// uptime, persistence, eviction policy, clock rate over `clock_window`, refused
-    /// commands, quarantine, and a verdict. Writes nothing to any node.
+    /// commands, quarantine, and a verdict. Writes nothing to any node but, on a node that may
+    /// have lost data, the record of its quarantine that every client shares (design 2.6a),
+    /// so that the wait it reports is the one the clients wait out.
     pub async fn inspect(&self, clock_window: Duration) -> Vec<NodeReport> {
         self.0.inspect(clock_window).await
     }

@@ -1,7 +1,8 @@
 //! `quorumlock doctor`: what each node is and which of the algorithm's assumptions it breaks,
 //! from [`RedLockBuilder::inspect`](quorumlock::RedLockBuilder::inspect), as a table or as
-//! JSON, with an overall verdict across the nodes. Read-only: the inspection writes nothing to
-//! any node, and this adds no command of its own.
+//! JSON, with an overall verdict across the nodes. The inspection writes nothing to any node
+//! but the record of a quarantine on a node that may have lost data (the countdown that every
+//! client, and every later `doctor`, shares), and this adds no command of its own.
 
 use std::fmt::Write as _;
 use std::time::Duration;

@@ -108,7 +108,6 @@ async fn reseed(nodes: &[Node], index: usize, generation: u64) -> Outcome {
     let keys = vec![
         Key::from_static_str(keys::NODE_KEY),
         Key::from_static_str(keys::HWM_KEY),
-        Key::from_static_str(keys::QUARANTINE_KEY),
     ];
     let args = vec![
         Value::from(old.unwrap_or_default()),

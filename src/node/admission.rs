@@ -12,7 +12,7 @@ use fred::clients::Client;
 use fred::interfaces::{ClientInterface, ClientLike};
 use tokio::sync::Notify;
 
-use crate::algo::lineage::{self, Lineage, LostSince, Recorded};
+use crate::algo::lineage::{self, Lineage, Recorded};
 use crate::error::NodeErrorKind;
 use crate::node::probe::{self, KeySpace};
 use crate::node::quarantine::{self, Answer};
@@ -401,10 +401,11 @@ impl Admission {
                 }
                 let timeout = this.fleet.timeout;
                 let connection = connection_id(&client);
-                let (facts, permissions, marker) = tokio::join!(
+                let (facts, permissions, marker, record) = tokio::join!(
                     probe::facts(&client, timeout),
                     probe::permissions(&client, timeout, &this.fleet.keys),
-                    crate::node::probe::marker(&client, timeout)
+                    probe::marker(&client, timeout),
+                    probe::quarantine_record(&client, timeout)
                 );
                 let error = match (facts, marker) {
                     // Checked on one connection throughout: it is the one that counts.
@@ -414,7 +415,7 @@ impl Admission {
                     {
                         this.record_natives(permissions.natives);
                         let refused = permissions.refused;
-                        let recorded = this.recorded(&client, &facts, &mut marker).await;
+                        let recorded = this.recorded(&client, &facts, &mut marker, record).await;
                         let found = Found {
                             facts,
                             marker,
@@ -436,16 +437,19 @@ impl Admission {
         });
     }
 
-    /// For a node that may have lost data, its quarantine as recorded on it (recorded now if
-    /// it is not yet: `node/quarantine.rs`), or, in `marker`, the marker that shows that it
-    /// lost nothing after all. `None` where no record applies (an intact node, quarantine
-    /// off) or none could be had (the server does not tell its run_id, or refuses the
-    /// script): this client then counts the quarantine from when it saw the loss.
+    /// The node's quarantine as recorded on it, of the running server: for a node that may
+    /// have lost data, recorded now if it is not yet (`node/quarantine.rs`), unless the marker
+    /// shows that it lost nothing after all (then in `marker`); for an intact node, as
+    /// `record` read it (`RUN_ID:START_MS:WAIT_MS`, and the node's clock), if it has one.
+    /// `None` where none applies (quarantine off, no record of the running server) or none
+    /// could be had (the server does not tell its run_id, or refuses the script): this
+    /// client then goes by the node's uptime and by when it saw the loss.
     async fn recorded(
         &self,
         client: &Client,
         facts: &Facts,
         marker: &mut Result<Option<String>, String>,
+        record: Option<(String, u64)>,
     ) -> Option<Recorded> {
         let fleet = &self.fleet;
         let run_id = facts.run_id.as_deref().filter(|_| fleet.quarantine)?;
@@ -454,7 +458,8 @@ impl Admission {
             .intact()
             .is_some()
         {
-            return None;
+            let (text, now_ms) = record?;
+            return Recorded::read(&text, run_id, now_ms);
         }
         let age = lineage::record_age(facts.uptime, fleet.max_ttl);
         match quarantine::record(client, fleet.timeout, run_id, fleet.max_ttl, age).await {
@@ -489,10 +494,10 @@ impl Admission {
             Ok(marker) => lineage::lineage(marker.as_deref(), facts.run_id.as_deref()),
             Err(why) => Lineage::Lost { why: why.clone() },
         };
-        let since = match &lineage {
+        let seen_for = match &lineage {
             Lineage::Intact { .. } => {
                 state.lost_since = None;
-                LostSince::Seen(Duration::ZERO)
+                Duration::ZERO
             }
             Lineage::Lost { .. } => {
                 let since = match &state.lost_since {
@@ -500,9 +505,10 @@ impl Admission {
                     _ => now,
                 };
                 state.lost_since = Some((since, facts.run_id.clone()));
-                recorded.map_or(LostSince::Seen(now - since), LostSince::Recorded)
+                now - since
             }
         };
+        let since = (recorded, seen_for);
         let hold_back = lineage::hold_back(&lineage, facts.uptime, since, fleet.max_ttl);
         match &hold_back {
             Some((left, why)) if fleet.quarantine => {

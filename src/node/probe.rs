@@ -516,6 +516,31 @@ pub(crate) async fn marker(
     }
 }
 
+/// A node's record of its quarantine (`node/quarantine.rs`), as text, and its clock (`TIME`)
+/// in milliseconds, read by its connection check: `None` when it has no record, or either
+/// is refused (the client then does without the record) or unanswered.
+pub(crate) async fn quarantine_record(client: &Client, timeout: Duration) -> Option<(String, u64)> {
+    let (record, time) = tokio::join!(
+        command(
+            client,
+            "GET",
+            vec![Value::from(keys::QUARANTINE_KEY)],
+            timeout
+        ),
+        command(client, "TIME", vec![], timeout)
+    );
+    let record = record.ok()?.as_string()?;
+    let Value::Array(time) = time.ok()? else {
+        return None;
+    };
+    let [secs, micros] = time.as_slice() else {
+        return None;
+    };
+    let secs: u64 = secs.as_string()?.parse().ok()?;
+    let micros: u64 = micros.as_string()?.parse().ok()?;
+    Some((record, secs.checked_mul(1000)? + micros / 1000))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

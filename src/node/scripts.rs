@@ -282,16 +282,16 @@ return {s, redis.call('get', KEYS[2])}";
 
 /// Re-seeds a node that may have lost data (`engine/seeder.rs`): if its marker is still what the
 /// survey read (`ARGV[1]`, empty for none), replaces it with `ARGV[2]`, raises its largest
-/// counter to at least the new floor `ARGV[3]`, deletes the record of its quarantine (over:
-/// the node lost nothing since the new marker), and returns 1; otherwise changes nothing and
-/// returns 0 (another client re-seeded it meanwhile, or it changed again).
+/// counter to at least the new floor `ARGV[3]`, and returns 1; otherwise changes nothing and
+/// returns 0 (another client re-seeded it meanwhile, or it changed again). The record of the
+/// node's quarantine stays (see [`QUARANTINE`]): it tells a client with the same longest
+/// ttl that the young node it finds re-seeded waited out its quarantine.
 ///
-/// `KEYS = [marker key, largest counter key, quarantine key]`.
+/// `KEYS = [marker key, largest counter key]`.
 pub(crate) const SEED: &str = r"if (redis.call('get', KEYS[1]) or '') ~= ARGV[1] then return 0 end
 redis.call('set', KEYS[1], ARGV[2])
 local h = tonumber(redis.call('get', KEYS[2]) or '0')
 if not h or h < tonumber(ARGV[3]) then redis.call('set', KEYS[2], ARGV[3]) end
-redis.call('del', KEYS[3])
 return 1";
 
 /// Records on a node that may have lost data when its quarantine started, on the node's own
