@@ -206,3 +206,41 @@ async fn with_quarantine_off_the_first_process_on_fresh_servers_gets_through() {
         last = token;
     }
 }
+
+/// Safety across losses, with short-lived processes as the only clients: while volatile
+/// nodes restart empty one after another (three rolling restarts of all three nodes),
+/// processes start, lock, ask their token and exit, one after the other. Every token handed
+/// out is greater than every one before it, and processes get through again after the last
+/// restart.
+#[tokio::test]
+async fn processes_that_come_and_go_while_nodes_restart_never_repeat_a_token() {
+    let mut q = fresh(NodeOptions::volatile()).await;
+    let mut tokens = until_served(&q, Program::Cli, 0).await;
+    let restarts = (0..3).flat_map(|_| 0..q.len()).collect::<Vec<_>>();
+    for (n, node) in restarts.into_iter().enumerate() {
+        q.node_mut(node).restart().await.expect("restart");
+        // A few processes between two restarts, each against whatever the nodes are now.
+        let program = if n % 2 == 0 {
+            Program::Cli
+        } else {
+            Program::Example
+        };
+        for _ in 0..3 {
+            let ran = once(program, &q, true).await;
+            match ran.code {
+                0 => tokens.push(ran.token.expect("the token it ran with")),
+                69 => {}
+                _ => panic!("{program:?}: {ran:?}"),
+            }
+        }
+    }
+    eprintln!("tokens during the restarts: {}", tokens.len() - 6);
+    let last = *tokens.last().unwrap();
+    tokens.extend(until_served(&q, Program::Example, last).await);
+    for pair in tokens.windows(2) {
+        assert!(
+            pair[0] < pair[1],
+            "a token repeated or went back: {tokens:?}"
+        );
+    }
+}

@@ -2,8 +2,10 @@
 //! the error that carries one to `main`.
 
 use std::fmt;
+use std::time::Duration;
 
-use quorumlock::{ConfigError, Error};
+use humantime::format_duration;
+use quorumlock::{ConfigError, Error, RedLock};
 
 /// Nothing to report: `leader` found no leader (as grep and pgrep when nothing matches).
 pub(crate) const NO_LEADER: u8 = 1;
@@ -67,5 +69,26 @@ impl From<Error> for Failure {
 impl From<ConfigError> for Failure {
     fn from(error: ConfigError) -> Failure {
         Failure::usage(error)
+    }
+}
+
+/// Whole seconds, rounded up, for messages: a wait of 1.2 s says 2s.
+pub(crate) fn whole_secs(d: Duration) -> Duration {
+    let secs = d.as_secs() + u64::from(d.subsec_nanos() > 0);
+    Duration::from_secs(secs)
+}
+
+/// A failure to lock while quarantine keeps the nodes from a quorum, with when to try again.
+pub(crate) fn unavailable_for(redlock: &RedLock, failure: Failure) -> Failure {
+    match redlock.quarantine_left().filter(|left| !left.is_zero()) {
+        Some(left) if failure.code == UNAVAILABLE => Failure::new(
+            failure.code,
+            format!(
+                "{}; the nodes' quarantine ends in {}: try again then",
+                failure.message,
+                format_duration(whole_secs(left))
+            ),
+        ),
+        _ => failure,
     }
 }

@@ -4,7 +4,7 @@ use clap::Args;
 use quorumlock::{ConfigError, Error, Leader};
 use serde::Serialize;
 
-use super::exit::{code_of, Failure, NO_LEADER, SOFTWARE};
+use super::exit::{code_of, unavailable_for, Failure, NO_LEADER, SOFTWARE};
 use super::options::{NodesArg, Vars, NODES};
 
 /// `quorumlock leader`.
@@ -104,7 +104,7 @@ pub(crate) async fn leader(args: LeaderArgs) -> Result<u8, Failure> {
             redlock.nodes()
         ),
         Ok(None) => println!("no leader"),
-        Err(e) => return Err(Failure::new(code, e)),
+        Err(e) => return Err(unavailable_for(&redlock, Failure::new(code, e))),
     }
     Ok(code)
 }

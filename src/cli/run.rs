@@ -14,7 +14,7 @@ use quorumlock::{
 };
 
 use super::child::{exit_code, Relay, Running, Spec};
-use super::exit::{code_of, Failure, LOST, TAKEN, UNAVAILABLE};
+use super::exit::{code_of, unavailable_for, whole_secs, Failure, LOST, TAKEN, UNAVAILABLE};
 use super::options::{
     flag_duration, positive_duration, var_duration, NodesArg, Vars, MAX_TTL, NODES, RETRY_ATTEMPTS,
     RETRY_DELAY, RETRY_WITHIN, TTL,
@@ -617,27 +617,6 @@ impl Waiting {
             }
             _ => Ok(redlock.config().retry()),
         }
-    }
-}
-
-/// Whole seconds, rounded up, for messages: a wait of 1.2 s says 2s.
-fn whole_secs(d: Duration) -> Duration {
-    let secs = d.as_secs() + u64::from(d.subsec_nanos() > 0);
-    Duration::from_secs(secs)
-}
-
-/// A failure to lock while quarantine keeps the nodes from a quorum, with when to try again.
-fn unavailable_for(redlock: &RedLock, failure: Failure) -> Failure {
-    match redlock.quarantine_left().filter(|left| !left.is_zero()) {
-        Some(left) if failure.code == UNAVAILABLE => Failure::new(
-            failure.code,
-            format!(
-                "{}; the nodes' quarantine ends in {}: try again then",
-                failure.message,
-                format_duration(whole_secs(left))
-            ),
-        ),
-        _ => failure,
     }
 }
 
