@@ -63,8 +63,25 @@ fn settings() -> Settings {
 }
 
 /// Brings the project up and starts a run on it: three clients on the host, two workers per
-/// client and resource, for `duration`.
+/// client and resource, until the schedule ends (`Compose::end_after`: a time after its last
+/// event, however late the events come on a loaded machine).
 async fn start(
+    name: &str,
+    description: &str,
+    persistent: bool,
+    settings: Settings,
+) -> (Compose, Run) {
+    let compose = Compose::up(persistent).await;
+    eprintln!("{name}: {description}");
+    let run = Run::start_until_end(name, description, compose.target(), settings, 3, 2)
+        .await
+        .expect("start the run");
+    (compose, run)
+}
+
+/// As [`start`], with workers that contend for `duration` only: the first phase of the
+/// restart scenarios, whose later phases start their own (`run::contend_beside`).
+async fn start_for(
     name: &str,
     description: &str,
     persistent: bool,
@@ -87,6 +104,33 @@ async fn start(
     (compose, run)
 }
 
+/// Seconds, for the schedules.
+fn secs(s: f64) -> Duration {
+    Duration::from_secs_f64(s)
+}
+
+/// The bound of `--stop-at` for the clients in containers, from the start of the run: they
+/// stop when the driver ends the schedule (`Compose::end_after`), and at this time only if
+/// it never does (a driver that fails removes them anyway). Far beyond any schedule, however
+/// loaded the machine (the mixed one took 167 s beside two busy loops).
+const CONTAINER_BOUND: Duration = Duration::from_secs(3600);
+
+/// Waits until every host client of `run` counts every node again (connected, checked, out
+/// of quarantine), as after a restart: the next fault of a schedule that says so waits for
+/// it.
+async fn wait_admitted(run: &Run) {
+    for (name, redlock) in &run.clients {
+        let probe = format!("chaos-probe:{name}");
+        let admitted =
+            chaos::workload::wait_admitted(redlock, &probe, Duration::from_secs(10)).await;
+        assert!(
+            admitted,
+            "client {name} did not count every node again within 10 s"
+        );
+    }
+    run.note("every host client counts every node");
+}
+
 fn assert_clean(report: &Report) {
     assert!(report.is_clean(), "{report}");
     assert!(report.ok > 0, "nobody ever held a lock: {report}");
@@ -99,21 +143,23 @@ async fn a_kill_minority_and_restart() {
     let _serial = SERIAL.lock().await;
     let (compose, mut run) = start(
         "a_kill_minority",
-        "docker kill redis1, redis2 at 2 s, docker start at 6 s (empty, quarantined 1 s); \
-         docker kill redis5 at 9 s, start at 11 s; 14 s",
+        "docker kill redis1, redis2 at 2 s, docker start 4 s later (empty, quarantined \
+         1 s); docker kill redis5 at 9 s, or once the host clients count redis1 and redis2 \
+         again if later, start 2 s later; the clients stop 3 s after the last event",
         false,
         settings(),
-        Duration::from_secs(14),
     )
     .await;
     run.at(2.0).await;
     compose.kill(&mut run, &[0, 1]).await;
-    run.at(6.0).await;
+    tokio::time::sleep(secs(4.0)).await;
     compose.start(&mut run, &[0, 1]).await;
+    wait_admitted(&run).await;
     run.at(9.0).await;
     compose.kill(&mut run, &[4]).await;
-    run.at(11.0).await;
+    tokio::time::sleep(secs(2.0)).await;
     compose.start(&mut run, &[4]).await;
+    compose.end_after(&mut run, secs(3.0)).await;
     let report = run.finish(&out_dir()).await;
     assert_clean(&report);
 }
@@ -125,20 +171,21 @@ async fn b_freeze_minority() {
     let _serial = SERIAL.lock().await;
     let (compose, mut run) = start(
         "b_freeze_minority",
-        "docker pause redis1, redis2 from 2 s to 6 s; redis3, redis4 from 7 s to 10 s; 12 s",
+        "docker pause redis1, redis2 for 4 s from 2 s; redis3, redis4 for 3 s from 7 s; the \
+         clients stop 2 s after the last event",
         false,
         settings(),
-        Duration::from_secs(12),
     )
     .await;
     run.at(2.0).await;
     compose.pause(&mut run, &[0, 1]).await;
-    run.at(6.0).await;
+    tokio::time::sleep(secs(4.0)).await;
     compose.unpause(&mut run, &[0, 1]).await;
     run.at(7.0).await;
     compose.pause(&mut run, &[2, 3]).await;
-    run.at(10.0).await;
+    tokio::time::sleep(secs(3.0)).await;
     compose.unpause(&mut run, &[2, 3]).await;
+    compose.end_after(&mut run, secs(2.0)).await;
     let report = run.finish(&out_dir()).await;
     assert_clean(&report);
 }
@@ -150,21 +197,21 @@ async fn c_cut_minority_off_the_network() {
     let _serial = SERIAL.lock().await;
     let (compose, mut run) = start(
         "c_network_minority",
-        "docker network disconnect redis2, redis3 from 2 s to 6 s, redis5 from 8 s to 10 s \
-         (connect again with --ip and --alias); 12 s",
+        "docker network disconnect redis2, redis3 for 4 s from 2 s, redis5 for 2 s from 8 s \
+         (connect again with --ip and --alias); the clients stop 2 s after the last event",
         false,
         settings(),
-        Duration::from_secs(12),
     )
     .await;
     run.at(2.0).await;
     compose.disconnect(&mut run, &[1, 2]).await;
-    run.at(6.0).await;
+    tokio::time::sleep(secs(4.0)).await;
     compose.connect(&mut run, &[1, 2]).await;
     run.at(8.0).await;
     compose.disconnect(&mut run, &[4]).await;
-    run.at(10.0).await;
+    tokio::time::sleep(secs(2.0)).await;
     compose.connect(&mut run, &[4]).await;
+    compose.end_after(&mut run, secs(2.0)).await;
     let report = run.finish(&out_dir()).await;
     assert_clean(&report);
 }
@@ -180,63 +227,69 @@ async fn d_partition_gives_two_clients_different_majorities() {
     require_enabled();
     let _serial = SERIAL.lock().await;
     let image = compose::client_image().await;
-    let compose = Compose::up(false).await;
+    let mut compose = Compose::up(false).await;
     let (a, b) = (Side { name: "a", n: 1 }, Side { name: "b", n: 2 });
-    // Each side loses a different pair; (start, end) of the cut in seconds.
+    // Each side loses a different pair.
     let cuts = [(a, [3, 4]), (b, [0, 1])];
-    let (cut_at, heal_at, end) = (5.0, 9.0, 17.0);
+    let (cut_at, cut_for, tail) = (5.0, 4.0, 8.0);
     for side in [a, b] {
         compose.add_network(side).await;
     }
     let description = "clients a and b in containers reach the nodes on their own networks, \
-                       client h0 on the host; partition from 5 s to 9 s: a sees redis1-3, \
-                       b sees redis3-5; 17 s";
+                       client h0 on the host; partition for 4 s from 5 s, or from when both \
+                       container clients have made an attempt if later: a sees redis1-3, b \
+                       sees redis3-5; the clients stop 8 s after the heal";
     eprintln!("d_partition: {description}");
     let settings = settings();
-    let mut run = Run::start(
+    let mut run = Run::start_until_end(
         "d_partition",
         description,
         compose.target(),
         settings.clone(),
         1,
         2,
-        Duration::from_secs_f64(end),
     )
     .await
     .expect("start the run");
     // The containers start on the shared monotonic clock, once they have had time to come
-    // up and check their connections.
+    // up and check their connections, and run until the driver ends the schedule.
     let start_at = run.t0() + ns(Duration::from_secs(3));
-    let stop = run.t0() + ns(Duration::from_secs_f64(end));
+    let bound = run.t0() + ns(CONTAINER_BOUND);
     let args = client_args(
         [
             ("--resources", run.resources.join(",")),
             ("--workers", "2".to_owned()),
             ("--start-at", start_at.to_string()),
-            ("--stop-at", stop.to_string()),
+            ("--stop-at", bound.to_string()),
         ],
         &settings,
     );
     for side in [a, b] {
         compose.start_client(&image, side, &args).await;
     }
-    run.runs_until(stop);
     let (host, redlock) = run.clients[0].clone();
-    let observer = tokio::spawn(chaos::workload::observe(
+    let observer = tokio::spawn(chaos::workload::observe_until(
         std::sync::Arc::clone(&run.ctx),
         redlock,
         host,
         start_at,
-        stop,
+        run.until_end(),
     ));
 
+    // No partition before both container clients work.
+    for side in [a, b] {
+        compose
+            .wait_attempting(&side.container(), Duration::from_secs(20))
+            .await;
+    }
     run.at(cut_at).await;
     let mut faults = Vec::new();
     for (side, nodes) in cuts {
         faults.push(run.fault_begins_for("partition", &nodes, &[side.name]));
         compose.cut(side, &nodes).await;
     }
-    run.at(heal_at).await;
+    tokio::time::sleep(secs(cut_for)).await;
+    let healed = chaos::history::mono_ns();
     for (side, nodes) in cuts {
         compose.rejoin(side, &nodes).await;
     }
@@ -244,7 +297,7 @@ async fn d_partition_gives_two_clients_different_majorities() {
         run.fault_id_ends(id);
     }
 
-    chaos::workload::sleep_until(stop).await;
+    compose.end_after(&mut run, secs(tail)).await;
     observer.await.expect("the observer panicked");
     for side in [a, b] {
         let (records, stderr) = compose.collect(side).await;
@@ -272,7 +325,6 @@ async fn d_partition_gives_two_clients_different_majorities() {
     // The partition was real: each container client saw exactly its side of it, and all
     // five nodes again some time after the heal (when TCP retransmits on the connections
     // the partition stalled: the client does not reconnect them itself).
-    let healed = run.t0() + ns(Duration::from_secs_f64(heal_at));
     let views = run.ctx.history.records();
     for (client, side) in [("a", [0, 1, 2]), ("b", [2, 3, 4])] {
         let seen = |want: &[usize], after: u64| {
@@ -315,22 +367,24 @@ async fn j_semaphore_kill_and_pause_minority() {
     let (compose, mut run) = start(
         "j_semaphore_minority",
         "semaphores of 2 permits, 6 workers each; docker kill redis1, redis2 at 1.5 s, \
-         docker start at 4 s (empty, quarantined 1 s); docker pause redis4, redis5 from 7 s \
-         to 9 s; 11 s",
+         docker start 2.5 s later (empty, quarantined 1 s); docker pause redis4, redis5 for \
+         2 s from 7 s, or from when the host clients count redis1 and redis2 again if \
+         later; the clients stop 2 s after the last event",
         false,
         settings().semaphore(2),
-        Duration::from_secs(11),
     )
     .await;
     run.at(1.5).await;
     compose.kill(&mut run, &[0, 1]).await;
-    run.at(4.0).await;
+    tokio::time::sleep(secs(2.5)).await;
     compose.start(&mut run, &[0, 1]).await;
-    // After the quarantine of redis1 and redis2 (1 s from the clients' reconnection).
+    // After the quarantine of redis1 and redis2 (1 s from each client's reconnection).
+    wait_admitted(&run).await;
     run.at(7.0).await;
     compose.pause(&mut run, &[3, 4]).await;
-    run.at(9.0).await;
+    tokio::time::sleep(secs(2.0)).await;
     compose.unpause(&mut run, &[3, 4]).await;
+    compose.end_after(&mut run, secs(2.0)).await;
     let report = run.finish(&out_dir()).await;
     assert_clean(&report);
     assert_eq!(report.permit_sections, report.ok, "{report}");
@@ -356,60 +410,48 @@ async fn k_rwlock_kill_and_pause_minority() {
     let image = compose::client_image().await;
     let description = "read-write locks, the write side 1 attempt in 4, 6 workers on the host \
                        and 2 in a container (client c) on each; docker kill redis1, redis2 \
-                       at 3 s, docker start at 5.5 s (empty, quarantined 1 s); docker pause \
-                       redis4, redis5 for 2 s from 8.5 s, or from when the host clients \
-                       count redis1 and redis2 again if later; 13 s";
-    let (kill_at, start_at, pause_at, pause_for, end) = (3.0, 5.5, 8.5, 2.0, 13.0);
+                       at 3 s, or once client c has made an attempt if later, docker start \
+                       2.5 s later (empty, quarantined 1 s); docker pause redis4, redis5 for \
+                       2 s from 8.5 s, or from when the host clients count redis1 and redis2 \
+                       again if later; the clients stop 2.5 s after the last event";
+    let (kill_at, down_for, pause_at, pause_for, tail) = (3.0, 2.5, 8.5, 2.0, 2.5);
     let settings = settings().read_write(WRITE_ONE_IN);
-    let (mut compose, mut run) = start(
-        "k_rwlock_minority",
-        description,
-        false,
-        settings.clone(),
-        Duration::from_secs_f64(end),
-    )
-    .await;
+    let (mut compose, mut run) =
+        start("k_rwlock_minority", description, false, settings.clone()).await;
     // The container's workers start 2 s in, once it has had time to come up and check its
-    // connections, and stop with the host's.
+    // connections, and stop with the host's, when the driver ends the schedule.
     let begin = run.t0() + ns(Duration::from_secs(2));
-    let stop = run.t0() + ns(Duration::from_secs_f64(end));
+    let bound = run.t0() + ns(CONTAINER_BOUND);
     let args = client_args(
         [
             ("--resources", run.resources.join(",")),
             ("--workers", "2".to_owned()),
             ("--write-one-in", WRITE_ONE_IN.to_string()),
             ("--start-at", begin.to_string()),
-            ("--stop-at", stop.to_string()),
+            ("--stop-at", bound.to_string()),
         ],
         &settings,
     );
     compose.start_workers(&image, "c", 0, &args).await;
-    run.runs_until(stop);
-    // No fault before every node counts for the container's client too: it gives up
-    // otherwise.
-    compose.wait_ready("c", Duration::from_secs(20)).await;
+    // No fault before the container's client works: every node must count for it first (it
+    // gives up otherwise), and it must have made attempts before the faults.
+    compose
+        .wait_attempting("quorumlock-chaos-c", Duration::from_secs(20))
+        .await;
     run.at(kill_at).await;
     let killed = chaos::history::mono_ns();
     compose.kill(&mut run, &[0, 1]).await;
-    run.at(start_at).await;
+    tokio::time::sleep(secs(down_for)).await;
     compose.start(&mut run, &[0, 1]).await;
     // Not before the host clients count redis1 and redis2 again: their quarantine runs
     // 1 s from each client's reconnection, which its backoff can put 2 s after the start.
-    for (name, redlock) in &run.clients {
-        let probe = format!("chaos-probe:{name}");
-        let admitted =
-            chaos::workload::wait_admitted(redlock, &probe, Duration::from_secs(10)).await;
-        assert!(
-            admitted,
-            "client {name} did not count every node again within 10 s"
-        );
-    }
+    wait_admitted(&run).await;
     run.at(pause_at).await;
-    let paused = chaos::history::mono_ns();
     compose.pause(&mut run, &[3, 4]).await;
-    chaos::workload::sleep_until(paused + ns(Duration::from_secs_f64(pause_for))).await;
+    tokio::time::sleep(secs(pause_for)).await;
     compose.unpause(&mut run, &[3, 4]).await;
     let unpaused = chaos::history::mono_ns();
+    compose.end_after(&mut run, secs(tail)).await;
 
     let (records, stderr) = compose.collect_workers("c").await;
     eprintln!("client c: {}", stderr.trim());
@@ -486,7 +528,9 @@ fn long_settings(quarantine: bool) -> Settings {
     }
 }
 
-const LONG_CS: Duration = Duration::from_secs(5);
+/// How long the workers contend for the held resource beside its holder, once their
+/// clients have checked their connections to the restarted nodes (`run::contend_beside`).
+const BESIDE: Duration = Duration::from_secs(2);
 
 /// Kills three nodes and starts them again at once.
 async fn restart_majority(compose: &Compose, run: &mut Run) {
@@ -499,18 +543,23 @@ async fn restart_majority(compose: &Compose, run: &mut Run) {
 async fn e1_restart_with_persistence() {
     require_enabled();
     let _serial = SERIAL.lock().await;
-    let (compose, mut run) = start(
+    let (compose, mut run) = start_for(
         "e1_restart_persistent",
-        "appendfsync always; workers contend 1 s; a client holds r0 for 5 s (ttl 8 s) while \
-         redis1-3 are killed and started at once; workers contend for r0, then 3 s on both",
+        "appendfsync always; workers contend 1 s; a client holds r0 (ttl 8 s) while redis1-3 \
+         are killed and started at once, and until the workers have contended for r0 beside \
+         it for 2 s once their clients reconnected (at most until 1 s before its lock \
+         expires); then the workers contend 3 s on both",
         true,
         long_settings(true),
         Duration::from_secs(1),
     )
     .await;
-    let holding = run::hold_long(&mut run, LONG_CS).await;
+    let holding = run::hold_until_released(&mut run).await;
     restart_majority(&compose, &mut run).await;
-    run::contend_while_held(&mut run, holding, Duration::from_secs(3)).await;
+    run::contend_beside(&mut run, holding, BESIDE).await;
+    let all = run.resources.clone();
+    run.spawn_workers_until_end(&all);
+    compose.end_after(&mut run, secs(3.0)).await;
     let report = run.finish(&out_dir()).await;
     assert_clean(&report);
 }
@@ -525,20 +574,27 @@ async fn e1_restart_with_persistence() {
 async fn e2_restart_without_persistence_with_quarantine() {
     require_enabled();
     let _serial = SERIAL.lock().await;
-    let (compose, mut run) = start(
+    let (compose, mut run) = start_for(
         "e2_restart_volatile_quarantine",
-        "no persistence, quarantine on; workers contend 1 s; a client holds r0 for 5 s (ttl \
-         8 s) while redis1-3 are killed and started empty at once (quarantined 8 s); \
-         workers contend for r0, then 10 s on both",
+        "no persistence, quarantine on; workers contend 1 s; a client holds r0 (ttl 8 s) \
+         while redis1-3 are killed and started empty at once (quarantined 8 s), and until \
+         the workers have contended for r0 beside it for 2 s once their clients reconnected \
+         (at most until 1 s before its lock expires); then the workers contend on both until \
+         their clients count redis1-3 again, and 3 s more",
         false,
         long_settings(true),
         Duration::from_secs(1),
     )
     .await;
-    let holding = run::hold_long(&mut run, LONG_CS).await;
+    let holding = run::hold_until_released(&mut run).await;
     restart_majority(&compose, &mut run).await;
     let restarted = chaos::history::mono_ns();
-    run::contend_while_held(&mut run, holding, Duration::from_secs(10)).await;
+    run::contend_beside(&mut run, holding, BESIDE).await;
+    let all = run.resources.clone();
+    run.spawn_workers_until_end(&all);
+    // Until the quarantine is over for every client.
+    wait_admitted(&run).await;
+    compose.end_after(&mut run, secs(3.0)).await;
     let report = run.finish(&out_dir()).await;
     assert_clean(&report);
     assert!(
@@ -565,10 +621,10 @@ async fn i_rolling_restart_without_persistence() {
     let (compose, mut run) = start(
         "i_rolling_restart_volatile",
         "no persistence, quarantine on (1 s); redis1-5 killed and started empty one at a \
-         time, every 0.5 s from 1 s; 8 s in all",
+         time, every 0.5 s from 1 s (or as soon as the one before is back, if later); the \
+         clients stop 5 s after the last is back",
         false,
         settings(),
-        Duration::from_secs(8),
     )
     .await;
     let mut last = 0;
@@ -578,6 +634,7 @@ async fn i_rolling_restart_without_persistence() {
         compose.start(&mut run, &[i]).await;
         last = chaos::history::mono_ns();
     }
+    compose.end_after(&mut run, secs(5.0)).await;
     let report = run.finish(&out_dir()).await;
     assert_clean(&report);
     assert!(
@@ -593,16 +650,17 @@ async fn f_kill_majority_fails_fast_and_recovers() {
     let _serial = SERIAL.lock().await;
     let (compose, mut run) = start(
         "f_kill_majority",
-        "appendfsync always; docker kill redis1-3 at 2 s, docker start at 6 s; 12 s",
+        "appendfsync always; docker kill redis1-3 at 2 s, docker start 4 s later; the \
+         clients stop 6 s after the start",
         true,
         settings(),
-        Duration::from_secs(12),
     )
     .await;
     run.at(2.0).await;
     compose.kill(&mut run, &[0, 1, 2]).await;
-    run.at(6.0).await;
+    tokio::time::sleep(secs(4.0)).await;
     compose.start(&mut run, &[0, 1, 2]).await;
+    compose.end_after(&mut run, secs(6.0)).await;
     let report = run.finish(&out_dir()).await;
     // Clean includes no stuck call: every attempt failed within its deadline.
     assert_clean(&report);
@@ -696,14 +754,13 @@ async fn g_mixed_random_schedule() {
             names.join("+")
         ));
     }
-    let (compose, mut run) = start(
-        "g_mixed",
-        description.trim_end_matches(';'),
-        false,
-        settings,
-        Duration::from_secs_f64(duration),
-    )
-    .await;
+    // The clients stop as long after the last event as planned (`duration` in all).
+    let tail = duration - faults.iter().map(|f| f.1).fold(0.0, f64::max);
+    description.push_str(&format!(
+        " a late event delays those after it as much; the clients stop {tail:.1} s after the \
+         last event"
+    ));
+    let (compose, mut run) = start("g_mixed", &description, false, settings).await;
     run.seed = Some(seed);
     // Every inject and heal, in time order.
     let mut events: Vec<(f64, bool, Kind, Vec<usize>)> = Vec::new();
@@ -712,8 +769,16 @@ async fn g_mixed_random_schedule() {
         events.push((heal, false, kind, nodes));
     }
     events.sort_by(|x, y| x.0.total_cmp(&y.0).then(x.1.cmp(&y.1)));
+    // (planned, when it was done) of the event before: a late event delays those after it,
+    // so that faults keep the spacing the schedule was planned with (up to three nodes out,
+    // nodes that lost data quarantined before others go).
+    let mut before: Option<(f64, u64)> = None;
     for (at, inject, kind, nodes) in events {
-        run.at(at).await;
+        let due = run.t0() + ns(secs(at));
+        let due = before.map_or(due, |(planned, done)| {
+            due.max(done + ns(secs(at - planned)))
+        });
+        chaos::workload::sleep_until(due).await;
         match (kind, inject) {
             (Kind::Kill, true) => compose.kill(&mut run, &nodes).await,
             (Kind::Kill, false) => compose.start(&mut run, &nodes).await,
@@ -722,7 +787,9 @@ async fn g_mixed_random_schedule() {
             (Kind::Disconnect, true) => compose.disconnect(&mut run, &nodes).await,
             (Kind::Disconnect, false) => compose.connect(&mut run, &nodes).await,
         }
+        before = Some((at, chaos::history::mono_ns()));
     }
+    compose.end_after(&mut run, secs(tail)).await;
     let report = run.finish(&out_dir()).await;
     assert_clean(&report);
 }
@@ -734,18 +801,20 @@ async fn g_mixed_random_schedule() {
 async fn negative_control_undelayed_majority_restart_without_quarantine() {
     require_enabled();
     let _serial = SERIAL.lock().await;
-    let (compose, mut run) = start(
+    let (compose, mut run) = start_for(
         "negative_control",
-        "no persistence, quarantine OFF; workers contend 1 s; a client holds r0 for 5 s \
-         (ttl 8 s) while redis1-3 are killed and started empty at once; workers contend for r0",
+        "no persistence, quarantine OFF; workers contend 1 s; a client holds r0 (ttl 8 s) \
+         while redis1-3 are killed and started empty at once, and until the workers have \
+         contended for r0 beside it for 2 s once their clients reconnected (at most until \
+         1 s before its lock expires)",
         false,
         long_settings(false),
         Duration::from_secs(1),
     )
     .await;
-    let holding = run::hold_long(&mut run, LONG_CS).await;
+    let holding = run::hold_until_released(&mut run).await;
     restart_majority(&compose, &mut run).await;
-    run::contend_while_held(&mut run, holding, Duration::ZERO).await;
+    run::contend_beside(&mut run, holding, BESIDE).await;
     let report = run.finish(&out_dir()).await;
     assert!(
         report.exclusion_violated(),
@@ -811,8 +880,11 @@ async fn h_election() {
     let image = compose::client_image().await;
     let mut compose = Compose::up(true).await;
     let description = "candidates e1-e3 in containers (ttl 1 s); the leader's container killed \
-                       at 3 s and started 1.5 s later, redis1-2 paused for 3 s, redis1-3 \
-                       killed for 1.5 s, the new leader killed while redis5 restarts; 22 s";
+                       at 3 s and started 1.5 s later, redis1-2 paused for 3 s from 6.5 s, \
+                       redis1-3 killed for 1.5 s from 10.5 s, the new leader killed at 15 s \
+                       while redis5 restarts, and started 1.5 s later (each event at its \
+                       time or, when a new leader is awaited, once it leads, if later); the \
+                       candidates stop 5.5 s after the last event";
     eprintln!("h_election: {description}");
     let settings = settings();
     // The run records the node faults; it has no workers of its own.
@@ -828,11 +900,12 @@ async fn h_election() {
     .await
     .expect("start the run");
     let names = ["e1", "e2", "e3"];
-    let stop = run.t0() + ns(Duration::from_secs(22));
+    // They campaign until the driver ends the schedule.
+    let bound = run.t0() + ns(CONTAINER_BOUND);
     let args = client_args(
         [
             ("--elect", "h_election".to_owned()),
-            ("--stop-at", stop.to_string()),
+            ("--stop-at", bound.to_string()),
         ],
         &settings,
     );
@@ -844,36 +917,40 @@ async fn h_election() {
     let mut quiet: Vec<(u64, u64, &str)> = Vec::new();
     let mut failovers: Vec<(u64, &str)> = Vec::new();
 
-    let (first, _) = leading(&compose, &names, 0).await;
+    leading(&compose, &names, 0).await;
     let from = now();
     run.at(3.0).await;
     quiet.push((from, now(), "healthy leader"));
+    // The leader now: on a loaded machine the first one may have lost its term since
+    // (a flap, reported below), and killing it would not make the others elect anyone.
+    let (first, _) = leading(&compose, &names, 0).await;
     run.note(&format!("kill the leader {first}"));
     let killed = compose.kill_candidate(&first).await;
     kills.push((first.clone(), killed));
     failovers.push((killed, "leader killed"));
-    run.at(4.5).await;
+    chaos::workload::sleep_until(killed + ns(secs(1.5))).await;
     compose.restart_candidate(&first).await;
     leading(&compose, &names, killed).await;
 
     run.at(6.5).await;
     let from = now();
     compose.pause(&mut run, &[0, 1]).await;
-    run.at(9.5).await;
+    tokio::time::sleep(secs(3.0)).await;
     compose.unpause(&mut run, &[0, 1]).await;
     quiet.push((from, now(), "minority paused"));
 
     run.at(10.5).await;
     compose.kill(&mut run, &[0, 1, 2]).await;
-    run.at(12.0).await;
+    tokio::time::sleep(secs(1.5)).await;
     // A leader may win as soon as the first of the three answers again: measured from the
     // `docker start`.
     let restarting = now();
     compose.start(&mut run, &[0, 1, 2]).await;
     failovers.push((restarting, "majority restarted"));
-    let (leader, _) = leading(&compose, &names, restarting).await;
+    leading(&compose, &names, restarting).await;
 
     run.at(15.0).await;
+    let (leader, _) = leading(&compose, &names, restarting).await;
     run.note(&format!("kill the leader {leader}"));
     let killed = compose.kill_candidate(&leader).await;
     kills.push((leader.clone(), killed));
@@ -881,8 +958,10 @@ async fn h_election() {
     compose.kill(&mut run, &[4]).await;
     compose.start(&mut run, &[4]).await;
     leading(&compose, &names, killed).await;
-    run.at(16.5).await;
+    chaos::workload::sleep_until(killed + ns(secs(1.5))).await;
     compose.restart_candidate(&leader).await;
+    compose.end_after(&mut run, secs(5.5)).await;
+    let stop = now();
 
     let mut records = Vec::new();
     for name in names {

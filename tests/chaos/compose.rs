@@ -110,7 +110,14 @@ pub struct Compose {
     image: Option<String>,
     networks: Vec<String>,
     clients: Vec<String>,
+    /// The client containers started, which [`Compose::end_after`] tells that the schedule
+    /// has ended.
+    started: Vec<String>,
 }
+
+/// Where a client container looks for the file that ends its run (`workload::END_FILE_VAR`);
+/// [`Compose::end_after`] copies it there.
+const END_FILE: &str = "/tmp/chaos-end";
 
 impl Compose {
     /// `up -d` with the nodes persisting every write or nothing, then waits until all six
@@ -121,6 +128,7 @@ impl Compose {
             image: redis_image(),
             networks: vec!["quorumlock-a".into(), "quorumlock-b".into()],
             clients: vec!["quorumlock-chaos-a".into(), "quorumlock-chaos-b".into()],
+            started: Vec::new(),
         };
         // Whatever an interrupted earlier run left behind.
         compose.teardown();
@@ -274,6 +282,11 @@ impl Drop for Compose {
     }
 }
 
+/// The `--env` of a client container: where it finds the file that ends its run.
+fn end_file_env() -> String {
+    format!("{}={END_FILE}", crate::chaos::workload::END_FILE_VAR)
+}
+
 /// Waits until the nodes answer PING on their host ports.
 async fn wait_ping(nodes: &[usize]) {
     for &i in nodes {
@@ -367,8 +380,9 @@ impl Compose {
 
     /// Starts `side`'s client container: `chaos_client` with `args`, the nodes at their
     /// addresses on the side's network, the counter on `quorumlock`.
-    pub async fn start_client(&self, image: &str, side: Side, args: &[String]) {
+    pub async fn start_client(&mut self, image: &str, side: Side, args: &[String]) {
         let name = side.container();
+        let end = end_file_env();
         let client_ip = format!("172.28.0.{}", 20 + side.n);
         let nodes: Vec<String> = (0..SERVICES.len())
             .map(|i| format!("redis://{}:6379", side.node_ip(i)))
@@ -378,6 +392,8 @@ impl Compose {
         create.extend([
             "--ip",
             &client_ip,
+            "--env",
+            &end,
             image,
             "chaos_client",
             "--client",
@@ -386,6 +402,7 @@ impl Compose {
         create.extend(["--nodes", &nodes, "--counter", COUNTER_IN_NETWORK]);
         create.extend(args.iter().map(String::as_str));
         docker(&create).await.expect("docker create (client)");
+        self.started.push(name.clone());
         let ip = format!("172.29.{}.{}", side.n, 20 + side.n);
         docker(&["network", "connect", "--ip", &ip, &side.network(), &name])
             .await
@@ -427,12 +444,15 @@ impl Compose {
         let ip = format!("172.28.0.{}", 30 + n);
         let nodes: Vec<String> = IPS.iter().map(|ip| format!("redis://{ip}:6379")).collect();
         let nodes = nodes.join(",");
+        let end = end_file_env();
         let mut create: Vec<&str> = vec!["create", "--name", &container, "--network", NETWORK];
-        create.extend(["--ip", &ip, image, "chaos_client", "--client", name]);
+        create.extend(["--ip", &ip, "--env", &end]);
+        create.extend([image, "chaos_client", "--client", name]);
         create.extend(["--nodes", &nodes]);
         create.extend(args.iter().map(String::as_str));
         docker(&create).await.expect("docker create (candidate)");
         self.clients.push(container.clone());
+        self.started.push(container.clone());
         docker(&["start", &container])
             .await
             .expect("docker start (candidate)");
@@ -491,31 +511,49 @@ impl Compose {
         self.start_candidate(image, name, n, &args).await;
     }
 
-    /// Waits until the client `name` has said on stderr that its nodes are ready (every
-    /// node counts for it: `chaos_client` prints it once admitted, before its workers
-    /// start). Panics with its logs if it has not within `within`, or exited first.
-    pub async fn wait_ready(&self, name: &str, within: Duration) {
-        let container = format!("quorumlock-chaos-{name}");
+    /// Waits until the workers' client in `container` has said on stderr that its first
+    /// attempt returned (`workload::FIRST_ATTEMPT`: every node counted for it, and its
+    /// workers run). Panics with its logs if it has not within `within`, or exited first.
+    pub async fn wait_attempting(&self, container: &str, within: Duration) {
         let give_up = mono_ns() + ns(within);
         loop {
             let logs = Command::new("docker")
-                .args(["logs", &container])
+                .args(["logs", container])
                 .output()
                 .await
                 .expect("docker logs");
             let stderr = String::from_utf8_lossy(&logs.stderr);
-            if stderr.contains("nodes ready") {
+            if stderr.contains(crate::chaos::workload::FIRST_ATTEMPT) {
                 return;
             }
-            let running = docker(&["inspect", "--format", "{{.State.Running}}", &container])
+            let running = docker(&["inspect", "--format", "{{.State.Running}}", container])
                 .await
                 .expect("docker inspect");
             assert!(
                 running.trim() == "true" && mono_ns() < give_up,
-                "client {name} not ready (running: {}):\n{stderr}",
+                "client {container} made no attempt within {within:?} (running: {}):\n{stderr}",
                 running.trim()
             );
             tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// The schedule's last event has happened: the run's workers go on for `tail`
+    /// ([`Run::end_after`]); then the schedule ends for them and for every client container,
+    /// which finds the end file in its /tmp (`docker cp`) and stops: its workers after the
+    /// attempt under way, its observer, its candidacy (resigning).
+    pub async fn end_after(&self, run: &mut Run, tail: Duration) {
+        run.end_after(tail).await;
+        if self.started.is_empty() {
+            return;
+        }
+        let host = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("chaos-end");
+        std::fs::write(&host, b"").expect("write the end file");
+        let host = host.to_str().expect("utf-8 path");
+        for container in &self.started {
+            docker(&["cp", host, &format!("{container}:{END_FILE}")])
+                .await
+                .expect("docker cp (the end file)");
         }
     }
 

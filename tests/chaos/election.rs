@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use quorumlock::{Candidacy, RedLock};
 
 use super::history::{mono_ns, Hold, Op, Outcome, Record};
-use super::workload::sleep_until;
+use super::workload::Until;
 
 /// One term as the checker reads it: an `Op` whose `hold` spans the time the leader acted.
 pub fn term_op(
@@ -48,10 +48,11 @@ pub fn term_op(
     })
 }
 
-/// Campaigns for `election` until `stop_at` (`CLOCK_MONOTONIC`), leading whenever it wins
-/// and until it loses (stopping at the loss signal, before the validity ends) or `stop_at`
-/// comes (then it resigns). Emits a `Lead` record as each term begins and its `Op` as it
-/// ends, each at once.
+/// Campaigns for `election` until `stop_at` (`CLOCK_MONOTONIC`), or until the file named
+/// by `workload::END_FILE_VAR` appears if that is earlier (the driver's schedule has
+/// ended), leading whenever it wins and until it loses (stopping at the loss signal, before
+/// the validity ends) or the stop comes (then it resigns). Emits a `Lead` record as each
+/// term begins and its `Op` as it ends, each at once.
 pub async fn candidate(
     redlock: &RedLock,
     client: &str,
@@ -60,8 +61,9 @@ pub async fn candidate(
     emit: impl Fn(Record),
 ) {
     let candidacy = Candidacy::new().identity(client);
+    let until = Until::stop_at_or_end_file(stop_at);
     loop {
-        if mono_ns() >= stop_at {
+        if until.reached() {
             return;
         }
         let leadership = tokio::select! {
@@ -73,7 +75,7 @@ pub async fn candidate(
                     continue;
                 }
             },
-            () = sleep_until(stop_at) => return,
+            () = until.wait() => return,
         };
         let (term, start) = (leadership.term(), mono_ns());
         emit(Record::Lead {
@@ -88,7 +90,7 @@ pub async fn candidate(
                 eprintln!("{client}: lost term {term}: {reason}");
                 true
             }
-            () = sleep_until(stop_at) => false,
+            () = until.wait() => false,
         };
         let end = mono_ns();
         let valid_at_end = Instant::now() < leadership.valid_until();

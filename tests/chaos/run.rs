@@ -6,12 +6,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use quorumlock::RedLock;
-use tokio::sync::Notify;
+use tokio::sync::{watch, Notify};
 use tokio::task::JoinHandle;
 
 use super::checker::{check, Report};
 use super::history::{mono_ns, ns, FaultId, History, Record, Side};
-use super::workload::{self, Counter, Ctx, Settings};
+use super::workload::{self, Counter, Ctx, Section, Settings, Until};
 
 /// Where a scenario's clients find the nodes and the counter.
 #[derive(Debug, Clone)]
@@ -36,7 +36,12 @@ pub struct Run {
     pub per_client: usize,
     workers: Vec<JoinHandle<()>>,
     t0: u64,
+    /// When the workers were told to stop (so far: the latest such time known).
     stop: u64,
+    /// The end of the schedule, for the workers that run until it ([`Run::end`]).
+    end: watch::Sender<bool>,
+    /// Whether any run until it.
+    until_end: bool,
     /// The open fault of each node, if any.
     open: Vec<Option<FaultId>>,
     /// Tasks that record faults once their end is known.
@@ -46,8 +51,8 @@ pub struct Run {
 impl Run {
     /// Connects `clients` clients (waiting until every node counts, quarantine included)
     /// and the counter, resets the counters of the run's two resources (`<name>:r0` and
-    /// `<name>:r1`; locks, or semaphores if `settings.permits` says so), and starts `per_client` workers per client and resource for
-    /// `duration`.
+    /// `<name>:r1`; locks, or semaphores if `settings.permits` says so), and starts
+    /// `per_client` workers per client and resource for `duration`.
     pub async fn start(
         name: &str,
         description: &str,
@@ -56,6 +61,38 @@ impl Run {
         clients: usize,
         per_client: usize,
         duration: Duration,
+    ) -> Result<Run, String> {
+        let mut run = Run::open(name, description, target, settings, clients, per_client).await?;
+        let all = run.resources.clone();
+        run.spawn_workers(&all, duration);
+        Ok(run)
+    }
+
+    /// As [`Run::start`], with workers that run until the schedule ends ([`Run::end_after`]
+    /// or [`Run::end`]), however late its events come, rather than for a fixed time.
+    pub async fn start_until_end(
+        name: &str,
+        description: &str,
+        target: Target,
+        settings: Settings,
+        clients: usize,
+        per_client: usize,
+    ) -> Result<Run, String> {
+        let mut run = Run::open(name, description, target, settings, clients, per_client).await?;
+        let all = run.resources.clone();
+        run.spawn_workers_until_end(&all);
+        Ok(run)
+    }
+
+    /// Connects the clients and the counter and resets the counters, as [`Run::start`]
+    /// says, and starts no worker.
+    async fn open(
+        name: &str,
+        description: &str,
+        target: Target,
+        settings: Settings,
+        clients: usize,
+        per_client: usize,
     ) -> Result<Run, String> {
         let counter = Counter::connect(&target.counter).await?;
         let resources: Vec<String> = (0..2).map(|r| format!("{name}:r{r}")).collect();
@@ -75,7 +112,7 @@ impl Run {
             workload::connect_clients(&ctx.settings, &target.nodes, "h", clients, within).await?;
         let t0 = mono_ns();
         let nodes = target.nodes.len();
-        let mut run = Run {
+        Ok(Run {
             name: name.to_owned(),
             description: description.to_owned(),
             target,
@@ -87,12 +124,11 @@ impl Run {
             workers: Vec::new(),
             t0,
             stop: t0,
+            end: watch::channel(false).0,
+            until_end: false,
             open: vec![None; nodes],
             background: Vec::new(),
-        };
-        let all = run.resources.clone();
-        run.spawn_workers(&all, duration);
-        Ok(run)
+        })
     }
 
     /// Starts workers in every client on each of `resources`, from now for `duration`.
@@ -100,20 +136,52 @@ impl Run {
         let start = mono_ns();
         let stop = start + ns(duration);
         self.stop = self.stop.max(stop);
-        let workers = workload::spawn_workers(
+        self.spawn_workers_from(resources, start, &Until::At(stop));
+    }
+
+    /// Starts workers in every client on each of `resources`, from now until the schedule
+    /// ends ([`Run::end`]).
+    pub fn spawn_workers_until_end(&mut self, resources: &[String]) {
+        let until = self.until_end();
+        self.spawn_workers_from(resources, mono_ns(), &until);
+    }
+
+    fn spawn_workers_from(&mut self, resources: &[String], start: u64, until: &Until) {
+        let workers = workload::spawn_workers_until(
             &self.ctx,
             &self.clients,
             resources,
             self.per_client,
             start,
-            stop,
+            until,
+            None,
         );
         self.workers.extend(workers);
     }
 
-    /// Notes that workers elsewhere (other processes) run until `stop`.
-    pub fn runs_until(&mut self, stop: u64) {
-        self.stop = self.stop.max(stop);
+    /// The end of the schedule, for whatever else runs until it (an observer; clients in
+    /// other processes learn it from the scenario's driver). The run then ends only when
+    /// told to ([`Run::end_after`], [`Run::end`]), or in [`Run::finish`].
+    pub fn until_end(&mut self) -> Until {
+        self.until_end = true;
+        Until::End(self.end.subscribe())
+    }
+
+    /// The schedule's last event has happened: the workers go on for `tail` (to show the
+    /// recovery after it), then the schedule ends ([`Run::end`]).
+    pub async fn end_after(&mut self, tail: Duration) {
+        tokio::time::sleep(tail).await;
+        self.end();
+    }
+
+    /// Ends the schedule now: whatever runs until its end stops (at once, or after the
+    /// attempt under way).
+    pub fn end(&mut self) {
+        if !*self.end.borrow() {
+            self.stop = self.stop.max(mono_ns());
+            self.end.send_replace(true);
+            self.note("end of the schedule");
+        }
     }
 
     /// When the run started, on `CLOCK_MONOTONIC`.
@@ -206,11 +274,15 @@ impl Run {
         }
     }
 
-    /// Waits for the workers, records the counters, checks the history, and writes it to
+    /// Ends the schedule if the workers run until it and it has not ended yet, waits for the
+    /// workers, records the counters, checks the history, and writes it to
     /// `out` as `<name>.jsonl`, with the report in `<name>.txt` and a results table of one
     /// row in `<name>.row.md` (scripts/chaos joins them).
     pub async fn finish(mut self, out: &Path) -> Report {
         workload::sleep_until(self.stop).await;
+        if self.until_end {
+            self.end();
+        }
         self.join_workers().await;
         for task in self.background.drain(..) {
             task.await.expect("a recording task panicked");
@@ -292,14 +364,25 @@ pub async fn hold_once(
     cs: Duration,
     entered: Arc<Notify>,
 ) {
+    hold_section(ctx, redlock, resource, Section::For(cs), entered).await;
+}
+
+/// [`hold_once`] with a critical section as long as `section` says.
+async fn hold_section(
+    ctx: Arc<Ctx>,
+    redlock: RedLock,
+    resource: String,
+    section: Section<'_>,
+    entered: Arc<Notify>,
+) {
     for _ in 0..50 {
         let side = ctx.settings.write_one_in.map(|_| Side::Write);
-        let op = workload::attempt_side(
+        let op = workload::attempt_section(
             &ctx,
             &redlock,
             "holder",
             &resource,
-            cs,
+            section,
             Some(&entered),
             side,
         )
@@ -319,7 +402,13 @@ pub struct Holding {
     entered_at: u64,
     resource: String,
     cs: Duration,
+    /// Ends the critical section of [`hold_until_released`].
+    release: Arc<Notify>,
 }
+
+/// How long before its lock's validity ends the holder of [`hold_until_released`] ends its
+/// critical section if it has not been told to by then: time for its write and its record.
+pub const HOLD_MARGIN: Duration = Duration::from_secs(1);
 
 /// The first half of the schedule of the negative control (and of the restart scenarios
 /// that pass): the workers of `run` have contended for a while; once they stop, a separate
@@ -327,6 +416,19 @@ pub struct Holding {
 /// inside; the caller then restarts a majority of nodes at once and calls
 /// [`contend_while_held`].
 pub async fn hold_long(run: &mut Run, cs: Duration) -> Holding {
+    hold(run, Some(cs)).await
+}
+
+/// [`hold_long`] with a critical section that lasts until [`contend_beside`] ends it, or
+/// until [`HOLD_MARGIN`] before the holder's lock's validity ends if that comes first: the
+/// faults between the two halves may take any part of the validity, and the workers still
+/// contend beside the holder for as long as asked, if they can within it.
+pub async fn hold_until_released(run: &mut Run) -> Holding {
+    hold(run, None).await
+}
+
+/// The holder of [`hold_long`] (`Some(cs)`) or of [`hold_until_released`] (`None`).
+async fn hold(run: &mut Run, cs: Option<Duration>) -> Holding {
     let holder = workload::connect_clients(
         &run.ctx.settings,
         &run.target.nodes,
@@ -340,14 +442,23 @@ pub async fn hold_long(run: &mut Run, cs: Duration) -> Holding {
     .1;
     run.join_workers().await;
     let entered = Arc::new(Notify::new());
+    let release = Arc::new(Notify::new());
     let resource = run.resources[0].clone();
-    let task = tokio::spawn(hold_once(
-        Arc::clone(&run.ctx),
-        holder,
-        resource.clone(),
-        cs,
-        Arc::clone(&entered),
-    ));
+    let task = tokio::spawn({
+        let (ctx, resource, entered) =
+            (Arc::clone(&run.ctx), resource.clone(), Arc::clone(&entered));
+        let release = Arc::clone(&release);
+        async move {
+            let section = match cs {
+                Some(cs) => Section::For(cs),
+                None => Section::Until {
+                    release: &release,
+                    margin: HOLD_MARGIN,
+                },
+            };
+            hold_section(ctx, holder, resource, section, entered).await;
+        }
+    });
     tokio::time::timeout(Duration::from_secs(10), entered.notified())
         .await
         .expect("the holder never got the lock");
@@ -355,7 +466,8 @@ pub async fn hold_long(run: &mut Run, cs: Duration) -> Holding {
         task,
         entered_at: mono_ns(),
         resource,
-        cs,
+        cs: cs.unwrap_or_default(),
+        release,
     }
 }
 
@@ -378,4 +490,46 @@ pub async fn contend_while_held(run: &mut Run, holding: Holding, after: Duration
         let all = run.resources.clone();
         run.spawn_workers(&all, after);
     }
+}
+
+/// The second half for a holder of [`hold_until_released`]: once every client has checked
+/// its new connections, the workers contend for the held resource beside the holder for
+/// `beside`; then the holder is told to release, and the workers stop 300 ms after it has.
+/// Prints how long they contended beside it.
+pub async fn contend_beside(run: &mut Run, holding: Holding, beside: Duration) {
+    run.wait_reconnected(Duration::from_secs(5)).await;
+    let (stop, until) = watch::channel(false);
+    let from = mono_ns();
+    run.spawn_workers_from(
+        std::slice::from_ref(&holding.resource),
+        from,
+        &Until::End(until),
+    );
+    let mut task = holding.task;
+    let lapsed = tokio::select! {
+        () = tokio::time::sleep(beside) => None,
+        // Its lock came within the margin of its validity's end first: the faults took
+        // that long.
+        joined = &mut task => Some(joined),
+    };
+    holding.release.notify_one();
+    let released = mono_ns();
+    let why = match lapsed {
+        Some(joined) => {
+            joined.expect("the holder panicked");
+            "its lock was about to expire"
+        }
+        None => {
+            task.await.expect("the holder panicked");
+            "told to"
+        }
+    };
+    run.note(&format!(
+        "the holder released ({why}); the workers had contended beside it for {:.2} s",
+        released.saturating_sub(from) as f64 / 1e9
+    ));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    stop.send_replace(true);
+    run.stop = run.stop.max(mono_ns());
+    run.join_workers().await;
 }

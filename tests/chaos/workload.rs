@@ -5,15 +5,16 @@
 //! read-sleep, no write) in a Redis outside the quorum, release, pause, and record every
 //! attempt in the history.
 
-use std::sync::Arc;
-use std::time::Duration;
+use std::path::PathBuf;
+use std::sync::{Arc, Once};
+use std::time::{Duration, Instant};
 
 use fred::interfaces::{ClientLike, KeysInterface};
 use fred::types::config::{Config as FredConfig, ReconnectPolicy};
 use fred::types::Builder;
 use quorumlock::{Access, Lock, Permit, RedLock, RedLockBuilder, Retry, RwGuard};
 use rand::Rng;
-use tokio::sync::Notify;
+use tokio::sync::{watch, Notify};
 use tokio::task::JoinHandle;
 
 use super::history::{mono_ns, ns, History, Hold, Op, Outcome, Record, Side};
@@ -31,7 +32,9 @@ pub struct Settings {
     pub cs_sleep_ms: (u64, u64),
     /// Pause between one worker's attempts: from, to (ms).
     pub pause_ms: (u64, u64),
-    /// The request budget: attempts per worker at most.
+    /// The request budget: attempts per worker at most. A bound against a runaway, not
+    /// what ends a run: a worker makes about 5 attempts a second under the scenarios'
+    /// contention, and runs until its schedule ends, however late that is.
     pub max_ops: usize,
     /// Whether the clients quarantine restarted nodes (the library's default is on).
     pub quarantine: bool,
@@ -55,7 +58,7 @@ impl Settings {
             node_timeout: Duration::from_millis(200),
             cs_sleep_ms: (2, 5),
             pause_ms: (10, 30),
-            max_ops: 1_000,
+            max_ops: 10_000,
             quarantine: true,
             permits: None,
             write_one_in: None,
@@ -218,6 +221,14 @@ impl Granted {
         }
     }
 
+    fn valid_until(&self) -> Instant {
+        match self {
+            Granted::Lock(l) => l.valid_until(),
+            Granted::Permit(p) => p.valid_until(),
+            Granted::Rw(g) => g.valid_until(),
+        }
+    }
+
     fn failures(&self) -> &[quorumlock::NodeError] {
         match self {
             Granted::Lock(l) => l.failures(),
@@ -291,8 +302,81 @@ pub async fn sleep_until(at: u64) {
     }
 }
 
+/// The environment variable that names, to a client in another process (a container), the
+/// file whose appearance ends its run: the driver writes it once its schedule's last event
+/// has happened (tests/chaos/compose.rs, `Compose::end`). Unset, the client runs until its
+/// stop time.
+pub const END_FILE_VAR: &str = "QUORUMLOCK_CHAOS_END_FILE";
+
+/// What a client in another process says on stderr once its first attempt has returned
+/// (`spawn_workers`): the driver waits for it before its first fault.
+pub const FIRST_ATTEMPT: &str = "first attempt made";
+
+/// When workers, observers and candidates stop.
+#[derive(Debug, Clone)]
+pub enum Until {
+    /// At this reading of `CLOCK_MONOTONIC`.
+    At(u64),
+    /// When the driver ends the run: the flag turns true, or its sender is dropped (the
+    /// driver is gone).
+    End(watch::Receiver<bool>),
+}
+
+impl Until {
+    /// The stop of a client in another process: `stop_at`, or earlier when the file that
+    /// [`END_FILE_VAR`] names appears (looked for every 50 ms).
+    pub fn stop_at_or_end_file(stop_at: u64) -> Until {
+        let Some(path) = std::env::var_os(END_FILE_VAR).map(PathBuf::from) else {
+            return Until::At(stop_at);
+        };
+        let (ended, until) = watch::channel(false);
+        tokio::spawn(async move {
+            while mono_ns() < stop_at && !path.exists() {
+                tokio::select! {
+                    () = ended.closed() => return,
+                    () = tokio::time::sleep(Duration::from_millis(50)) => {}
+                }
+            }
+            ended.send_replace(true);
+        });
+        Until::End(until)
+    }
+
+    /// Whether it has come.
+    pub fn reached(&self) -> bool {
+        match self {
+            Until::At(at) => mono_ns() >= *at,
+            Until::End(until) => *until.borrow() || until.has_changed().is_err(),
+        }
+    }
+
+    /// Returns when it has come.
+    pub async fn wait(&self) {
+        match self {
+            Until::At(at) => sleep_until(*at).await,
+            Until::End(until) => {
+                // An error: the sender is gone, which ends the run too.
+                let _ = until.clone().wait_for(|&ended| ended).await;
+            }
+        }
+    }
+}
+
 fn random_ms((from, to): (u64, u64)) -> Duration {
     Duration::from_millis(rand::rng().random_range(from..=to.max(from)))
+}
+
+/// How long a critical section waits between its read and its write.
+#[derive(Debug, Clone, Copy)]
+pub enum Section<'a> {
+    /// This long.
+    For(Duration),
+    /// Until `release` is notified, or until `margin` before the lock's validity ends,
+    /// whichever comes first.
+    Until {
+        release: &'a Notify,
+        margin: Duration,
+    },
 }
 
 /// One acquire call by `client` on `resource` (a lock, a permit of the semaphore
@@ -320,6 +404,20 @@ pub async fn attempt_side(
     client: &str,
     resource: &str,
     cs: Duration,
+    entered: Option<&Notify>,
+    side: Option<Side>,
+) -> Op {
+    let section = Section::For(cs);
+    attempt_section(ctx, redlock, client, resource, section, entered, side).await
+}
+
+/// [`attempt_side`] with a critical section as long as `section` says.
+pub async fn attempt_section(
+    ctx: &Ctx,
+    redlock: &RedLock,
+    client: &str,
+    resource: &str,
+    section: Section<'_>,
     entered: Option<&Notify>,
     side: Option<Side>,
 ) -> Op {
@@ -370,8 +468,9 @@ pub async fn attempt_side(
         Ok(Ok(lock)) => {
             op.failed_nodes = lock.failures().iter().map(|f| f.index).collect();
             op.quarantined_nodes = quarantined(lock.failures());
-            op.hold =
-                Some(critical_section(ctx, lock, resource, side, cs, hard_limit, entered).await);
+            op.hold = Some(
+                critical_section(ctx, lock, resource, side, section, hard_limit, entered).await,
+            );
         }
     }
     op
@@ -407,7 +506,7 @@ async fn critical_section(
     lock: Granted,
     resource: &str,
     side: Option<Side>,
-    cs: Duration,
+    section: Section<'_>,
     hard_limit: Duration,
     entered: Option<&Notify>,
 ) -> Hold {
@@ -435,7 +534,17 @@ async fn critical_section(
     let mut wrote = None;
     if lock.is_valid() {
         read = ctx.counter.get(&key).await.ok();
-        tokio::time::sleep(cs).await;
+        match section {
+            Section::For(cs) => tokio::time::sleep(cs).await,
+            Section::Until { release, margin } => {
+                let bound = lock.valid_until().checked_sub(margin);
+                let bound = tokio::time::Instant::from_std(bound.unwrap_or_else(Instant::now));
+                tokio::select! {
+                    () = release.notified() => {}
+                    () = tokio::time::sleep_until(bound) => {}
+                }
+            }
+        }
         if let (Some(r), true, true) = (read, writes, lock.is_valid()) {
             wrote = ctx.counter.set(&key, r + 1).await.ok().map(|()| r + 1);
         }
@@ -461,28 +570,37 @@ async fn critical_section(
     }
 }
 
-/// Attempts until `stop_at` or the request budget is spent, from `start_at` on.
+/// Attempts from `start_at` on, until `until` or the request budget is spent. The first
+/// attempt of all that share `first` (if any) says so on stderr ([`FIRST_ATTEMPT`]) once it
+/// has returned.
 pub async fn worker(
     ctx: Arc<Ctx>,
     redlock: RedLock,
     client: String,
     resource: String,
     start_at: u64,
-    stop_at: u64,
+    until: Until,
+    first: Option<Arc<Once>>,
 ) {
     sleep_until(start_at).await;
     for _ in 0..ctx.settings.max_ops {
-        if mono_ns() >= stop_at {
+        if until.reached() {
             break;
         }
         let cs = random_ms(ctx.settings.cs_sleep_ms);
         let op = attempt(&ctx, &redlock, &client, &resource, cs, None).await;
         ctx.history.push(Record::Op(op));
+        if let Some(first) = &first {
+            first.call_once(|| eprintln!("{client}: {FIRST_ATTEMPT}"));
+        }
         tokio::time::sleep(random_ms(ctx.settings.pause_ms)).await;
     }
 }
 
-/// Starts `per_client` workers per resource in each client. Worker ids are
+/// Starts `per_client` workers per resource in each client, from `start_at` to `stop_at`,
+/// or until the file named by [`END_FILE_VAR`] appears if that is earlier: the workers of a
+/// client in another process (examples/chaos_client.rs), which also says on stderr when its
+/// first attempt has returned ([`FIRST_ATTEMPT`]). Worker ids are
 /// `<client>.<resource index>.w<n>`.
 pub fn spawn_workers(
     ctx: &Arc<Ctx>,
@@ -491,6 +609,21 @@ pub fn spawn_workers(
     per_client: usize,
     start_at: u64,
     stop_at: u64,
+) -> Vec<JoinHandle<()>> {
+    let until = Until::stop_at_or_end_file(stop_at);
+    let first = Some(Arc::new(Once::new()));
+    spawn_workers_until(ctx, clients, resources, per_client, start_at, &until, first)
+}
+
+/// Starts `per_client` workers per resource in each client, from `start_at` until `until`.
+pub fn spawn_workers_until(
+    ctx: &Arc<Ctx>,
+    clients: &[(String, RedLock)],
+    resources: &[String],
+    per_client: usize,
+    start_at: u64,
+    until: &Until,
+    first: Option<Arc<Once>>,
 ) -> Vec<JoinHandle<()>> {
     let mut tasks = Vec::new();
     for (name, redlock) in clients {
@@ -502,7 +635,8 @@ pub fn spawn_workers(
                     format!("{name}.r{r}.w{w}"),
                     resource.clone(),
                     start_at,
-                    stop_at,
+                    until.clone(),
+                    first.clone(),
                 )));
             }
         }
@@ -510,10 +644,24 @@ pub fn spawn_workers(
     tasks
 }
 
-/// Records which nodes `redlock` can reach, every half second from `start_at` to `stop_at`.
+/// Records which nodes `redlock` can reach, every half second from `start_at` to `stop_at`,
+/// or until the file named by [`END_FILE_VAR`] appears if that is earlier (a client in
+/// another process).
 pub async fn observe(ctx: Arc<Ctx>, redlock: RedLock, client: String, start_at: u64, stop_at: u64) {
+    let until = Until::stop_at_or_end_file(stop_at);
+    observe_until(ctx, redlock, client, start_at, until).await;
+}
+
+/// Records which nodes `redlock` can reach, every half second from `start_at` until `until`.
+pub async fn observe_until(
+    ctx: Arc<Ctx>,
+    redlock: RedLock,
+    client: String,
+    start_at: u64,
+    until: Until,
+) {
     sleep_until(start_at).await;
-    while mono_ns() < stop_at {
+    while !until.reached() {
         let at = mono_ns();
         let reports = redlock.inspect(Duration::from_millis(5)).await;
         let reachable = reports
@@ -526,7 +674,10 @@ pub async fn observe(ctx: Arc<Ctx>, redlock: RedLock, client: String, start_at: 
             at,
             reachable,
         });
-        sleep_until(at + ns(Duration::from_millis(500))).await;
+        tokio::select! {
+            () = sleep_until(at + ns(Duration::from_millis(500))) => {}
+            () = until.wait() => {}
+        }
     }
 }
 
