@@ -50,6 +50,92 @@ fn require_enabled() {
     );
 }
 
+/// The last panic of each thread, as the panic hook saw it: where, and its message.
+static PANICS: std::sync::Mutex<Vec<(std::thread::ThreadId, String, String)>> =
+    std::sync::Mutex::new(Vec::new());
+
+/// Writes why a scenario failed to `<out>/<scenario>.failed.md`, for scripts/chaos's summary
+/// (a failing assertion's message is otherwise only in the test's output, far above the
+/// summary): made at the start of a scenario, it removes what an earlier run left there,
+/// and when it is dropped while its thread panics (the test fails), it writes the test, the
+/// panic's location and its message. The first line is the gist, for the script's last
+/// line; the whole message follows.
+struct FailureNote {
+    scenario: &'static str,
+}
+
+impl FailureNote {
+    fn new(scenario: &'static str) -> FailureNote {
+        static HOOK: std::sync::Once = std::sync::Once::new();
+        HOOK.call_once(|| {
+            let default = std::panic::take_hook();
+            std::panic::set_hook(Box::new(move |info| {
+                let payload = info.payload();
+                let message = payload
+                    .downcast_ref::<&str>()
+                    .map(|s| (*s).to_owned())
+                    .or_else(|| payload.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "(a panic without a message)".to_owned());
+                let at = info
+                    .location()
+                    .map_or_else(String::new, ToString::to_string);
+                let me = std::thread::current().id();
+                if let Ok(mut panics) = PANICS.lock() {
+                    panics.retain(|(thread, ..)| *thread != me);
+                    panics.push((me, at, message));
+                }
+                default(info);
+            }));
+        });
+        let _ = std::fs::remove_file(FailureNote::path(scenario));
+        FailureNote { scenario }
+    }
+
+    fn path(scenario: &str) -> PathBuf {
+        out_dir().join(format!("{scenario}.failed.md"))
+    }
+}
+
+impl Drop for FailureNote {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            return;
+        }
+        let me = std::thread::current();
+        let (at, message) = PANICS
+            .lock()
+            .ok()
+            .and_then(|panics| {
+                let (_, at, message) = panics.iter().find(|(thread, ..)| *thread == me.id())?;
+                Some((at.clone(), message.clone()))
+            })
+            .unwrap_or_default();
+        let test = match me.name() {
+            Some(test) if test != self.scenario => format!("{test} ({})", self.scenario),
+            _ => self.scenario.to_owned(),
+        };
+        let gist: String = message
+            .lines()
+            .next()
+            .unwrap_or("")
+            .chars()
+            .take(400)
+            .collect();
+        let note = format!(
+            "**{test}** failed at {at}: {gist}\n\n```text\n{}\n```\n",
+            message.trim_end()
+        );
+        let path = FailureNote::path(self.scenario);
+        let written = std::fs::create_dir_all(out_dir()).and_then(|()| std::fs::write(&path, note));
+        if let Err(e) = written {
+            eprintln!(
+                "the failure note was not written to {}: {e}",
+                path.display()
+            );
+        }
+    }
+}
+
 /// Histories and results: `QUORUMLOCK_CHAOS_OUT`, else target/chaos in the repository.
 fn out_dir() -> PathBuf {
     std::env::var_os("QUORUMLOCK_CHAOS_OUT")
@@ -140,6 +226,7 @@ fn assert_clean(report: &Report) {
 #[ignore = "needs a Docker engine; run by scripts/chaos"]
 async fn a_kill_minority_and_restart() {
     require_enabled();
+    let _failure = FailureNote::new("a_kill_minority");
     let _serial = SERIAL.lock().await;
     let (compose, mut run) = start(
         "a_kill_minority",
@@ -168,6 +255,7 @@ async fn a_kill_minority_and_restart() {
 #[ignore = "needs a Docker engine; run by scripts/chaos"]
 async fn b_freeze_minority() {
     require_enabled();
+    let _failure = FailureNote::new("b_freeze_minority");
     let _serial = SERIAL.lock().await;
     let (compose, mut run) = start(
         "b_freeze_minority",
@@ -194,6 +282,7 @@ async fn b_freeze_minority() {
 #[ignore = "needs a Docker engine; run by scripts/chaos"]
 async fn c_cut_minority_off_the_network() {
     require_enabled();
+    let _failure = FailureNote::new("c_network_minority");
     let _serial = SERIAL.lock().await;
     let (compose, mut run) = start(
         "c_network_minority",
@@ -225,6 +314,7 @@ async fn c_cut_minority_off_the_network() {
 #[ignore = "needs a Docker engine; run by scripts/chaos"]
 async fn d_partition_gives_two_clients_different_majorities() {
     require_enabled();
+    let _failure = FailureNote::new("d_partition");
     let _serial = SERIAL.lock().await;
     let image = compose::client_image().await;
     let mut compose = Compose::up(false).await;
@@ -363,6 +453,7 @@ async fn d_partition_gives_two_clients_different_majorities() {
 #[ignore = "needs a Docker engine; run by scripts/chaos"]
 async fn j_semaphore_kill_and_pause_minority() {
     require_enabled();
+    let _failure = FailureNote::new("j_semaphore_minority");
     let _serial = SERIAL.lock().await;
     let (compose, mut run) = start(
         "j_semaphore_minority",
@@ -406,6 +497,7 @@ const WRITE_ONE_IN: u32 = 4;
 #[ignore = "needs a Docker engine; run by scripts/chaos"]
 async fn k_rwlock_kill_and_pause_minority() {
     require_enabled();
+    let _failure = FailureNote::new("k_rwlock_minority");
     let _serial = SERIAL.lock().await;
     let image = compose::client_image().await;
     let description = "read-write locks, the write side 1 attempt in 4, 6 workers on the host \
@@ -542,6 +634,7 @@ async fn restart_majority(compose: &Compose, run: &mut Run) {
 #[ignore = "needs a Docker engine; run by scripts/chaos"]
 async fn e1_restart_with_persistence() {
     require_enabled();
+    let _failure = FailureNote::new("e1_restart_persistent");
     let _serial = SERIAL.lock().await;
     let (compose, mut run) = start_for(
         "e1_restart_persistent",
@@ -573,6 +666,7 @@ async fn e1_restart_with_persistence() {
 #[ignore = "needs a Docker engine; run by scripts/chaos"]
 async fn e2_restart_without_persistence_with_quarantine() {
     require_enabled();
+    let _failure = FailureNote::new("e2_restart_volatile_quarantine");
     let _serial = SERIAL.lock().await;
     let (compose, mut run) = start_for(
         "e2_restart_volatile_quarantine",
@@ -617,6 +711,7 @@ async fn e2_restart_without_persistence_with_quarantine() {
 #[ignore = "needs a Docker engine; run by scripts/chaos"]
 async fn i_rolling_restart_without_persistence() {
     require_enabled();
+    let _failure = FailureNote::new("i_rolling_restart_volatile");
     let _serial = SERIAL.lock().await;
     let (compose, mut run) = start(
         "i_rolling_restart_volatile",
@@ -647,6 +742,7 @@ async fn i_rolling_restart_without_persistence() {
 #[ignore = "needs a Docker engine; run by scripts/chaos"]
 async fn f_kill_majority_fails_fast_and_recovers() {
     require_enabled();
+    let _failure = FailureNote::new("f_kill_majority");
     let _serial = SERIAL.lock().await;
     let (compose, mut run) = start(
         "f_kill_majority",
@@ -734,6 +830,7 @@ fn mixed_schedule(seed: u64, duration: f64, max_ttl: f64) -> Vec<(f64, f64, Kind
 #[ignore = "needs a Docker engine; run by scripts/chaos"]
 async fn g_mixed_random_schedule() {
     require_enabled();
+    let _failure = FailureNote::new("g_mixed");
     let _serial = SERIAL.lock().await;
     let seed = match std::env::var("QUORUMLOCK_CHAOS_SEED") {
         Ok(s) => s.parse().expect("QUORUMLOCK_CHAOS_SEED: a number"),
@@ -800,6 +897,7 @@ async fn g_mixed_random_schedule() {
 #[ignore = "needs a Docker engine; run by scripts/chaos"]
 async fn negative_control_undelayed_majority_restart_without_quarantine() {
     require_enabled();
+    let _failure = FailureNote::new("negative_control");
     let _serial = SERIAL.lock().await;
     let (compose, mut run) = start_for(
         "negative_control",
@@ -876,6 +974,7 @@ async fn leading(compose: &Compose, names: &[&str], after: u64) -> (String, u64)
 #[ignore = "needs a Docker engine; run by scripts/chaos"]
 async fn h_election() {
     require_enabled();
+    let _failure = FailureNote::new("h_election");
     let _serial = SERIAL.lock().await;
     let image = compose::client_image().await;
     let mut compose = Compose::up(true).await;
