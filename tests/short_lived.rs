@@ -244,3 +244,34 @@ async fn processes_that_come_and_go_while_nodes_restart_never_repeat_a_token() {
         );
     }
 }
+
+/// In a crontab (`run -n -q -E 0`), a quarantine whose end the nodes tell is expected and
+/// temporary: `-q` prints nothing for it (exit 69), so cron mails nothing; without `-q`, the
+/// message says when to try again.
+#[tokio::test]
+async fn quiet_runs_print_nothing_while_the_quarantine_lasts() {
+    let q = fresh(NodeOptions::default()).await;
+    let run = |quiet: bool| {
+        let mut c = binary(&q.urls());
+        // Longer than the test: the quarantine lasts throughout.
+        c.env("QUORUMLOCK_TTL", "10m")
+            .args(["run", "-n", "-E", "0"]);
+        if quiet {
+            c.arg("-q");
+        }
+        c.args(["job", "--", "true"]).stdin(Stdio::null());
+        c
+    };
+    for quiet in [false, true, false] {
+        let out = common::within("run", run(quiet).output()).await.unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(69), "{stderr}");
+        assert!(out.stdout.is_empty());
+        if quiet {
+            assert_eq!(stderr, "");
+        } else {
+            assert!(stderr.contains("quarantine ends in"), "{stderr}");
+            assert!(stderr.contains("try again then"), "{stderr}");
+        }
+    }
+}

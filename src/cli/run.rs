@@ -49,7 +49,8 @@ pub(crate) struct RunArgs {
     conflict_exit_code: u8,
 
     /// Print nothing when the resource is held elsewhere (with -n, or still after --wait),
-    /// so that a cron job that skips a run mails nothing; other errors are still printed
+    /// or while the nodes' quarantine, whose end they tell, keeps them from a quorum (exit
+    /// 69), so that a cron job that skips a run mails nothing; other errors are still printed
     #[arg(short, long)]
     quiet: bool,
 
@@ -389,6 +390,10 @@ async fn locked(
         locked = acquire(redlock, &args.resource, target, waiting) => match locked {
             Ok(lock) => lock,
             Err(Error::Taken { .. }) if args.quiet => return Ok(args.conflict_exit_code),
+            // Expected and temporary: a first deployment, a restart of a majority.
+            Err(Error::NoQuorum { .. }) if args.quiet && quarantined(redlock) => {
+                return Ok(UNAVAILABLE)
+            }
             Err(e) => return Err(unavailable_for(redlock, conflict(e, args.conflict_exit_code))),
         },
         sig = relay.recv() => return Ok(128 + sig as u8),
@@ -618,6 +623,13 @@ impl Waiting {
             _ => Ok(redlock.config().retry()),
         }
     }
+}
+
+/// Whether the nodes' quarantine keeps them from a quorum now, for a time they tell.
+fn quarantined(redlock: &RedLock) -> bool {
+    redlock
+        .quarantine_left()
+        .is_some_and(|left| !left.is_zero())
 }
 
 /// Takes the lock on `resource`, or a permit of the semaphore, as `waiting` says.
