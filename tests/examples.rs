@@ -1,32 +1,16 @@
 //! The example service, `examples/scheduled_worker.rs`, run as a user runs it: its binary,
 //! configured from `QUORUMLOCK_NODES`, against real servers.
 
-use std::path::PathBuf;
+mod common;
+
 use std::process::Stdio;
 
 use quorumlock::testkit::LocalQuorum;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
-/// The example's binary, which `cargo test` builds beside the test binaries.
-fn example(name: &str) -> PathBuf {
-    let exe = std::env::current_exe().expect("the test binary's path");
-    // target/<profile>/deps/<test> -> target/<profile>/examples/<name>
-    let profile = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .expect("target/<profile>");
-    let path = profile.join("examples").join(name);
-    assert!(
-        path.exists(),
-        "{} is missing: `cargo test` builds it (cargo build --examples)",
-        path.display()
-    );
-    path
-}
-
 fn worker(urls: &str) -> Child {
-    let mut command = Command::new(example("scheduled_worker"));
+    let mut command = Command::new(common::example("scheduled_worker"));
     for (var, _) in std::env::vars().filter(|(v, _)| v.starts_with("QUORUMLOCK_")) {
         command.env_remove(var);
     }

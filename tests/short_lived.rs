@@ -7,7 +7,6 @@
 
 mod common;
 
-use std::path::PathBuf;
 use std::process::Stdio;
 
 use common::cli::binary;
@@ -38,16 +37,6 @@ struct Ran {
     stderr: String,
 }
 
-/// The example's binary, which `cargo test` builds beside the test binaries.
-fn example(name: &str) -> PathBuf {
-    let exe = std::env::current_exe().expect("the test binary's path");
-    let profile = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .expect("target/<profile>");
-    profile.join("examples").join(name)
-}
-
 /// Runs `program` once against `q`, to its end.
 async fn once(program: Program, q: &LocalQuorum, quarantine: bool) -> Ran {
     let urls = q.urls();
@@ -59,7 +48,7 @@ async fn once(program: Program, q: &LocalQuorum, quarantine: bool) -> Ran {
             c
         }
         Program::Example => {
-            let mut c = Command::new(example("cron_job"));
+            let mut c = Command::new(common::example("cron_job"));
             common::cli::without_our_variables(&mut c);
             c.env("QUORUMLOCK_NODES", urls.join(",")).arg("job");
             c

@@ -19,6 +19,24 @@ pub mod primitives;
 #[cfg(feature = "tls")]
 pub mod tls;
 
+/// An example's binary (`examples/<name>.rs`), which `cargo test` builds beside the test
+/// binaries.
+pub fn example(name: &str) -> std::path::PathBuf {
+    let exe = std::env::current_exe().expect("the test binary's path");
+    // target/<profile>/deps/<test> -> target/<profile>/examples/<name>
+    let profile = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .expect("target/<profile>");
+    let path = profile.join("examples").join(name);
+    assert!(
+        path.exists(),
+        "{} is missing: `cargo test` builds it (cargo build --examples)",
+        path.display()
+    );
+    path
+}
+
 /// A builder for `quorum` with test-friendly defaults: one attempt; a generous node timeout
 /// so that a loaded CI machine does not turn a healthy node into a failed one; ttls up to a
 /// minute; and no quarantine, so that the same tests also run on nodes that keep nothing
