@@ -611,14 +611,24 @@ async fn k_rwlock_kill_and_pause_minority() {
 }
 
 /// Settings for the restart scenarios: locks long enough to be held across a restart of
-/// three containers and the clients' reconnection.
-fn long_settings(quarantine: bool) -> Settings {
+/// three containers and the clients' reconnection, `ttl` long (and, with the quarantine,
+/// the restarted nodes quarantined as long).
+fn long_settings(ttl: Duration, quarantine: bool) -> Settings {
     Settings {
-        ttl: Duration::from_secs(8),
+        ttl,
         quarantine,
         ..settings()
     }
 }
+
+/// The ttl of e1 and e2, and their quarantine.
+const RESTART_TTL: Duration = Duration::from_secs(8);
+
+/// The ttl of the negative control: as its clients quarantine nothing, a longer ttl costs
+/// no time, and its lock outlasts a restart that takes longer than e1's and e2's ttl allows
+/// (on a loaded machine, the three containers' restart and the reconnection took 7.2 s of
+/// the 8 s once).
+const NEGATIVE_TTL: Duration = Duration::from_secs(20);
 
 /// How long the workers contend for the held resource beside its holder, once their
 /// clients have checked their connections to the restarted nodes (`run::contend_beside`).
@@ -643,7 +653,7 @@ async fn e1_restart_with_persistence() {
          it for 2 s once their clients reconnected (at most until 1 s before its lock \
          expires); then the workers contend 3 s on both",
         true,
-        long_settings(true),
+        long_settings(RESTART_TTL, true),
         Duration::from_secs(1),
     )
     .await;
@@ -676,7 +686,7 @@ async fn e2_restart_without_persistence_with_quarantine() {
          (at most until 1 s before its lock expires); then the workers contend on both until \
          their clients count redis1-3 again, and 3 s more",
         false,
-        long_settings(true),
+        long_settings(RESTART_TTL, true),
         Duration::from_secs(1),
     )
     .await;
@@ -891,8 +901,10 @@ async fn g_mixed_random_schedule() {
     assert_clean(&report);
 }
 
-/// The negative control: the schedule of e2 with clients that do not quarantine. The
-/// restarted majority grants the held resource to the workers: the checker must report it.
+/// The negative control: the schedule of e2 with clients that do not quarantine (and a
+/// longer ttl, [`NEGATIVE_TTL`]), and nothing after the holder. The restarted majority
+/// grants the held resource to the workers: the checker must report it. That the workers
+/// contended beside the holder is asserted first: without it there is nothing to catch.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a Docker engine; run by scripts/chaos"]
 async fn negative_control_undelayed_majority_restart_without_quarantine() {
@@ -901,19 +913,25 @@ async fn negative_control_undelayed_majority_restart_without_quarantine() {
     let _serial = SERIAL.lock().await;
     let (compose, mut run) = start_for(
         "negative_control",
-        "no persistence, quarantine OFF; workers contend 1 s; a client holds r0 (ttl 8 s) \
+        "no persistence, quarantine OFF, ttl 20 s; workers contend 1 s; a client holds r0 \
          while redis1-3 are killed and started empty at once, and until the workers have \
          contended for r0 beside it for 2 s once their clients reconnected (at most until \
          1 s before its lock expires)",
         false,
-        long_settings(false),
+        long_settings(NEGATIVE_TTL, false),
         Duration::from_secs(1),
     )
     .await;
     let holding = run::hold_until_released(&mut run).await;
     restart_majority(&compose, &mut run).await;
-    run::contend_beside(&mut run, holding, BESIDE).await;
+    let beside = run::contend_beside(&mut run, holding, BESIDE).await;
     let report = run.finish(&out_dir()).await;
+    // Without contention beside the holder there is no double grant to catch.
+    assert!(
+        beside,
+        "the holder's lock (ttl {NEGATIVE_TTL:?}) was about to expire before the workers had \
+         contended beside it for {BESIDE:?}: the restart and the reconnection took that long"
+    );
     assert!(
         report.exclusion_violated(),
         "the checker missed the double grant: {report}"

@@ -495,8 +495,10 @@ pub async fn contend_while_held(run: &mut Run, holding: Holding, after: Duration
 /// The second half for a holder of [`hold_until_released`]: once every client has checked
 /// its new connections, the workers contend for the held resource beside the holder for
 /// `beside`; then the holder is told to release, and the workers stop 300 ms after it has.
-/// Prints how long they contended beside it.
-pub async fn contend_beside(run: &mut Run, holding: Holding, beside: Duration) {
+/// Prints how long they contended beside it, and returns whether that was for all of
+/// `beside` (else the holder's lock came within [`HOLD_MARGIN`] of its end first: the
+/// faults before took that long).
+pub async fn contend_beside(run: &mut Run, holding: Holding, beside: Duration) -> bool {
     run.wait_reconnected(Duration::from_secs(5)).await;
     let (stop, until) = watch::channel(false);
     let from = mono_ns();
@@ -514,6 +516,7 @@ pub async fn contend_beside(run: &mut Run, holding: Holding, beside: Duration) {
     };
     holding.release.notify_one();
     let released = mono_ns();
+    let told = lapsed.is_none();
     let why = match lapsed {
         Some(joined) => {
             joined.expect("the holder panicked");
@@ -532,4 +535,5 @@ pub async fn contend_beside(run: &mut Run, holding: Holding, beside: Duration) {
     stop.send_replace(true);
     run.stop = run.stop.max(mono_ns());
     run.join_workers().await;
+    told
 }
