@@ -166,7 +166,7 @@ impl Ident {
     /// round is decided, and the token is handed out only if both say yes.
     ///
     /// `until` is when the lock's validity ends: where too few nodes have counters known to
-    /// be complete, re-seeds due by then are awaited ([`reseeds_due`]).
+    /// be complete, re-seeds due at once are awaited briefly ([`reseeds_due`]).
     pub(crate) async fn fencing_token(
         &self,
         valid: impl Fn() -> Result<(), Error>,
@@ -245,16 +245,25 @@ impl Ident {
     }
 }
 
-/// Waits, until `until` at the latest, while fewer than a majority of `nodes` have fencing
-/// counters known to be complete and a re-seed that would add one is due by then (design
-/// 2.6a). A process that has just started, on nodes whose quarantine (kept on the nodes) is
-/// over or off, then gets its token once its own re-seeds are done, a few round trips,
-/// rather than a refusal while they are in flight. Returns at once where a majority is
-/// trusted, or no re-seed can help in time.
+/// Round trips of node timeouts a re-seed takes at most when the nodes answer: a survey, then
+/// SEED (`engine/seeder.rs`), with a margin.
+const RESEED_TIMEOUTS: u32 = 3;
+
+/// Waits while fewer than a majority of `nodes` have fencing counters known to be complete
+/// and a re-seed that would add one is due (design 2.6a): a process that has just started, on
+/// nodes whose quarantine (kept on the nodes) is over or off, then gets its token once its
+/// own re-seeds are done, a few round trips, rather than a refusal while they are in flight.
+///
+/// Briefly: for re-seeds due within [`RESEED_TIMEOUTS`] node timeouts from now, and for
+/// that long at most, and never more than half of what is left until `until` (the lock's
+/// validity). A re-seed that cannot finish (too few nodes answer its survey) must not use up
+/// the holder's validity: the rounds that follow then refuse as before.
 async fn reseeds_due(nodes: &[Node], until: Instant) {
     let Some(first) = nodes.first() else { return };
     let quorum = crate::algo::quorum::quorum(nodes.len());
-    let until = tokio::time::Instant::from_std(until);
+    let now = Instant::now();
+    let budget = (first.timeout() * RESEED_TIMEOUTS).min(until.saturating_duration_since(now) / 2);
+    let until = tokio::time::Instant::from_std(now + budget);
     loop {
         let reseeded = first.admission().reseeded_notify().notified();
         tokio::pin!(reseeded);
