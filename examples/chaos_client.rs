@@ -23,7 +23,12 @@
 //! leading leaves its term's beginning behind.
 //!
 //! `--start-at` and `--stop-at` are readings of `CLOCK_MONOTONIC` in nanoseconds, so that
-//! clients in several containers start and stop together with the driver's schedule.
+//! clients in several containers start together with the driver's schedule. `--stop-at` is
+//! only a bound (the driver sets it an hour out): a run ends when the file named by
+//! `QUORUMLOCK_CHAOS_END_FILE` appears, which the driver copies into each container once its
+//! schedule's last event has happened, however late a loaded machine made it
+//! (docs/chaos.md, "Schedules on a loaded machine"). Without the variable, the run ends at
+//! `--stop-at`.
 //! scripts/build-client-image puts this binary in a FROM-scratch image.
 
 #[path = "../tests/chaos/mod.rs"]
