@@ -17,6 +17,12 @@ mod stats;
 #[cfg_attr(docsrs, doc(cfg(feature = "testkit")))]
 pub mod testkit;
 
+// The model checker's way in to `algo/` (tests/model.rs, docs/model.md): not API.
+#[cfg(feature = "model")]
+#[doc(hidden)]
+#[path = "model.rs"]
+pub mod __model;
+
 pub use algo::quorum::{drift, quorum, validity, DRIFT_FLOOR};
 pub use api::blocking;
 pub use api::election::Leadership;

@@ -1,0 +1,240 @@
+//! The pure decisions of `algo/`, reachable from the model checker of `tests/model.rs`
+//! (docs/model.md) and from nothing else: compiled only with the feature `model`, hidden from
+//! the docs, and not part of the API (no semver promise; it changes with `algo/`).
+//!
+//! Each item forwards to the crate's own function or type, unchanged, so that the model's
+//! steps take the decisions the client takes: no rule is written here.
+
+use std::time::Duration;
+
+use crate::algo::{lineage, quorum, slots, verdict};
+
+/// One node's answer to one round (`algo::quorum::Ballot`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Ballot {
+    /// The node did what was asked.
+    Yes,
+    /// The node answered that the key is someone else's (or not ours any more).
+    No,
+    /// No useful answer: a timeout, a lost connection, a node whose votes do not count.
+    Failed,
+}
+
+impl From<Ballot> for quorum::Ballot {
+    fn from(ballot: Ballot) -> Self {
+        match ballot {
+            Ballot::Yes => quorum::Ballot::Yes,
+            Ballot::No => quorum::Ballot::No,
+            Ballot::Failed => quorum::Ballot::Failed,
+        }
+    }
+}
+
+/// Whether a round is decided (`algo::quorum::Decision`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    /// More answers are needed.
+    Pending,
+    /// A majority said yes.
+    Won,
+    /// A majority of yes is out of reach.
+    Lost,
+}
+
+/// The tally of a round (`algo::quorum::Tally`).
+#[derive(Debug, Clone, Copy)]
+pub struct Tally(quorum::Tally);
+
+impl Tally {
+    /// A round that takes a lock on `nodes` nodes, with no suspect presumed failed.
+    pub const fn taking(nodes: usize) -> Self {
+        Tally(quorum::Tally::presuming(nodes, 0))
+    }
+
+    /// A round on a lock we hold (PEEK, FENCE, release).
+    pub const fn holding(nodes: usize) -> Self {
+        Tally(quorum::Tally::presuming(nodes, 0).holding())
+    }
+
+    /// The same tally needing `needed` yes votes instead of a majority (only the deliberately
+    /// broken clients of the test kit and of the model's controls ask for this).
+    pub const fn needing(self, needed: usize) -> Self {
+        Tally(self.0.needing(needed))
+    }
+
+    /// Counts one node's answer.
+    pub fn record(&mut self, ballot: Ballot) -> Decision {
+        self.0.record(ballot.into());
+        self.decision()
+    }
+
+    /// Whether the round is decided.
+    pub fn decision(&self) -> Decision {
+        match self.0.decision() {
+            quorum::Decision::Pending => Decision::Pending,
+            quorum::Decision::Won => Decision::Won,
+            quorum::Decision::Lost => Decision::Lost,
+        }
+    }
+}
+
+/// What a decided round says of a lock we hold (`algo::verdict::Confirmation`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Confirmation {
+    /// A majority did what was asked.
+    Confirmed,
+    /// Our token cannot be on a majority.
+    Gone,
+    /// Neither.
+    Short,
+}
+
+/// `algo::verdict::confirmation`.
+pub fn confirmation(tally: &Tally) -> Confirmation {
+    match verdict::confirmation(&tally.0) {
+        verdict::Confirmation::Confirmed => Confirmation::Confirmed,
+        verdict::Confirmation::Gone => Confirmation::Gone,
+        verdict::Confirmation::Short => Confirmation::Short,
+    }
+}
+
+/// The verdict on a round that would give a lock for a ttl (`algo::verdict::Timed`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Timed {
+    /// Granted, with this much validity left.
+    Valid(Duration),
+    /// A majority said yes, but no validity is left.
+    Late,
+    /// Our token cannot be on a majority.
+    Gone,
+    /// No majority either way.
+    Short,
+}
+
+/// `algo::verdict::timed`.
+pub fn timed(tally: &Tally, ttl: Duration, drift: Duration, elapsed: Duration) -> Timed {
+    match verdict::timed(&tally.0, ttl, drift, elapsed) {
+        verdict::Timed::Valid(left) => Timed::Valid(left),
+        verdict::Timed::Late => Timed::Late,
+        verdict::Timed::Gone => Timed::Gone,
+        verdict::Timed::Short => Timed::Short,
+    }
+}
+
+/// What a node's marker says of its data (`algo::lineage::Lineage`).
+#[derive(Debug, Clone)]
+pub struct Lineage(lineage::Lineage);
+
+impl Lineage {
+    /// `algo::lineage::lineage`: the marker `marker` read against the server's `run_id`.
+    pub fn of(marker: Option<&str>, run_id: Option<&str>) -> Self {
+        Lineage(lineage::lineage(marker, run_id))
+    }
+
+    /// The marker as stored, if the node is intact.
+    pub fn intact(&self) -> Option<&str> {
+        self.0.intact()
+    }
+}
+
+/// `algo::lineage::UPTIME_RESOLUTION`.
+pub const UPTIME_RESOLUTION: Duration = lineage::UPTIME_RESOLUTION;
+
+/// A node's quarantine as the node keeps it (`algo::lineage::Recorded`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Recorded(lineage::Recorded);
+
+impl Recorded {
+    /// `Recorded::read`: a record `RUN_ID:START_MS:WAIT_MS` as the node whose server is
+    /// `run_id` and whose clock reads `now_ms` holds it.
+    pub fn read(text: &str, run_id: &str, now_ms: u64) -> Option<Self> {
+        lineage::Recorded::read(text, run_id, now_ms).map(Recorded)
+    }
+
+    /// The QUARANTINE script's answer `{start_ms, wait_ms, now_ms}`, as
+    /// `node/quarantine.rs` reads it.
+    pub fn answered(start_ms: u64, wait_ms: u64, now_ms: u64) -> Self {
+        Recorded(lineage::Recorded {
+            elapsed: Duration::from_millis(now_ms.saturating_sub(start_ms)),
+            wait: Duration::from_millis(wait_ms),
+        })
+    }
+}
+
+/// `algo::lineage::hold_back`: how long a just-checked node's votes must wait, if at all.
+pub fn hold_back(
+    lineage: &Lineage,
+    uptime: Option<Duration>,
+    since: (Option<Recorded>, Duration),
+    max_ttl: Duration,
+) -> Option<Duration> {
+    let since = (since.0.map(|r| r.0), since.1);
+    lineage::hold_back(&lineage.0, uptime, since, max_ttl).map(|(left, _)| left)
+}
+
+/// `algo::lineage::record_age`.
+pub fn record_age(uptime: Option<Duration>, max_ttl: Duration) -> Duration {
+    lineage::record_age(uptime, max_ttl)
+}
+
+/// A marker's floor, if `text` is a marker (`algo::lineage::Marker::parse`).
+pub fn marker_floor(text: &str) -> Option<u64> {
+    lineage::Marker::parse(text).map(|m| m.floor)
+}
+
+/// The marker of a node just re-seeded (`algo::lineage::Marker::seeded`), as stored.
+pub fn seeded_marker(run_id: &str, floor: u64) -> String {
+    lineage::Marker::seeded(run_id, floor).to_string()
+}
+
+/// A marker written by whoever started the server empty (`RUN_ID:0:new`), as stored.
+pub fn fresh_marker(run_id: &str) -> String {
+    let mut marker = lineage::Marker::seeded(run_id, 0);
+    marker.fresh = true;
+    marker.to_string()
+}
+
+/// One node's answer to a re-seed's survey (`algo::lineage::Surveyed`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Surveyed {
+    /// Its marker is the running server's.
+    pub intact: bool,
+    /// Its largest fencing counter.
+    pub hwm: u64,
+    /// Its clock, in microseconds.
+    pub clock_us: u64,
+}
+
+/// The floor of a re-seed (`algo::lineage::Floor`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Floor {
+    /// From an intact majority's largest counters.
+    Majority(u64),
+    /// From the clocks, where no intact majority can exist.
+    Clock(u64),
+    /// Not yet.
+    Wait,
+}
+
+/// `algo::lineage::floor`.
+pub fn floor(nodes: usize, answers: &[Surveyed]) -> Floor {
+    let answers: Vec<lineage::Surveyed> = answers
+        .iter()
+        .map(|a| lineage::Surveyed {
+            intact: a.intact,
+            hwm: a.hwm,
+            clock_us: a.clock_us,
+        })
+        .collect();
+    match lineage::floor(nodes, &answers) {
+        lineage::Floor::Majority(floor) => Floor::Majority(floor),
+        lineage::Floor::Clock(floor) => Floor::Clock(floor),
+        lineage::Floor::Wait => Floor::Wait,
+    }
+}
+
+/// `algo::slots::next_token`: the fencing token after `seen`, for a lock (`slot` `None`) or
+/// a permit's slot.
+pub fn next_token(seen: u64, slot: Option<u32>) -> u64 {
+    slots::next_token(seen, slot)
+}
