@@ -1,0 +1,461 @@
+//! The protocol model-checked on the crate's own decisions (docs/model.md).
+//!
+//! Three nodes and two client slots, in ticks of true time, with drift, late replies,
+//! restarts, FLUSHALL, pauses and processes that come and go; every step of a client calls
+//! the crate's decision code through `quorumlock::__model` (feature `model`). Each run
+//! explores every interleaving within its bounds. The crate's rules must keep one holder at a
+//! time and fencing tokens growing with the grants, and witness what the run is for (so that
+//! it is not vacuous); each known-bad rule must be caught, with its counterexample printed.
+//!
+//! `cargo test --features model --test model -- --nocapture` prints the state counts.
+
+#[path = "model/client.rs"]
+mod client;
+#[path = "model/explore.rs"]
+mod explore;
+#[path = "model/node.rs"]
+mod node;
+#[path = "model/system.rs"]
+mod system;
+#[path = "model/trace.rs"]
+mod trace;
+
+use std::collections::{BTreeSet, HashMap};
+use std::time::Instant;
+
+use explore::{Action, System, ONE_HOLDER, TOKENS_GROW};
+use stateright::{Checker, HasDiscoveries, Model, Path};
+use system::{Bounds, Quarantine, RecordStart, Rules, State};
+
+/// No run may explore more states than this: a guard against a change that makes the model
+/// explode (the run then fails as incomplete rather than taking CI's time).
+const CAP: usize = 4_000_000;
+
+/// The same guard for the larger runs, which are not in the test command.
+const LARGER_CAP: usize = 60_000_000;
+
+/// Locks alone: two processes contend, replies come late, one process pauses for longer
+/// than the ttl.
+const LOCKS: Bounds = Bounds {
+    ticks: 3,
+    attempts: 2,
+    restarts: [0; 3],
+    flushes: [0; 3],
+    faults_by: 0,
+    pauses: 1,
+    pause_ticks: 3,
+    processes: 0,
+    lifetime: None,
+    persistent: [false; 3],
+    unseen_flush_counts: false,
+    tokens: false,
+    late_replies: true,
+};
+
+/// Two processes contend, without a pause: where a rule of the verdict is replaced (every
+/// state of it is one of [`LOCKS`], where the crate's rules hold).
+const CONTEND: Bounds = Bounds {
+    pauses: 0,
+    ..LOCKS
+};
+
+/// A node restarts (empty, or with its data) while locks are held and taken.
+const fn restart(persistent: bool) -> Bounds {
+    Bounds {
+        restarts: [1, 0, 0],
+        faults_by: 3,
+        persistent: [persistent; 3],
+        pauses: 0,
+        late_replies: false,
+        ..LOCKS
+    }
+}
+
+/// Fencing tokens across a node that restarts empty in the first tick, its quarantine and
+/// its re-seed.
+const FENCING: Bounds = Bounds {
+    tokens: true,
+    faults_by: 0,
+    ..restart(false)
+};
+
+/// Short-lived processes (each lives two ticks, less than a quarantine) after a majority
+/// of the nodes was flushed.
+const SHORT_LIVED: Bounds = Bounds {
+    ticks: 4,
+    flushes: [0, 1, 1],
+    processes: 3,
+    lifetime: Some(2),
+    pauses: 0,
+    late_replies: false,
+    ..LOCKS
+};
+
+/// One node is flushed while processes hold and take locks, and processes come and go.
+const FLUSH: Bounds = Bounds {
+    flushes: [1, 0, 0],
+    processes: 2,
+    lifetime: None,
+    ..SHORT_LIVED
+};
+
+/// How a known-bad rule is looked for: breadth first for the shortest counterexample, or,
+/// where that is deep in a large space, depth first (one thread, so the same one each time).
+#[derive(Clone, Copy)]
+enum Search {
+    Shortest,
+    Deep,
+}
+
+/// What one run explored.
+struct Run {
+    label: String,
+    discoveries: Discoveries,
+    done: bool,
+    states: usize,
+}
+
+impl Run {
+    fn discovery(&self, property: &str) -> Option<&Path<State, Action>> {
+        self.discoveries.get(property)
+    }
+}
+
+/// What a run is after.
+#[derive(Clone, Copy)]
+enum Goal {
+    /// Every state within the bounds.
+    All,
+    /// A counterexample to this property, searched for so.
+    Fail(&'static str, Search),
+}
+
+fn explore(label: &str, sys: System, goal: Goal, cap: usize) -> Run {
+    let started = Instant::now();
+    let label = format!("{label} ({})", trace::label(&sys));
+    let builder = sys.checker().target_state_count(cap);
+    let until = |property| HasDiscoveries::AnyOf(BTreeSet::from([property]));
+    let (discoveries, done, states, unique, depth) = match goal {
+        Goal::All => summary(builder.symmetry().threads(2).spawn_dfs().join()),
+        Goal::Fail(property, Search::Shortest) => {
+            summary(builder.finish_when(until(property)).spawn_bfs().join())
+        }
+        Goal::Fail(property, Search::Deep) => summary(
+            builder
+                .symmetry()
+                .finish_when(until(property))
+                .spawn_dfs()
+                .join(),
+        ),
+    };
+    println!(
+        "{label}: {states} states ({unique} unique), depth {depth}, {:.1?}",
+        started.elapsed()
+    );
+    Run {
+        label,
+        discoveries,
+        done,
+        states,
+    }
+}
+
+type Discoveries = HashMap<&'static str, Path<State, Action>>;
+
+/// What a checker found, whether it explored everything, and how much it explored.
+fn summary(checker: impl Checker<System>) -> (Discoveries, bool, usize, usize, usize) {
+    let (states, unique, depth) = (
+        checker.state_count(),
+        checker.unique_state_count(),
+        checker.max_depth(),
+    );
+    (
+        checker.discoveries(),
+        checker.is_done(),
+        states,
+        unique,
+        depth,
+    )
+}
+
+/// Explores every state of `sys` within its bounds: no property fails, and each of
+/// `witnessed` is seen.
+fn assert_holds(label: &str, sys: System, witnessed: &[&'static str]) {
+    assert_holds_within(label, sys, witnessed, CAP);
+}
+
+/// [`assert_holds`] with room for `cap` states.
+fn assert_holds_within(label: &str, sys: System, witnessed: &[&'static str], cap: usize) {
+    let run = explore(label, sys, Goal::All, cap);
+    for property in [ONE_HOLDER, TOKENS_GROW] {
+        if let Some(path) = run.discovery(property) {
+            panic!(
+                "{}: \"{property}\" fails:\n{}",
+                run.label,
+                trace::show(path)
+            );
+        }
+    }
+    assert!(
+        run.done && run.states < cap,
+        "{}: not explored to the end within {cap} states",
+        run.label
+    );
+    for property in witnessed {
+        assert!(
+            run.discovery(property).is_some(),
+            "{}: \"{property}\" never happens: the run checks less than it claims",
+            run.label
+        );
+    }
+}
+
+/// The checker finds that `property` fails under `sys`, searching as `search` says; the
+/// counterexample, printed, takes `steps` steps.
+fn assert_caught(
+    label: &str,
+    sys: System,
+    (property, search): (&'static str, Search),
+    steps: usize,
+) {
+    let run = explore(label, sys, Goal::Fail(property, search), CAP);
+    let path = run.discovery(property).cloned().unwrap_or_else(|| {
+        panic!(
+            "{}: \"{property}\" never fails: the checker misses this known-bad rule",
+            run.label
+        )
+    });
+    let shown = trace::show(&path);
+    println!("{}: \"{property}\" fails:\n{shown}", run.label);
+    assert_eq!(
+        path.into_actions().len(),
+        steps,
+        "{}: a counterexample of another length than docs/model.md gives:\n{shown}",
+        run.label
+    );
+}
+
+fn system(rules: Rules, bounds: Bounds) -> System {
+    System { rules, bounds }
+}
+
+#[test]
+fn one_holder_at_a_time_with_drift_late_replies_and_a_pause() {
+    let sys = system(Rules::CRATE, LOCKS);
+    assert_holds("locks", sys, &[explore::GRANT]);
+}
+
+#[test]
+fn a_node_restarted_empty_votes_again_only_after_its_quarantine() {
+    assert_holds(
+        "restart, volatile",
+        system(Rules::CRATE, restart(false)),
+        &[explore::GRANT],
+    );
+}
+
+#[test]
+fn a_node_restarted_with_its_data_is_quarantined_too() {
+    assert_holds(
+        "restart, persistent",
+        system(Rules::CRATE, restart(true)),
+        &[explore::GRANT],
+    );
+}
+
+#[test]
+fn fencing_tokens_grow_across_a_restart_and_a_reseed() {
+    assert_holds(
+        "fencing",
+        system(Rules::CRATE, FENCING),
+        &[explore::TOKEN_AFTER_RESTART, explore::RESEED],
+    );
+}
+
+#[test]
+fn short_lived_processes_get_the_lock_after_a_majority_was_flushed() {
+    assert_holds(
+        "short-lived",
+        system(Rules::CRATE, SHORT_LIVED),
+        &[explore::GRANT_AFTER_MAJORITY_LOST],
+    );
+}
+
+#[test]
+fn without_the_drift_allowance_two_processes_hold_at_once() {
+    let rules = Rules {
+        drift: false,
+        ..Rules::CRATE
+    };
+    assert_caught(
+        "no drift",
+        system(rules, CONTEND),
+        (ONE_HOLDER, Search::Shortest),
+        8,
+    );
+}
+
+#[test]
+fn without_the_elapsed_time_two_processes_hold_at_once() {
+    let rules = Rules {
+        elapsed: false,
+        ..Rules::CRATE
+    };
+    assert_caught(
+        "no elapsed",
+        system(rules, CONTEND),
+        (ONE_HOLDER, Search::Shortest),
+        8,
+    );
+}
+
+#[test]
+fn with_a_quorum_of_half_the_nodes_two_processes_hold_at_once() {
+    let rules = Rules {
+        needed: Some(system::NODES / 2),
+        ..Rules::CRATE
+    };
+    assert_caught(
+        "quorum N/2",
+        system(rules, CONTEND),
+        (ONE_HOLDER, Search::Shortest),
+        5,
+    );
+}
+
+#[test]
+fn without_quarantine_a_restarted_node_lets_two_processes_hold() {
+    let rules = Rules {
+        quarantine: Quarantine::Off,
+        ..Rules::CRATE
+    };
+    assert_caught(
+        "no quarantine",
+        system(rules, restart(false)),
+        (ONE_HOLDER, Search::Shortest),
+        7,
+    );
+}
+
+#[test]
+fn a_flushed_node_votes_again_only_after_its_quarantine() {
+    assert_holds("flush", system(Rules::CRATE, FLUSH), &[explore::GRANT]);
+}
+
+#[test]
+fn a_record_that_starts_at_an_old_nodes_start_lets_two_processes_hold_after_a_flush() {
+    let rules = Rules {
+        record_start: RecordStart::NodeStart,
+        ..Rules::CRATE
+    };
+    assert_caught(
+        "record at the node's start",
+        system(rules, FLUSH),
+        (ONE_HOLDER, Search::Shortest),
+        9,
+    );
+}
+
+/// What the model found (docs/model.md): a process that was connected to a node when it
+/// was flushed counts the node's votes at once, as it did before the flush: the flush, which
+/// took a holder's key, is seen only by the checks of later connections. When this is fixed,
+/// this test fails: it then belongs with the runs that hold.
+#[test]
+fn a_flush_under_a_connected_process_is_not_seen_by_it() {
+    let bounds = Bounds {
+        unseen_flush_counts: true,
+        ..FLUSH
+    };
+    assert_caught(
+        "flush under a connection",
+        system(Rules::CRATE, bounds),
+        (ONE_HOLDER, Search::Shortest),
+        7,
+    );
+}
+
+#[test]
+fn a_quarantine_counted_per_process_never_ends_for_short_lived_processes() {
+    let rules = Rules {
+        quarantine: Quarantine::PerProcess,
+        ..Rules::CRATE
+    };
+    let run = explore("per process", system(rules, SHORT_LIVED), Goal::All, CAP);
+    assert!(run.done, "{}: not explored to the end", run.label);
+    if let Some(path) = run.discovery(explore::GRANT_AFTER_MAJORITY_LOST) {
+        panic!(
+            "{}: a short-lived process got the lock after all:\n{}",
+            run.label,
+            trace::show(path)
+        );
+    }
+}
+
+#[test]
+fn counters_read_without_the_reseed_floor_repeat_a_token() {
+    let rules = Rules {
+        floor: false,
+        ..Rules::CRATE
+    };
+    let found = (TOKENS_GROW, Search::Deep);
+    assert_caught("no floor", system(rules, FENCING), found, 23);
+}
+
+#[test]
+fn a_token_recorded_on_a_minority_repeats() {
+    let rules = Rules {
+        fence_needed: Some(1),
+        ..Rules::CRATE
+    };
+    let found = (TOKENS_GROW, Search::Deep);
+    assert_caught("token from a minority", system(rules, FENCING), found, 22);
+}
+
+/// Larger runs, not in the test command: `cargo test --features model --test model --
+/// --ignored --nocapture` (their state counts and times are in docs/model.md).
+#[test]
+#[ignore]
+fn larger_locks_three_attempts_four_ticks() {
+    let bounds = Bounds {
+        ticks: 4,
+        attempts: 3,
+        ..LOCKS
+    };
+    let sys = system(Rules::CRATE, bounds);
+    assert_holds_within("locks, larger", sys, &[explore::GRANT], LARGER_CAP);
+}
+
+#[test]
+#[ignore]
+fn larger_fencing_a_restart_at_any_tick_and_late_replies() {
+    let bounds = Bounds {
+        faults_by: 3,
+        late_replies: true,
+        ..FENCING
+    };
+    let witnessed = [explore::TOKEN_AFTER_RESTART, explore::RESEED];
+    assert_holds_within(
+        "fencing, larger",
+        system(Rules::CRATE, bounds),
+        &witnessed,
+        LARGER_CAP,
+    );
+}
+
+#[test]
+#[ignore]
+fn larger_short_lived_with_tokens_and_a_flush_at_any_tick() {
+    let bounds = Bounds {
+        ticks: 5,
+        faults_by: 5,
+        tokens: true,
+        processes: 4,
+        ..SHORT_LIVED
+    };
+    let witnessed = [
+        explore::GRANT_AFTER_MAJORITY_LOST,
+        explore::TOKEN_AFTER_MAJORITY_LOST,
+    ];
+    let sys = system(Rules::CRATE, bounds);
+    assert_holds_within("short-lived, larger", sys, &witnessed, LARGER_CAP);
+}

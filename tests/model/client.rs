@@ -1,0 +1,610 @@
+//! What a client process does, step by step, taking every decision with the crate's own code
+//! (`quorumlock::__model`, which forwards to `src/algo/`): the connection check and the
+//! quarantine (`lineage`, `Lineage::of`, `Recorded`, `record_age`, `hold_back`), the tally and
+//! verdict of each round (`Tally`, `timed`, `confirmation`, `quorumlock::drift`), the token
+//! (`next_token`) and the floor of a re-seed (`floor`). What is written here is the order of
+//! the steps, as `engine/` and `node/admission.rs` take them.
+
+use std::time::Duration;
+
+use quorumlock::__model::{self as algo, Ballot, Confirmation, Decision, Tally, Timed};
+
+use super::system::{
+    run_id, seen, Answers, Bounds, Channel, Client, Fencing, Marker, Phase, Quarantine,
+    RecordStart, Reply, Request, Round, Rules, Stage, State, View, NODES, TTL,
+};
+
+fn ms(d: Duration) -> u64 {
+    d.as_millis() as u64
+}
+
+impl Rules {
+    /// A fresh tally for a round (taking a lock, or on a lock we hold; `fence` for FENCE).
+    fn tally(&self, answers: &Answers, holding: bool, fence: bool) -> Tally {
+        let mut tally = if holding {
+            Tally::holding(NODES)
+        } else {
+            Tally::taking(NODES)
+        };
+        if let Some(needed) = self.needed {
+            tally = tally.needing(needed);
+        }
+        if let Some(needed) = self.fence_needed.filter(|_| fence) {
+            tally = tally.needing(needed);
+        }
+        for (ballot, _) in answers.iter().flatten() {
+            tally.record(*ballot);
+        }
+        tally
+    }
+
+    fn drift(&self) -> Duration {
+        if self.drift {
+            quorumlock::drift(TTL, super::system::DRIFT_FACTOR).expect("a valid drift factor")
+        } else {
+            Duration::ZERO
+        }
+    }
+}
+
+impl Client {
+    /// No process in the slot yet.
+    pub fn none() -> Client {
+        Client {
+            alive: false,
+            born: 0,
+            paused_until: 0,
+            views: [View::default(); NODES],
+            channels: Default::default(),
+            phase: Phase::Idle,
+        }
+    }
+
+    /// The round under way, if any.
+    pub fn round(&self) -> Option<Round> {
+        match self.phase {
+            Phase::Acquiring { token, .. } => Some(Round {
+                token,
+                stage: Stage::Acquire,
+            }),
+            Phase::Held {
+                token,
+                fencing: Fencing::Peeking(_),
+                ..
+            } => Some(Round {
+                token,
+                stage: Stage::Peek,
+            }),
+            Phase::Held {
+                token,
+                fencing: Fencing::Recording(f, _),
+                ..
+            } => Some(Round {
+                token,
+                stage: Stage::Fence(f),
+            }),
+            _ => None,
+        }
+    }
+
+    fn answers(&mut self) -> Option<&mut Answers> {
+        match &mut self.phase {
+            Phase::Acquiring { answers, .. }
+            | Phase::Held {
+                fencing: Fencing::Peeking(answers) | Fencing::Recording(_, answers),
+                ..
+            } => Some(answers),
+            _ => None,
+        }
+    }
+
+    /// Whether it may take a step at tick `t`: alive, and not paused.
+    pub fn active(&self, t: u8) -> bool {
+        self.alive && t >= self.paused_until
+    }
+
+    /// Whether node `n`'s votes count now, by the clock reading `now`.
+    fn admitted(&self, n: usize, now: u64) -> bool {
+        let view = &self.views[n];
+        view.checked && !view.flush_unseen && now >= view.quarantined_until
+    }
+}
+
+impl State {
+    /// A new process in slot `c`: it connects to every node and checks each.
+    pub fn start(&mut self, rules: &Rules, c: usize) {
+        self.used.starts += 1;
+        self.clients[c] = Client {
+            alive: true,
+            born: self.t,
+            ..Client::none()
+        };
+        for n in 0..NODES {
+            self.check(rules, c, n);
+        }
+    }
+
+    /// The process in slot `c` exits; what it had sent and not yet had run goes with it.
+    pub fn exit(&mut self, c: usize) {
+        self.clients[c] = Client::none();
+    }
+
+    /// The connection check of node `n` by process `c` (`Admission::recorded` and
+    /// `Admission::admit`).
+    pub fn check(&mut self, rules: &Rules, c: usize, n: usize) {
+        let (now_node, now) = (self.node_ms(), self.client_ms());
+        let node = &mut self.nodes[n];
+        let run = run_id(node.run);
+        let uptime = node.uptime(now_node);
+        let marker = node.marker_text();
+        let lineage = algo::Lineage::of(marker.as_deref(), Some(&run));
+        let intact = lineage.intact().is_some();
+        let recorded = match rules.quarantine {
+            Quarantine::Recorded if intact => node
+                .record_text()
+                .and_then(|text| algo::Recorded::read(&text, &run, now_node)),
+            Quarantine::Recorded => {
+                let age = match rules.record_start {
+                    RecordStart::Crate => algo::record_age(Some(uptime), TTL),
+                    RecordStart::NodeStart => uptime.saturating_sub(algo::UPTIME_RESOLUTION),
+                };
+                let (start, wait, at) = node.quarantine(ms(TTL), ms(age), now_node);
+                Some(algo::Recorded::answered(start, wait, at))
+            }
+            Quarantine::PerProcess | Quarantine::Off => None,
+        };
+        let (node_run, node_marker) = (node.run, node.marker);
+        let view = &mut self.clients[c].views[n];
+        // When this process first saw the loss: only the per-process rule reads it.
+        let seen_for = match (intact, rules.quarantine) {
+            (false, Quarantine::PerProcess) => {
+                let since = match view.lost_since {
+                    Some((since, run)) if run == node_run => since,
+                    _ => now,
+                };
+                view.lost_since = Some((since, node_run));
+                now - since
+            }
+            _ => {
+                view.lost_since = None;
+                0
+            }
+        };
+        let since = (recorded, Duration::from_millis(seen_for));
+        let held_back = match rules.quarantine {
+            Quarantine::Off => None,
+            _ => algo::hold_back(&lineage, Some(uptime), since, TTL),
+        };
+        if let Some(left) = held_back {
+            view.quarantined_until = view.quarantined_until.max(now + ms(left));
+        }
+        view.checked = true;
+        view.run = node_run;
+        view.flush_unseen = false;
+        if intact {
+            view.marker = node_marker;
+            view.reseed_due = None;
+        } else {
+            view.marker = None;
+            view.reseed_due = Some(now + held_back.map_or(0, ms));
+        }
+    }
+
+    /// Sends the current round of process `c` to every node whose votes count (and, for
+    /// PEEK and FENCE, whose counters are trusted); the others fail at once.
+    fn send(&mut self, c: usize) {
+        let (now, t) = (self.client_ms(), self.t);
+        let client = &mut self.clients[c];
+        let round = client.round().expect("a round under way");
+        for n in 0..NODES {
+            let marker = client.views[n].marker;
+            let counters = round.stage == Stage::Acquire || marker.is_some();
+            if client.admitted(n, now) && counters {
+                let marker = marker.filter(|_| round.stage != Stage::Acquire);
+                let channel = &mut client.channels[n];
+                channel.requests.push(Request { round, marker });
+                channel.due = t + 1;
+            } else {
+                client.answers().expect("answers")[n] = Some((Ballot::Failed, 0));
+            }
+        }
+    }
+
+    /// A tick of true time: keys expire; a process that took no reply from a node by the
+    /// end of the tick after its request counts a timeout.
+    pub fn tick(&mut self, rules: &Rules, bounds: &Bounds) {
+        self.t += 1;
+        let now = self.node_ms();
+        self.nodes.iter_mut().for_each(|node| node.expire(now));
+        if let Some(life) = bounds.lifetime {
+            for client in &mut self.clients {
+                if client.alive && self.t >= client.born + life {
+                    *client = Client::none();
+                }
+            }
+        }
+        for c in 0..self.clients.len() {
+            let t = self.t;
+            let client = &mut self.clients[c];
+            if !client.active(t) {
+                continue;
+            }
+            let overdue: Vec<usize> = (0..NODES).filter(|&n| client.channels[n].due < t).collect();
+            let Some(answers) = client.answers() else {
+                continue;
+            };
+            let mut timed_out = false;
+            for n in overdue {
+                if answers[n].is_none() {
+                    answers[n] = Some((Ballot::Failed, 0));
+                    timed_out = true;
+                }
+            }
+            if timed_out {
+                client.channels.iter_mut().for_each(|ch| ch.reply = None);
+                self.conclude(rules, c);
+            }
+        }
+    }
+
+    /// Forgets the instants that no longer decide anything, so that states that differ
+    /// only in them are one state: a quarantine, a re-seed's due time or a pause that is
+    /// over, the timeout of a node that answered, when a process started if its life is not
+    /// bounded.
+    pub fn normalize(&mut self, bounds: &Bounds) {
+        let (now, t) = (self.client_ms(), self.t);
+        for client in &mut self.clients {
+            if client.paused_until <= t {
+                client.paused_until = 0;
+            }
+            if bounds.lifetime.is_none() {
+                client.born = 0;
+            }
+            for view in &mut client.views {
+                if view.quarantined_until <= now {
+                    view.quarantined_until = 0;
+                }
+                if view.reseed_due.is_some_and(|due| due <= now) {
+                    view.reseed_due = Some(0);
+                }
+            }
+            let awaited: [bool; NODES] = match client.answers() {
+                Some(answers) => answers.map(|a| a.is_none()),
+                None => [false; NODES],
+            };
+            for (channel, awaited) in client.channels.iter_mut().zip(awaited) {
+                if !awaited {
+                    channel.due = 0;
+                }
+                if channel.reply.is_none() {
+                    channel.reply_at = 0;
+                }
+            }
+        }
+    }
+
+    /// Process `c` starts an attempt: a new token, SET NX on every node.
+    pub fn attempt(&mut self, rules: &Rules, c: usize) {
+        let token = self.next_token;
+        self.next_token += 1;
+        self.clients[c].phase = Phase::Acquiring {
+            token,
+            start_ms: self.client_ms(),
+            answers: [None; NODES],
+        };
+        self.send(c);
+        self.conclude(rules, c);
+    }
+
+    /// The holder `c` asks for its fencing token: PEEK, then FENCE (`engine/fencing.rs`),
+    /// unless its validity is over.
+    pub fn ask_token(&mut self, rules: &Rules, c: usize) {
+        let now = self.client_ms();
+        let Phase::Held {
+            valid_until,
+            fencing,
+            ..
+        } = &mut self.clients[c].phase
+        else {
+            return;
+        };
+        if now >= *valid_until {
+            *fencing = Fencing::Refused;
+            return;
+        }
+        *fencing = Fencing::Peeking([None; NODES]);
+        self.send(c);
+        self.conclude(rules, c);
+    }
+
+    /// Process `c` releases its lock: compare-and-delete on every node.
+    pub fn release(&mut self, c: usize) {
+        if let Phase::Held { token, .. } = self.clients[c].phase {
+            self.delete(token);
+        }
+        // What it had sent and not yet had run goes before the RELEASE on each connection,
+        // to no effect: a SET undone, a PEEK, a FENCE that only raises counters.
+        let client = &mut self.clients[c];
+        client.phase = Phase::Idle;
+        client.channels = Default::default();
+    }
+
+    /// Compare-and-delete of `token` on every node (RELEASE, DISCARD).
+    fn delete(&mut self, token: u8) {
+        for node in &mut self.nodes {
+            if node.key.is_some_and(|(held, _)| held == token) {
+                node.key = None;
+            }
+        }
+    }
+
+    /// The first request on its way from `c` to `n` runs there; its reply goes back if it
+    /// belongs to the round under way, to be taken at once (`late` false) or at the next
+    /// tick.
+    pub fn arrive(&mut self, rules: &Rules, c: usize, n: usize, late: bool) {
+        let now = self.node_ms();
+        let request = self.clients[c].channels[n].requests.remove(0);
+        let reply = self.nodes[n].run(&request, now, rules.floor);
+        let t = self.t;
+        let client = &mut self.clients[c];
+        let awaited = client.answers().is_some_and(|a| a[n].is_none());
+        if awaited && client.round() == Some(request.round) {
+            client.channels[n].reply = Some(reply);
+            client.channels[n].reply_at = t + u8::from(late);
+            // A paused process takes it once it runs again.
+            if !late && client.active(t) {
+                self.deliver(rules, c, n);
+            }
+        }
+    }
+
+    /// Process `c` takes the reply of node `n` (`Node::vote`, `counters_still_trusted`).
+    pub fn deliver(&mut self, rules: &Rules, c: usize, n: usize) {
+        let now = self.client_ms();
+        let client = &mut self.clients[c];
+        let reply = client.channels[n].reply.take().expect("a reply");
+        let round = client.round().expect("a round under way");
+        let (mut ballot, mut recheck) = (reply.ballot, false);
+        if round.stage != Stage::Acquire {
+            let view = &mut client.views[n];
+            if reply.refused {
+                // Another marker than the one checked: the node is checked again.
+                recheck = true;
+                ballot = Ballot::Failed;
+            } else if view.marker != reply.marker {
+                ballot = Ballot::Failed;
+            }
+        }
+        if !client.admitted(n, now) {
+            ballot = Ballot::Failed;
+        }
+        client.answers().expect("answers")[n] = Some((ballot, reply.value));
+        if recheck {
+            self.check(rules, c, n);
+        }
+        self.conclude(rules, c);
+    }
+
+    /// Once the round of `c` is decided: its verdict, and what follows.
+    fn conclude(&mut self, rules: &Rules, c: usize) {
+        let now = self.client_ms();
+        let client = &mut self.clients[c];
+        match client.phase {
+            Phase::Acquiring {
+                token,
+                start_ms,
+                answers,
+            } => {
+                let tally = rules.tally(&answers, false, false);
+                if tally.decision() == Decision::Pending {
+                    return;
+                }
+                client.channels.iter_mut().for_each(|ch| ch.reply = None);
+                let elapsed = if rules.elapsed { now - start_ms } else { 0 };
+                let elapsed = Duration::from_millis(elapsed);
+                match algo::timed(&tally, TTL, rules.drift(), elapsed) {
+                    Timed::Valid(left) => {
+                        client.phase = Phase::Held {
+                            token,
+                            valid_until: now + ms(left),
+                            hold: self.grants,
+                            fencing: Fencing::NotAsked,
+                        };
+                        self.grants += 1;
+                        self.seen |= seen::GRANT;
+                        if self.majority_lost_at.is_some_and(|at| token >= at) {
+                            self.seen |= seen::GRANT_AFTER_MAJORITY_LOST;
+                        }
+                    }
+                    Timed::Late | Timed::Gone | Timed::Short => {
+                        // DISCARD follows its SETs on each connection: they undo nothing.
+                        client.phase = Phase::Idle;
+                        client.channels = Default::default();
+                        self.delete(token);
+                    }
+                }
+            }
+            Phase::Held {
+                fencing: Fencing::Peeking(answers),
+                ..
+            } => {
+                let tally = rules.tally(&answers, true, false);
+                if tally.decision() == Decision::Pending {
+                    return;
+                }
+                for channel in &mut client.channels {
+                    // The PEEKs not awaited read only.
+                    channel.reply = None;
+                    channel.requests.retain(|r| r.round.stage != Stage::Peek);
+                }
+                let fencing = match client.phase {
+                    Phase::Held {
+                        ref mut fencing, ..
+                    } => fencing,
+                    Phase::Idle | Phase::Acquiring { .. } => unreachable!(),
+                };
+                if algo::confirmation(&tally) != Confirmation::Confirmed {
+                    *fencing = Fencing::Refused;
+                    return;
+                }
+                // Every yes of a PEEK read the counters (`fencing::largest`).
+                let read = answers.iter().flatten().filter(|(b, _)| *b == Ballot::Yes);
+                let seen = read.map(|(_, value)| *value).max().unwrap_or(0);
+                let f = algo::next_token(seen, None);
+                *fencing = Fencing::Recording(f, [None; NODES]);
+                self.send(c);
+                self.conclude(rules, c);
+            }
+            Phase::Held {
+                token,
+                valid_until,
+                hold,
+                fencing: Fencing::Recording(f, answers),
+            } => {
+                let tally = rules.tally(&answers, true, true);
+                if tally.decision() == Decision::Pending {
+                    return;
+                }
+                client.channels.iter_mut().for_each(|ch| ch.reply = None);
+                let confirmed = algo::confirmation(&tally) == Confirmation::Confirmed;
+                // Handed out only if the validity is not over when the round is decided.
+                let handed = confirmed && now < valid_until;
+                if let Phase::Held { fencing, .. } = &mut client.phase {
+                    *fencing = if handed {
+                        Fencing::Handed(f)
+                    } else {
+                        Fencing::Refused
+                    };
+                }
+                if handed {
+                    self.hand_out(token, hold, f);
+                }
+            }
+            Phase::Idle | Phase::Held { .. } => {}
+        }
+    }
+
+    /// Fencing token `f` handed out to grant `hold` (of the attempt `token`): in the order
+    /// of the grants?
+    fn hand_out(&mut self, token: u8, hold: u8, f: u64) {
+        if let Some((h, g)) = self.fenced {
+            if (h < hold && g >= f) || (h > hold && g <= f) {
+                self.out_of_order = true;
+            }
+        }
+        if self.fenced.is_none_or(|(_, g)| f > g) {
+            self.fenced = Some((hold, f));
+        }
+        if self.seen & seen::RESTART != 0 {
+            self.seen |= seen::TOKEN_AFTER_RESTART;
+        }
+        if self.majority_lost_at.is_some_and(|at| token >= at) {
+            self.seen |= seen::TOKEN_AFTER_MAJORITY_LOST;
+        }
+    }
+
+    /// Process `c`'s re-seed of node `n`, due now (`engine/seeder.rs`): a survey of the nodes
+    /// it checked, the floor, SEED. `false` if nothing changed (the floor says wait).
+    pub fn reseed(&mut self, c: usize, n: usize) -> bool {
+        let now_node = self.node_ms();
+        let view = self.clients[c].views[n];
+        let node = &self.nodes[n];
+        let run = run_id(view.run);
+        if algo::Lineage::of(node.marker_text().as_deref(), Some(&run))
+            .intact()
+            .is_some()
+        {
+            // Re-seeded by another client since this one checked it.
+            let client = &mut self.clients[c];
+            client.views[n].marker = node.marker;
+            client.views[n].reseed_due = None;
+            return true;
+        }
+        let views = &self.clients[c].views;
+        let answers: Vec<algo::Surveyed> = (0..NODES)
+            .filter(|&m| views[m].checked)
+            .map(|m| algo::Surveyed {
+                intact: algo::Lineage::of(
+                    self.nodes[m].marker_text().as_deref(),
+                    Some(&run_id(views[m].run)),
+                )
+                .intact()
+                .is_some(),
+                hwm: self.nodes[m].hwm,
+                clock_us: now_node * 1_000,
+            })
+            .collect();
+        let floor = match algo::floor(NODES, &answers) {
+            algo::Floor::Majority(floor) | algo::Floor::Clock(floor) => floor,
+            algo::Floor::Wait => return false,
+        };
+        let marker = Marker {
+            run: view.run,
+            floor,
+            fresh: false,
+        };
+        let old = self.nodes[n].marker;
+        if !self.nodes[n].seed(old, marker) {
+            return false;
+        }
+        let view = &mut self.clients[c].views[n];
+        view.marker = Some(marker);
+        view.reseed_due = None;
+        self.seen |= seen::RESEED;
+        true
+    }
+
+    /// Node `n` crashes and restarts: every connection to it breaks, the rounds waiting for
+    /// it count a failure, and every process checks the new connection before its votes
+    /// count (at once: a later check only starts a quarantine later).
+    pub fn restart(&mut self, rules: &Rules, bounds: &Bounds, n: usize) {
+        let now = self.node_ms();
+        self.nodes[n].restart(now, bounds.persistent[n]);
+        self.used.restarts[n] += 1;
+        self.seen |= seen::RESTART;
+        for c in 0..self.clients.len() {
+            if self.clients[c].alive {
+                self.check(rules, c, n);
+            }
+        }
+        for client in self.clients.iter_mut().filter(|c| c.alive) {
+            let waiting = client.answers().is_some_and(|a| a[n].is_none());
+            client.channels[n] = Channel {
+                reply_at: self.t,
+                ..Channel::default()
+            };
+            if waiting {
+                client.channels[n].reply = Some(Reply {
+                    ballot: Ballot::Failed,
+                    value: 0,
+                    refused: false,
+                    marker: None,
+                });
+            }
+        }
+        self.note_majority_lost();
+    }
+
+    /// FLUSHALL on node `n`: the connections stay.
+    pub fn flush(&mut self, bounds: &Bounds, n: usize) {
+        self.nodes[n].flush();
+        self.used.flushes[n] += 1;
+        for client in self.clients.iter_mut().filter(|c| c.alive) {
+            if client.views[n].checked && !bounds.unseen_flush_counts {
+                client.views[n].flush_unseen = true;
+            }
+        }
+        self.note_majority_lost();
+    }
+
+    fn note_majority_lost(&mut self) {
+        let lost = self
+            .nodes
+            .iter()
+            .filter(|node| node.marker.is_none_or(|m| m.run != node.run))
+            .count();
+        if lost > NODES / 2 && self.majority_lost_at.is_none() {
+            self.majority_lost_at = Some(self.next_token);
+        }
+    }
+}

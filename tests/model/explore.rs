@@ -1,0 +1,282 @@
+//! The model as stateright sees it: the initial state, the actions enabled in a state, the
+//! step each one takes (`client.rs`, `node.rs`), and the properties.
+
+use stateright::{Model, Property};
+
+use super::system::{
+    seen, Answers, Bounds, Client, Fencing, Node, Phase, Rules, Stage, State, Used, CLIENTS, NODES,
+};
+
+/// What can happen next.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Action {
+    /// A tick of true time.
+    Tick,
+    /// Process `c` starts a lock attempt.
+    Attempt(usize),
+    /// The first request from process `c` reaches node `n` and runs there, and the process
+    /// takes the reply at once.
+    Arrive(usize, usize),
+    /// The same, but the reply comes at the next tick (an acquisition's).
+    ArriveLate(usize, usize),
+    /// Process `c` takes node `n`'s reply.
+    Deliver(usize, usize),
+    /// Holder `c` asks for its fencing token.
+    AskToken(usize),
+    /// Holder `c` releases its lock.
+    Release(usize),
+    /// Process `c` re-seeds node `n`, due.
+    Reseed(usize, usize),
+    /// Node `n` crashes and restarts.
+    Restart(usize),
+    /// FLUSHALL on node `n`.
+    Flush(usize),
+    /// Process `c` pauses (a GC pause, a stopped VM).
+    Pause(usize),
+    /// Process `c` exits.
+    Exit(usize),
+    /// A new process starts in slot `c`.
+    Start(usize),
+}
+
+/// One configuration to check: the rules and the bounds.
+#[derive(Clone, Debug)]
+pub struct System {
+    pub rules: Rules,
+    pub bounds: Bounds,
+}
+
+/// Property names, for the tests.
+pub const ONE_HOLDER: &str = "one holder at a time";
+pub const TOKENS_GROW: &str = "fencing tokens grow with the grants";
+pub const GRANT: &str = "a lock is granted";
+pub const TOKEN_AFTER_RESTART: &str = "a token is handed out after a restart";
+pub const RESEED: &str = "a node is re-seeded";
+pub const GRANT_AFTER_MAJORITY_LOST: &str = "a grant after a majority lost data";
+pub const TOKEN_AFTER_MAJORITY_LOST: &str = "a token after a majority lost data";
+
+impl Model for System {
+    type State = State;
+    type Action = Action;
+
+    fn init_states(&self) -> Vec<State> {
+        let mut state = State {
+            t: 0,
+            nodes: std::array::from_fn(|n| {
+                let b = &self.bounds;
+                Node::provisioned(
+                    u8::from(b.persistent[n]) | b.restarts[n] << 1 | b.flushes[n] << 4,
+                )
+            }),
+            clients: std::array::from_fn(|_| Client::none()),
+            next_token: 0,
+            grants: 0,
+            used: Used::default(),
+            fenced: None,
+            out_of_order: false,
+            seen: 0,
+            majority_lost_at: None,
+        };
+        for c in 0..CLIENTS {
+            state.start(&self.rules, c);
+        }
+        state.used.starts = 0;
+        vec![state]
+    }
+
+    fn actions(&self, s: &State, actions: &mut Vec<Action>) {
+        let b = &self.bounds;
+        if s.t < b.ticks {
+            actions.push(Action::Tick);
+        }
+        for (c, client) in s.clients.iter().enumerate() {
+            let room = s.used.starts < b.processes;
+            if !client.alive {
+                if room {
+                    actions.push(Action::Start(c));
+                }
+                continue;
+            }
+            if room && b.lifetime.is_none() {
+                actions.push(Action::Exit(c));
+            }
+            let active = client.active(s.t);
+            for (n, channel) in client.channels.iter().enumerate() {
+                if let Some(request) = channel.requests.first() {
+                    let current = client.round() == Some(request.round);
+                    actions.push(Action::Arrive(c, n));
+                    // Only an acquisition's verdict reads how long its round took.
+                    let timed = request.round.stage == Stage::Acquire;
+                    if current && timed && b.late_replies && s.t < b.ticks {
+                        actions.push(Action::ArriveLate(c, n));
+                    }
+                }
+            }
+            if !active {
+                continue;
+            }
+            if s.used.pauses < b.pauses {
+                actions.push(Action::Pause(c));
+            }
+            match client.phase {
+                Phase::Idle if s.next_token < b.attempts => {
+                    actions.push(Action::Attempt(c));
+                }
+                Phase::Held { fencing, .. } => {
+                    if b.tokens && fencing == Fencing::NotAsked {
+                        actions.push(Action::AskToken(c));
+                    }
+                    actions.push(Action::Release(c));
+                }
+                _ => {}
+            }
+            for (n, view) in client.views.iter().enumerate() {
+                let channel = &client.channels[n];
+                if channel.reply.is_some() && s.t >= channel.reply_at {
+                    actions.push(Action::Deliver(c, n));
+                }
+                if view.checked
+                    && view.marker.is_none()
+                    && view.reseed_due.is_some_and(|due| due <= s.client_ms())
+                {
+                    actions.push(Action::Reseed(c, n));
+                }
+            }
+        }
+        for n in (0..NODES).filter(|_| s.t <= b.faults_by) {
+            if s.used.restarts[n] < b.restarts[n] {
+                actions.push(Action::Restart(n));
+            }
+            if s.used.flushes[n] < b.flushes[n] {
+                actions.push(Action::Flush(n));
+            }
+        }
+    }
+
+    fn next_state(&self, last: &State, action: Action) -> Option<State> {
+        let mut s = last.clone();
+        let rules = &self.rules;
+        match action {
+            Action::Tick => s.tick(rules, &self.bounds),
+            Action::Attempt(c) => s.attempt(rules, c),
+            Action::Arrive(c, n) => s.arrive(rules, c, n, false),
+            Action::ArriveLate(c, n) => s.arrive(rules, c, n, true),
+            Action::Deliver(c, n) => s.deliver(rules, c, n),
+            Action::AskToken(c) => s.ask_token(rules, c),
+            Action::Release(c) => s.release(c),
+            Action::Reseed(c, n) => {
+                if !s.reseed(c, n) {
+                    return None;
+                }
+            }
+            Action::Restart(n) => s.restart(rules, &self.bounds, n),
+            Action::Flush(n) => s.flush(&self.bounds, n),
+            Action::Pause(c) => {
+                s.used.pauses += 1;
+                s.clients[c].paused_until = s.t + self.bounds.pause_ticks;
+            }
+            Action::Exit(c) => s.exit(c),
+            Action::Start(c) => s.start(rules, c),
+        }
+        s.normalize(&self.bounds);
+        Some(s)
+    }
+
+    fn properties(&self) -> Vec<Property<Self>> {
+        vec![
+            Property::always(ONE_HOLDER, |_, s: &State| s.holders() <= 1),
+            Property::always(TOKENS_GROW, |_, s: &State| !s.out_of_order),
+            Property::sometimes(GRANT, |_, s: &State| s.seen & seen::GRANT != 0),
+            Property::sometimes(TOKEN_AFTER_RESTART, |_, s: &State| {
+                s.seen & seen::TOKEN_AFTER_RESTART != 0
+            }),
+            Property::sometimes(RESEED, |_, s: &State| s.seen & seen::RESEED != 0),
+            Property::sometimes(GRANT_AFTER_MAJORITY_LOST, |_, s: &State| {
+                s.seen & seen::GRANT_AFTER_MAJORITY_LOST != 0
+            }),
+            Property::sometimes(TOKEN_AFTER_MAJORITY_LOST, |_, s: &State| {
+                s.seen & seen::TOKEN_AFTER_MAJORITY_LOST != 0
+            }),
+        ]
+    }
+}
+
+/// Every order of three nodes.
+const ORDERS: [[usize; NODES]; 6] = [
+    [0, 1, 2],
+    [0, 2, 1],
+    [1, 0, 2],
+    [1, 2, 0],
+    [2, 0, 1],
+    [2, 1, 0],
+];
+
+impl State {
+    /// The same state with node `order[i]` as node `i`, in every place a node is named.
+    fn reordered(&self, order: [usize; NODES]) -> State {
+        let mut s = self.clone();
+        let pick = |n: usize| order[n];
+        s.nodes = std::array::from_fn(|n| self.nodes[pick(n)].clone());
+        s.used.restarts = std::array::from_fn(|n| self.used.restarts[pick(n)]);
+        s.used.flushes = std::array::from_fn(|n| self.used.flushes[pick(n)]);
+        for (to, from) in s.clients.iter_mut().zip(&self.clients) {
+            to.views = std::array::from_fn(|n| from.views[pick(n)]);
+            to.channels = std::array::from_fn(|n| from.channels[pick(n)].clone());
+            let reorder = |a: &Answers| -> Answers { std::array::from_fn(|n| a[pick(n)]) };
+            to.phase = match from.phase {
+                Phase::Acquiring {
+                    token,
+                    start_ms,
+                    answers,
+                } => Phase::Acquiring {
+                    token,
+                    start_ms,
+                    answers: reorder(&answers),
+                },
+                Phase::Held {
+                    token,
+                    valid_until,
+                    hold,
+                    fencing,
+                } => Phase::Held {
+                    token,
+                    valid_until,
+                    hold,
+                    fencing: match fencing {
+                        Fencing::Peeking(a) => Fencing::Peeking(reorder(&a)),
+                        Fencing::Recording(f, a) => Fencing::Recording(f, reorder(&a)),
+                        other => other,
+                    },
+                },
+                Phase::Idle => Phase::Idle,
+            };
+        }
+        s
+    }
+}
+
+impl stateright::Representative for State {
+    /// Client slots run the same code under the same rules, and nodes of one class are
+    /// alike: a state with its slots, or such nodes, in another order is the same state.
+    /// The least of its orders stands for it.
+    fn representative(&self) -> Self {
+        // The least state has the least nodes first (they come before the clients in its
+        // order): only the orders that give those are tried in full.
+        let orders: Vec<&[usize; NODES]> = ORDERS
+            .iter()
+            .filter(|order| (0..NODES).all(|n| self.nodes[n].class == self.nodes[order[n]].class))
+            .collect();
+        let nodes = |order: &[usize; NODES]| order.map(|n| &self.nodes[n]);
+        let least = orders.iter().map(|o| nodes(o)).min().expect("the identity");
+        orders
+            .into_iter()
+            .filter(|order| nodes(order) == least)
+            .map(|order| {
+                let mut s = self.reordered(*order);
+                s.clients.sort();
+                s
+            })
+            .min()
+            .expect("the identity is an order")
+    }
+}

@@ -1,0 +1,148 @@
+//! What a node does: its scripts, run atomically (`src/node/scripts.rs`), a restart and a
+//! FLUSHALL. The node side is Lua in the crate, so it is written here again, as the scripts
+//! say; the decisions of the client are not (they are called, `client.rs`).
+
+use quorumlock::__model::{self as algo, Ballot};
+
+use super::system::{run_id, Marker, Node, Reply, Request, Stage, TTL};
+
+impl Marker {
+    /// As stored: `RUN_ID:FLOOR`, or `RUN_ID:0:new`.
+    pub fn text(&self) -> String {
+        let run = run_id(self.run);
+        if self.fresh {
+            algo::fresh_marker(&run)
+        } else {
+            algo::seeded_marker(&run, self.floor)
+        }
+    }
+}
+
+impl Node {
+    /// A node provisioned empty, as the testkit starts one: a fresh marker of its own run.
+    pub fn provisioned(class: u8) -> Node {
+        Node {
+            class,
+            run: 0,
+            started_ms: 0,
+            key: None,
+            counter: 0,
+            hwm: 0,
+            marker: Some(Marker {
+                run: 0,
+                floor: 0,
+                fresh: true,
+            }),
+            record: None,
+        }
+    }
+
+    /// The marker as stored, if any.
+    pub fn marker_text(&self) -> Option<String> {
+        self.marker.map(|m| m.text())
+    }
+
+    /// `uptime_in_seconds` at `now_ms`: whole seconds, truncated.
+    pub fn uptime(&self, now_ms: u64) -> std::time::Duration {
+        std::time::Duration::from_secs((now_ms - self.started_ms) / 1_000)
+    }
+
+    /// Crash and restart as a new server process: a new run_id; a node that does not
+    /// persist comes back empty, one that does keeps every write (its keys expire as before).
+    pub fn restart(&mut self, now_ms: u64, persistent: bool) {
+        self.run += 1;
+        self.started_ms = now_ms;
+        if !persistent {
+            self.flush();
+        }
+    }
+
+    /// FLUSHALL: every key gone, the same server.
+    pub fn flush(&mut self) {
+        self.key = None;
+        self.counter = 0;
+        self.hwm = 0;
+        self.marker = None;
+        self.record = None;
+    }
+
+    /// Deletes the lock key if it expired by `now_ms`.
+    pub fn expire(&mut self, now_ms: u64) {
+        if self.key.is_some_and(|(_, until)| until <= now_ms) {
+            self.key = None;
+        }
+    }
+
+    /// Runs a request: SET NX PX, PEEK or FENCE (reading the marker's floor, unless not
+    /// `floor`).
+    pub fn run(&mut self, request: &Request, now_ms: u64, floor: bool) -> Reply {
+        let token = request.round.token;
+        let ours = self.key.is_some_and(|(held, _)| held == token);
+        let reply = |ballot, value, refused| Reply {
+            ballot,
+            value,
+            refused,
+            marker: request.marker,
+        };
+        match request.round.stage {
+            Stage::Acquire if self.key.is_none() => {
+                self.key = Some((token, now_ms + TTL.as_millis() as u64));
+                reply(Ballot::Yes, 0, false)
+            }
+            Stage::Acquire => reply(Ballot::No, 0, false),
+            // Both compare the node's marker with the one the client checked: -1 if another.
+            Stage::Peek | Stage::Fence(_) if self.marker != request.marker => {
+                reply(Ballot::Failed, 0, true)
+            }
+            Stage::Peek if ours => {
+                // `largest_counter!`: the floor of the marker, and the counter above it.
+                let floor = self
+                    .marker_text()
+                    .and_then(|m| algo::marker_floor(&m))
+                    .filter(|_| floor)
+                    .unwrap_or(0);
+                reply(Ballot::Yes, self.counter.max(floor), false)
+            }
+            Stage::Fence(f) if ours => {
+                self.counter = self.counter.max(f);
+                self.hwm = self.hwm.max(f);
+                reply(Ballot::Yes, 0, false)
+            }
+            Stage::Peek | Stage::Fence(_) => reply(Ballot::No, 0, false),
+        }
+    }
+
+    /// The QUARANTINE script, for a node without a marker of its own: keeps the record of
+    /// the running server (its wait raised to `wait_ms`), or writes one that starts `age_ms`
+    /// before now. Answers `(START_MS, WAIT_MS, now)`.
+    pub fn quarantine(&mut self, wait_ms: u64, age_ms: u64, now_ms: u64) -> (u64, u64, u64) {
+        match &mut self.record {
+            Some((run, start, was)) if *run == self.run => {
+                *was = (*was).max(wait_ms);
+                (*start, *was, now_ms)
+            }
+            _ => {
+                let start = now_ms.saturating_sub(age_ms);
+                self.record = Some((self.run, start, wait_ms));
+                (start, wait_ms, now_ms)
+            }
+        }
+    }
+
+    /// The record as stored, `RUN_ID:START_MS:WAIT_MS`.
+    pub fn record_text(&self) -> Option<String> {
+        self.record
+            .map(|(run, start, wait)| format!("{}:{start}:{wait}", run_id(run)))
+    }
+
+    /// The SEED script: if the marker is still `old`, writes `marker` and raises the hwm to
+    /// its floor.
+    pub fn seed(&mut self, old: Option<Marker>, marker: Marker) -> bool {
+        if self.marker != old {
+            return false;
+        }
+        self.marker = Some(marker);
+        self.hwm = self.hwm.max(marker.floor);
+        true
+    }
+}

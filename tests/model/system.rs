@@ -1,0 +1,330 @@
+//! What the checker explores: the rules (the crate's, or a known-bad variant), the bounds of
+//! a run, and the state of three nodes and two client slots in ticks of true time.
+//!
+//! Time. One tick is one second of true time. Every clock is read from the tick: a node's
+//! clock runs 10% fast (1,100 ms a tick), a client's 10% slow (900 ms a tick), the rates
+//! most against the lock (a node expires keys early, a holder believes its lock late), and
+//! within what the drift factor of these runs covers (0.2: design 5, step 3, asks
+//! `(1 − f)(1 + ρn) ≤ 1 − ρc`, here 0.88 ≤ 0.9). Node clocks agree with each other
+//! (assumption 7); a client's clock only measures durations.
+
+use std::time::Duration;
+
+use quorumlock::__model::Ballot;
+
+/// Nodes.
+pub const NODES: usize = 3;
+/// Client slots: each runs one process at a time.
+pub const CLIENTS: usize = 2;
+/// Milliseconds a node's clock moves in a tick.
+pub const NODE_MS_PER_TICK: u64 = 1_100;
+/// Milliseconds a client's clock moves in a tick.
+pub const CLIENT_MS_PER_TICK: u64 = 900;
+/// The ttl of every lock, which is also every client's longest ttl.
+pub const TTL: Duration = Duration::from_millis(2_000);
+/// The drift factor of every client.
+pub const DRIFT_FACTOR: f64 = 0.2;
+/// How long the nodes have been up at tick 0, by their clocks: old (past their young first
+/// `max_ttl`), so that a flush is a loss on an old node.
+pub const UP_AT_START_MS: u64 = 100_000;
+
+/// How a client treats a node that may have lost data.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Quarantine {
+    /// The crate's rule: the quarantine recorded on the node (the QUARANTINE script, read by
+    /// every check) and `lineage::hold_back` on it.
+    Recorded,
+    /// The rule before the record: `hold_back` with no record, each process counting from
+    /// when it first saw the loss (or from a young node's start).
+    PerProcess,
+    /// None: the votes count at once, and the node is re-seeded at once.
+    Off,
+}
+
+/// Where a new record of a quarantine starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RecordStart {
+    /// `lineage::record_age`: the node's start if it is young, else now.
+    Crate,
+    /// The node's start (its uptime less the resolution), even for an old node.
+    NodeStart,
+}
+
+/// The rules a run checks: [`Rules::CRATE`], or one rule replaced by a known-bad one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Rules {
+    pub quarantine: Quarantine,
+    pub record_start: RecordStart,
+    /// Whether the validity subtracts the drift allowance (`quorumlock::drift`).
+    pub drift: bool,
+    /// Whether the validity subtracts the time the round took.
+    pub elapsed: bool,
+    /// The yes votes a round needs instead of a majority (`Tally::needing`), if any.
+    pub needed: Option<usize>,
+    /// The same for the FENCE round alone: a token recorded on fewer nodes.
+    pub fence_needed: Option<usize>,
+    /// Whether a node's counters read as at least its marker's floor (`largest_counter!`
+    /// in `src/node/scripts.rs`).
+    pub floor: bool,
+}
+
+impl Rules {
+    /// The crate's rules, all of them.
+    pub const CRATE: Rules = Rules {
+        quarantine: Quarantine::Recorded,
+        record_start: RecordStart::Crate,
+        drift: true,
+        elapsed: true,
+        needed: None,
+        fence_needed: None,
+        floor: true,
+    };
+}
+
+/// How far a run goes: true time, and how many of each fault and event it may have.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Bounds {
+    /// The last tick.
+    pub ticks: u8,
+    /// Lock attempts, by all processes together.
+    pub attempts: u8,
+    /// Node crashes followed by a restart.
+    pub restarts: [u8; NODES],
+    /// FLUSHALLs.
+    pub flushes: [u8; NODES],
+    /// Client pauses, each of `pause_ticks`.
+    pub pauses: u8,
+    pub pause_ticks: u8,
+    /// Processes started after the first two, each in a slot whose process exited (or
+    /// ended: see `lifetime`).
+    pub processes: u8,
+    /// Ticks a process lives, if bounded (short-lived processes): it ends at the tick its
+    /// life is over, and does not exit before.
+    pub lifetime: Option<u8>,
+    /// Which nodes keep their data across a restart.
+    pub persistent: [bool; NODES],
+    /// Whether a process counts the votes of a node that was flushed since it last checked
+    /// it, as the crate does (docs/model.md, "What the model found"). Where not, such a
+    /// node's votes fail for that process until it checks the node again.
+    pub unseen_flush_counts: bool,
+    /// Whether holders ask for their fencing token.
+    pub tokens: bool,
+    /// Whether an acquisition's replies may come a tick late (else each comes as its
+    /// request runs, or never: a timeout).
+    pub late_replies: bool,
+    /// The last tick at which a node may restart or be flushed.
+    pub faults_by: u8,
+}
+
+/// A node's marker, `RUN_ID:FLOOR` or `RUN_ID:0:new` (`lineage::Marker`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Marker {
+    pub run: u8,
+    pub floor: u64,
+    pub fresh: bool,
+}
+
+/// One node.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Node {
+    /// What the run's bounds let happen to it (its persistence, its restarts and flushes):
+    /// nodes of one class are interchangeable.
+    pub class: u8,
+    /// The server process running now: its run_id is [`run_id`] of this.
+    pub run: u8,
+    /// Its clock when the server started.
+    pub started_ms: u64,
+    /// The lock key: the token (the attempt that set it) and its expiry, by this node's clock.
+    pub key: Option<(u8, u64)>,
+    /// The lock's fencing counter (`quorumlock:fence:<key>`).
+    pub counter: u64,
+    /// `quorumlock:hwm`.
+    pub hwm: u64,
+    /// `quorumlock:node`.
+    pub marker: Option<Marker>,
+    /// `quorumlock:quarantine` = (run, START_MS, WAIT_MS).
+    pub record: Option<(u8, u64, u64)>,
+}
+
+/// What one client process knows of one node (`node/admission.rs`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default, PartialOrd, Ord)]
+pub struct View {
+    /// Checked since the connection was made (or broke).
+    pub checked: bool,
+    /// The run the check found.
+    pub run: u8,
+    /// The marker the check found intact, while the counters are trusted.
+    pub marker: Option<Marker>,
+    /// Until when (its own clock) its votes do not count: never shortened.
+    pub quarantined_until: u64,
+    /// When this process first saw the loss, of which run (the per-process rule only).
+    pub lost_since: Option<(u64, u8)>,
+    /// When the node found without its marker is to be re-seeded (its own clock).
+    pub reseed_due: Option<u64>,
+    /// The node was flushed since this process checked it, and its votes do not count for
+    /// it (unless [`Bounds::unseen_flush_counts`]).
+    pub flush_unseen: bool,
+}
+
+/// What a round asks of a node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Stage {
+    /// SET NX of the attempt's token.
+    Acquire,
+    /// PEEK: the counters, where the key holds our token.
+    Peek,
+    /// FENCE: record this token where the key holds ours.
+    Fence(u64),
+}
+
+/// A round: the attempt's token and what is asked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Round {
+    pub token: u8,
+    pub stage: Stage,
+}
+
+/// A request on its way to a node, with the marker it carries (PEEK, FENCE).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Request {
+    pub round: Round,
+    pub marker: Option<Marker>,
+}
+
+/// A node's answer on its way back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Reply {
+    pub ballot: Ballot,
+    /// What the counters read as (PEEK).
+    pub value: u64,
+    /// The script found another marker than the one sent (it answered -1).
+    pub refused: bool,
+    pub marker: Option<Marker>,
+}
+
+/// One process's connection to one node: requests in order, and the reply of the current
+/// round (a reply to an earlier round is dropped when it comes), taken no earlier than
+/// tick `reply_at`. The round counts a timeout for the node if no reply was taken by the
+/// end of tick `due` (the node timeout: one tick).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Default, PartialOrd, Ord)]
+pub struct Channel {
+    pub requests: Vec<Request>,
+    pub reply: Option<Reply>,
+    pub reply_at: u8,
+    pub due: u8,
+}
+
+/// The answers of a round so far, node by node, with what PEEK read.
+pub type Answers = [Option<(Ballot, u64)>; NODES];
+
+/// What the holder did about its fencing token.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Fencing {
+    NotAsked,
+    Peeking(Answers),
+    Recording(u64, Answers),
+    Handed(u64),
+    Refused,
+}
+
+/// Where a process is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Phase {
+    Idle,
+    Acquiring {
+        token: u8,
+        start_ms: u64,
+        answers: Answers,
+    },
+    Held {
+        token: u8,
+        /// By its clock: `start + ttl − drift` (the validity it computed).
+        valid_until: u64,
+        /// Which grant of the run this is, in the order of the grants.
+        hold: u8,
+        fencing: Fencing,
+    },
+}
+
+/// One client slot.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Client {
+    pub alive: bool,
+    pub born: u8,
+    /// No step before this tick (a pause).
+    pub paused_until: u8,
+    pub views: [View; NODES],
+    pub channels: [Channel; NODES],
+    pub phase: Phase,
+}
+
+/// Faults and events used so far.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default, PartialOrd, Ord)]
+pub struct Used {
+    pub restarts: [u8; NODES],
+    pub flushes: [u8; NODES],
+    pub pauses: u8,
+    pub starts: u8,
+}
+
+/// Things that happened, for the `sometimes` properties.
+pub mod seen {
+    pub const GRANT: u8 = 1;
+    pub const RESTART: u8 = 2;
+    pub const TOKEN_AFTER_RESTART: u8 = 4;
+    pub const RESEED: u8 = 8;
+    pub const GRANT_AFTER_MAJORITY_LOST: u8 = 16;
+    pub const TOKEN_AFTER_MAJORITY_LOST: u8 = 32;
+}
+
+/// The whole system.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct State {
+    /// True time.
+    pub t: u8,
+    pub nodes: [Node; NODES],
+    pub clients: [Client; CLIENTS],
+    /// The next attempt's token.
+    pub next_token: u8,
+    /// Grants so far.
+    pub grants: u8,
+    pub used: Used,
+    /// The largest fencing token handed out, and the hold it went to.
+    pub fenced: Option<(u8, u64)>,
+    /// A token was handed out that does not grow with the holds.
+    pub out_of_order: bool,
+    /// [`seen`] bits.
+    pub seen: u8,
+    /// Once a majority of the nodes lost data at once: the first token of the attempts
+    /// that started after.
+    pub majority_lost_at: Option<u8>,
+}
+
+/// A node's run_id for `run`: hex, as a server's.
+pub fn run_id(run: u8) -> String {
+    format!("{:040x}", 0xc0ffee_u64 * 256 + u64::from(run))
+}
+
+impl State {
+    /// A node's clock now.
+    pub fn node_ms(&self) -> u64 {
+        UP_AT_START_MS + NODE_MS_PER_TICK * u64::from(self.t)
+    }
+
+    /// A client's clock now.
+    pub fn client_ms(&self) -> u64 {
+        CLIENT_MS_PER_TICK * u64::from(self.t)
+    }
+
+    /// The processes that hold the lock now: granted, alive, and before the end of the
+    /// validity they computed, by their own clocks.
+    pub fn holders(&self) -> usize {
+        let now = self.client_ms();
+        self.clients
+            .iter()
+            .filter(|c| {
+                c.alive && matches!(c.phase, Phase::Held { valid_until, .. } if now < valid_until)
+            })
+            .count()
+    }
+}

@@ -1,0 +1,121 @@
+//! A path of the checker written out step by step, for the failure messages and for
+//! docs/model.md.
+
+use std::fmt::Write;
+
+use stateright::Path;
+
+use super::explore::{Action, System};
+use super::system::{Fencing, Phase, Rules, State};
+
+/// One line per step: the tick, what happened, and what it left.
+pub fn show(path: &Path<State, Action>) -> String {
+    let mut out = String::new();
+    let states = path.clone().into_states();
+    let actions = path.clone().into_actions();
+    for (i, (action, after)) in actions.iter().zip(states.iter().skip(1)).enumerate() {
+        let _ = writeln!(
+            out,
+            "{:>3}. t={} {:<16} {}",
+            i + 1,
+            after.t,
+            step(action),
+            summary(after)
+        );
+    }
+    out
+}
+
+fn step(action: &Action) -> String {
+    match *action {
+        Action::Tick => "tick".into(),
+        Action::Attempt(c) => format!("P{c} attempts"),
+        Action::Arrive(c, n) => format!("P{c} -> N{n}"),
+        Action::ArriveLate(c, n) => format!("P{c} -> N{n} (late)"),
+        Action::Deliver(c, n) => format!("P{c} <- N{n}"),
+        Action::AskToken(c) => format!("P{c} asks token"),
+        Action::Release(c) => format!("P{c} releases"),
+        Action::Reseed(c, n) => format!("P{c} re-seeds N{n}"),
+        Action::Restart(n) => format!("N{n} restarts"),
+        Action::Flush(n) => format!("N{n} FLUSHALL"),
+        Action::Pause(c) => format!("P{c} pauses"),
+        Action::Exit(c) => format!("P{c} exits"),
+        Action::Start(c) => format!("P{c} starts"),
+    }
+}
+
+/// The keys on the nodes, and who holds what.
+fn summary(s: &State) -> String {
+    let keys: Vec<String> = s
+        .nodes
+        .iter()
+        .map(|n| match n.key {
+            Some((token, _)) => format!("k{token}"),
+            None => "-".into(),
+        })
+        .collect();
+    let now = s.client_ms();
+    let clients: Vec<String> = s
+        .clients
+        .iter()
+        .enumerate()
+        .map(|(c, client)| {
+            let what = match client.phase {
+                _ if !client.alive => "gone".to_string(),
+                Phase::Idle => "idle".into(),
+                Phase::Acquiring { token, .. } => format!("acquiring k{token}"),
+                Phase::Held {
+                    token,
+                    valid_until,
+                    fencing,
+                    ..
+                } => {
+                    let valid = if now < valid_until {
+                        "valid"
+                    } else {
+                        "expired"
+                    };
+                    let fence = match fencing {
+                        Fencing::Handed(f) => format!(", token {f}"),
+                        _ => String::new(),
+                    };
+                    format!("holds k{token} ({valid}{fence})")
+                }
+            };
+            format!("P{c} {what}")
+        })
+        .collect();
+    format!("keys [{}]  {}", keys.join(" "), clients.join(", "))
+}
+
+/// The rules of a run, as they differ from the crate's.
+pub fn label(sys: &System) -> String {
+    let (rules, krate) = (sys.rules, Rules::CRATE);
+    let mut changed = Vec::new();
+    if rules.quarantine != krate.quarantine {
+        changed.push(format!("quarantine {:?}", rules.quarantine));
+    }
+    if rules.record_start != krate.record_start {
+        changed.push(format!("record start {:?}", rules.record_start));
+    }
+    if !rules.drift {
+        changed.push("no drift".into());
+    }
+    if !rules.elapsed {
+        changed.push("no elapsed time".into());
+    }
+    if let Some(n) = rules.needed {
+        changed.push(format!("{n} votes win"));
+    }
+    if let Some(n) = rules.fence_needed {
+        changed.push(format!("{n} FENCE votes win"));
+    }
+    if !rules.floor {
+        changed.push("no floor".into());
+    }
+    if changed.is_empty() {
+        "the crate's rules".into()
+    } else {
+        changed.join(", ")
+    }
+}
