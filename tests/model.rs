@@ -13,6 +13,8 @@
 mod client;
 #[path = "model/explore.rs"]
 mod explore;
+#[path = "model/loss.rs"]
+mod loss;
 #[path = "model/node.rs"]
 mod node;
 #[path = "model/system.rs"]
@@ -54,10 +56,7 @@ const LOCKS: Bounds = Bounds {
 
 /// Two processes contend, without a pause: where a rule of the verdict is replaced (every
 /// state of it is one of [`LOCKS`], where the crate's rules hold).
-const CONTEND: Bounds = Bounds {
-    pauses: 0,
-    ..LOCKS
-};
+const CONTEND: Bounds = Bounds { pauses: 0, ..LOCKS };
 
 /// A node restarts (empty, or with its data) while locks are held and taken.
 const fn restart(persistent: bool) -> Bounds {

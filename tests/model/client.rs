@@ -1,17 +1,16 @@
-//! What a client process does, step by step, taking every decision with the crate's own code
-//! (`quorumlock::__model`, which forwards to `src/algo/`): the connection check and the
-//! quarantine (`lineage`, `Lineage::of`, `Recorded`, `record_age`, `hold_back`), the tally and
-//! verdict of each round (`Tally`, `timed`, `confirmation`, `quorumlock::drift`), the token
-//! (`next_token`) and the floor of a re-seed (`floor`). What is written here is the order of
-//! the steps, as `engine/` and `node/admission.rs` take them.
+//! What a client process does with its rounds, step by step, taking every decision with the
+//! crate's own code (`quorumlock::__model`, which forwards to `src/algo/`): the tally and
+//! verdict of each round (`Tally`, `timed`, `confirmation`, `quorumlock::drift`) and the
+//! token (`next_token`). What is written here is the order of the steps, as `engine/` takes
+//! them; the checks and re-seeds are in `loss.rs`.
 
 use std::time::Duration;
 
 use quorumlock::__model::{self as algo, Ballot, Confirmation, Decision, Tally, Timed};
 
 use super::system::{
-    run_id, seen, Answers, Bounds, Channel, Client, Fencing, Marker, Phase, Quarantine,
-    RecordStart, Reply, Request, Round, Rules, Stage, State, View, NODES, TTL,
+    seen, Answers, Bounds, Client, Fencing, Phase, Request, Round, Rules, Stage, State, View,
+    NODES, TTL,
 };
 
 fn ms(d: Duration) -> u64 {
@@ -87,7 +86,8 @@ impl Client {
         }
     }
 
-    fn answers(&mut self) -> Option<&mut Answers> {
+    /// The answers of the round under way, if any.
+    pub fn answers(&mut self) -> Option<&mut Answers> {
         match &mut self.phase {
             Phase::Acquiring { answers, .. }
             | Phase::Held {
@@ -104,7 +104,7 @@ impl Client {
     }
 
     /// Whether node `n`'s votes count now, by the clock reading `now`.
-    fn admitted(&self, n: usize, now: u64) -> bool {
+    pub fn admitted(&self, n: usize, now: u64) -> bool {
         let view = &self.views[n];
         view.checked && !view.flush_unseen && now >= view.quarantined_until
     }
@@ -127,67 +127,6 @@ impl State {
     /// The process in slot `c` exits; what it had sent and not yet had run goes with it.
     pub fn exit(&mut self, c: usize) {
         self.clients[c] = Client::none();
-    }
-
-    /// The connection check of node `n` by process `c` (`Admission::recorded` and
-    /// `Admission::admit`).
-    pub fn check(&mut self, rules: &Rules, c: usize, n: usize) {
-        let (now_node, now) = (self.node_ms(), self.client_ms());
-        let node = &mut self.nodes[n];
-        let run = run_id(node.run);
-        let uptime = node.uptime(now_node);
-        let marker = node.marker_text();
-        let lineage = algo::Lineage::of(marker.as_deref(), Some(&run));
-        let intact = lineage.intact().is_some();
-        let recorded = match rules.quarantine {
-            Quarantine::Recorded if intact => node
-                .record_text()
-                .and_then(|text| algo::Recorded::read(&text, &run, now_node)),
-            Quarantine::Recorded => {
-                let age = match rules.record_start {
-                    RecordStart::Crate => algo::record_age(Some(uptime), TTL),
-                    RecordStart::NodeStart => uptime.saturating_sub(algo::UPTIME_RESOLUTION),
-                };
-                let (start, wait, at) = node.quarantine(ms(TTL), ms(age), now_node);
-                Some(algo::Recorded::answered(start, wait, at))
-            }
-            Quarantine::PerProcess | Quarantine::Off => None,
-        };
-        let (node_run, node_marker) = (node.run, node.marker);
-        let view = &mut self.clients[c].views[n];
-        // When this process first saw the loss: only the per-process rule reads it.
-        let seen_for = match (intact, rules.quarantine) {
-            (false, Quarantine::PerProcess) => {
-                let since = match view.lost_since {
-                    Some((since, run)) if run == node_run => since,
-                    _ => now,
-                };
-                view.lost_since = Some((since, node_run));
-                now - since
-            }
-            _ => {
-                view.lost_since = None;
-                0
-            }
-        };
-        let since = (recorded, Duration::from_millis(seen_for));
-        let held_back = match rules.quarantine {
-            Quarantine::Off => None,
-            _ => algo::hold_back(&lineage, Some(uptime), since, TTL),
-        };
-        if let Some(left) = held_back {
-            view.quarantined_until = view.quarantined_until.max(now + ms(left));
-        }
-        view.checked = true;
-        view.run = node_run;
-        view.flush_unseen = false;
-        if intact {
-            view.marker = node_marker;
-            view.reseed_due = None;
-        } else {
-            view.marker = None;
-            view.reseed_due = Some(now + held_back.map_or(0, ms));
-        }
     }
 
     /// Sends the current round of process `c` to every node whose votes count (and, for
@@ -243,42 +182,6 @@ impl State {
             if timed_out {
                 client.channels.iter_mut().for_each(|ch| ch.reply = None);
                 self.conclude(rules, c);
-            }
-        }
-    }
-
-    /// Forgets the instants that no longer decide anything, so that states that differ
-    /// only in them are one state: a quarantine, a re-seed's due time or a pause that is
-    /// over, the timeout of a node that answered, when a process started if its life is not
-    /// bounded.
-    pub fn normalize(&mut self, bounds: &Bounds) {
-        let (now, t) = (self.client_ms(), self.t);
-        for client in &mut self.clients {
-            if client.paused_until <= t {
-                client.paused_until = 0;
-            }
-            if bounds.lifetime.is_none() {
-                client.born = 0;
-            }
-            for view in &mut client.views {
-                if view.quarantined_until <= now {
-                    view.quarantined_until = 0;
-                }
-                if view.reseed_due.is_some_and(|due| due <= now) {
-                    view.reseed_due = Some(0);
-                }
-            }
-            let awaited: [bool; NODES] = match client.answers() {
-                Some(answers) => answers.map(|a| a.is_none()),
-                None => [false; NODES],
-            };
-            for (channel, awaited) in client.channels.iter_mut().zip(awaited) {
-                if !awaited {
-                    channel.due = 0;
-                }
-                if channel.reply.is_none() {
-                    channel.reply_at = 0;
-                }
             }
         }
     }
@@ -500,111 +403,6 @@ impl State {
         }
         if self.majority_lost_at.is_some_and(|at| token >= at) {
             self.seen |= seen::TOKEN_AFTER_MAJORITY_LOST;
-        }
-    }
-
-    /// Process `c`'s re-seed of node `n`, due now (`engine/seeder.rs`): a survey of the nodes
-    /// it checked, the floor, SEED. `false` if nothing changed (the floor says wait).
-    pub fn reseed(&mut self, c: usize, n: usize) -> bool {
-        let now_node = self.node_ms();
-        let view = self.clients[c].views[n];
-        let node = &self.nodes[n];
-        let run = run_id(view.run);
-        if algo::Lineage::of(node.marker_text().as_deref(), Some(&run))
-            .intact()
-            .is_some()
-        {
-            // Re-seeded by another client since this one checked it.
-            let client = &mut self.clients[c];
-            client.views[n].marker = node.marker;
-            client.views[n].reseed_due = None;
-            return true;
-        }
-        let views = &self.clients[c].views;
-        let answers: Vec<algo::Surveyed> = (0..NODES)
-            .filter(|&m| views[m].checked)
-            .map(|m| algo::Surveyed {
-                intact: algo::Lineage::of(
-                    self.nodes[m].marker_text().as_deref(),
-                    Some(&run_id(views[m].run)),
-                )
-                .intact()
-                .is_some(),
-                hwm: self.nodes[m].hwm,
-                clock_us: now_node * 1_000,
-            })
-            .collect();
-        let floor = match algo::floor(NODES, &answers) {
-            algo::Floor::Majority(floor) | algo::Floor::Clock(floor) => floor,
-            algo::Floor::Wait => return false,
-        };
-        let marker = Marker {
-            run: view.run,
-            floor,
-            fresh: false,
-        };
-        let old = self.nodes[n].marker;
-        if !self.nodes[n].seed(old, marker) {
-            return false;
-        }
-        let view = &mut self.clients[c].views[n];
-        view.marker = Some(marker);
-        view.reseed_due = None;
-        self.seen |= seen::RESEED;
-        true
-    }
-
-    /// Node `n` crashes and restarts: every connection to it breaks, the rounds waiting for
-    /// it count a failure, and every process checks the new connection before its votes
-    /// count (at once: a later check only starts a quarantine later).
-    pub fn restart(&mut self, rules: &Rules, bounds: &Bounds, n: usize) {
-        let now = self.node_ms();
-        self.nodes[n].restart(now, bounds.persistent[n]);
-        self.used.restarts[n] += 1;
-        self.seen |= seen::RESTART;
-        for c in 0..self.clients.len() {
-            if self.clients[c].alive {
-                self.check(rules, c, n);
-            }
-        }
-        for client in self.clients.iter_mut().filter(|c| c.alive) {
-            let waiting = client.answers().is_some_and(|a| a[n].is_none());
-            client.channels[n] = Channel {
-                reply_at: self.t,
-                ..Channel::default()
-            };
-            if waiting {
-                client.channels[n].reply = Some(Reply {
-                    ballot: Ballot::Failed,
-                    value: 0,
-                    refused: false,
-                    marker: None,
-                });
-            }
-        }
-        self.note_majority_lost();
-    }
-
-    /// FLUSHALL on node `n`: the connections stay.
-    pub fn flush(&mut self, bounds: &Bounds, n: usize) {
-        self.nodes[n].flush();
-        self.used.flushes[n] += 1;
-        for client in self.clients.iter_mut().filter(|c| c.alive) {
-            if client.views[n].checked && !bounds.unseen_flush_counts {
-                client.views[n].flush_unseen = true;
-            }
-        }
-        self.note_majority_lost();
-    }
-
-    fn note_majority_lost(&mut self) {
-        let lost = self
-            .nodes
-            .iter()
-            .filter(|node| node.marker.is_none_or(|m| m.run != node.run))
-            .count();
-        if lost > NODES / 2 && self.majority_lost_at.is_none() {
-            self.majority_lost_at = Some(self.next_token);
         }
     }
 }

@@ -201,6 +201,44 @@ impl Model for System {
     }
 }
 
+impl State {
+    /// Forgets the instants that no longer decide anything, so that states that differ
+    /// only in them are one state: a quarantine, a re-seed's due time or a pause that is
+    /// over, the timeout of a node that answered, when a process started if its life is not
+    /// bounded.
+    pub fn normalize(&mut self, bounds: &Bounds) {
+        let (now, t) = (self.client_ms(), self.t);
+        for client in &mut self.clients {
+            if client.paused_until <= t {
+                client.paused_until = 0;
+            }
+            if bounds.lifetime.is_none() {
+                client.born = 0;
+            }
+            for view in &mut client.views {
+                if view.quarantined_until <= now {
+                    view.quarantined_until = 0;
+                }
+                if view.reseed_due.is_some_and(|due| due <= now) {
+                    view.reseed_due = Some(0);
+                }
+            }
+            let awaited: [bool; NODES] = match client.answers() {
+                Some(answers) => answers.map(|a| a.is_none()),
+                None => [false; NODES],
+            };
+            for (channel, awaited) in client.channels.iter_mut().zip(awaited) {
+                if !awaited {
+                    channel.due = 0;
+                }
+                if channel.reply.is_none() {
+                    channel.reply_at = 0;
+                }
+            }
+        }
+    }
+}
+
 /// Every order of three nodes.
 const ORDERS: [[usize; NODES]; 6] = [
     [0, 1, 2],

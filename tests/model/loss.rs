@@ -1,0 +1,184 @@
+//! Nodes that lose data, as a client process meets them: the connection check and the
+//! quarantine kept on the node (`node/admission.rs`), the re-seed (`engine/seeder.rs`),
+//! restarts and FLUSHALLs. The decisions are the crate's (`lineage`); the QUARANTINE and SEED
+//! scripts are the node's (`node.rs`).
+
+use std::time::Duration;
+
+use quorumlock::__model::{self as algo, Ballot};
+
+use super::system::{
+    run_id, seen, Bounds, Channel, Marker, Quarantine, RecordStart, Reply, Rules, State, NODES, TTL,
+};
+
+fn ms(d: Duration) -> u64 {
+    d.as_millis() as u64
+}
+
+impl State {
+    /// The connection check of node `n` by process `c` (`Admission::recorded` and
+    /// `Admission::admit`).
+    pub fn check(&mut self, rules: &Rules, c: usize, n: usize) {
+        let (now_node, now) = (self.node_ms(), self.client_ms());
+        let node = &mut self.nodes[n];
+        let run = run_id(node.run);
+        let uptime = node.uptime(now_node);
+        let marker = node.marker_text();
+        let lineage = algo::Lineage::of(marker.as_deref(), Some(&run));
+        let intact = lineage.intact().is_some();
+        let recorded = match rules.quarantine {
+            Quarantine::Recorded if intact => node
+                .record_text()
+                .and_then(|text| algo::Recorded::read(&text, &run, now_node)),
+            Quarantine::Recorded => {
+                let age = match rules.record_start {
+                    RecordStart::Crate => algo::record_age(Some(uptime), TTL),
+                    RecordStart::NodeStart => uptime.saturating_sub(algo::UPTIME_RESOLUTION),
+                };
+                let (start, wait, at) = node.quarantine(ms(TTL), ms(age), now_node);
+                Some(algo::Recorded::answered(start, wait, at))
+            }
+            Quarantine::PerProcess | Quarantine::Off => None,
+        };
+        let (node_run, node_marker) = (node.run, node.marker);
+        let view = &mut self.clients[c].views[n];
+        // When this process first saw the loss: only the per-process rule reads it.
+        let seen_for = match (intact, rules.quarantine) {
+            (false, Quarantine::PerProcess) => {
+                let since = match view.lost_since {
+                    Some((since, run)) if run == node_run => since,
+                    _ => now,
+                };
+                view.lost_since = Some((since, node_run));
+                now - since
+            }
+            _ => {
+                view.lost_since = None;
+                0
+            }
+        };
+        let since = (recorded, Duration::from_millis(seen_for));
+        let held_back = match rules.quarantine {
+            Quarantine::Off => None,
+            _ => algo::hold_back(&lineage, Some(uptime), since, TTL),
+        };
+        if let Some(left) = held_back {
+            view.quarantined_until = view.quarantined_until.max(now + ms(left));
+        }
+        view.checked = true;
+        view.run = node_run;
+        view.flush_unseen = false;
+        if intact {
+            view.marker = node_marker;
+            view.reseed_due = None;
+        } else {
+            view.marker = None;
+            view.reseed_due = Some(now + held_back.map_or(0, ms));
+        }
+    }
+
+    /// Process `c`'s re-seed of node `n`, due now (`engine/seeder.rs`): a survey of the nodes
+    /// it checked, the floor, SEED. `false` if nothing changed (the floor says wait).
+    pub fn reseed(&mut self, c: usize, n: usize) -> bool {
+        let now_node = self.node_ms();
+        let view = self.clients[c].views[n];
+        let node = &self.nodes[n];
+        let run = run_id(view.run);
+        if algo::Lineage::of(node.marker_text().as_deref(), Some(&run))
+            .intact()
+            .is_some()
+        {
+            // Re-seeded by another client since this one checked it.
+            let client = &mut self.clients[c];
+            client.views[n].marker = node.marker;
+            client.views[n].reseed_due = None;
+            return true;
+        }
+        let views = &self.clients[c].views;
+        let answers: Vec<algo::Surveyed> = (0..NODES)
+            .filter(|&m| views[m].checked)
+            .map(|m| algo::Surveyed {
+                intact: algo::Lineage::of(
+                    self.nodes[m].marker_text().as_deref(),
+                    Some(&run_id(views[m].run)),
+                )
+                .intact()
+                .is_some(),
+                hwm: self.nodes[m].hwm,
+                clock_us: now_node * 1_000,
+            })
+            .collect();
+        let floor = match algo::floor(NODES, &answers) {
+            algo::Floor::Majority(floor) | algo::Floor::Clock(floor) => floor,
+            algo::Floor::Wait => return false,
+        };
+        let marker = Marker {
+            run: view.run,
+            floor,
+            fresh: false,
+        };
+        let old = self.nodes[n].marker;
+        if !self.nodes[n].seed(old, marker) {
+            return false;
+        }
+        let view = &mut self.clients[c].views[n];
+        view.marker = Some(marker);
+        view.reseed_due = None;
+        self.seen |= seen::RESEED;
+        true
+    }
+
+    /// Node `n` crashes and restarts: every connection to it breaks, the rounds waiting for
+    /// it count a failure, and every process checks the new connection before its votes
+    /// count (at once: a later check only starts a quarantine later).
+    pub fn restart(&mut self, rules: &Rules, bounds: &Bounds, n: usize) {
+        let now = self.node_ms();
+        self.nodes[n].restart(now, bounds.persistent[n]);
+        self.used.restarts[n] += 1;
+        self.seen |= seen::RESTART;
+        for c in 0..self.clients.len() {
+            if self.clients[c].alive {
+                self.check(rules, c, n);
+            }
+        }
+        for client in self.clients.iter_mut().filter(|c| c.alive) {
+            let waiting = client.answers().is_some_and(|a| a[n].is_none());
+            client.channels[n] = Channel {
+                reply_at: self.t,
+                ..Channel::default()
+            };
+            if waiting {
+                client.channels[n].reply = Some(Reply {
+                    ballot: Ballot::Failed,
+                    value: 0,
+                    refused: false,
+                    marker: None,
+                });
+            }
+        }
+        self.note_majority_lost();
+    }
+
+    /// FLUSHALL on node `n`: the connections stay.
+    pub fn flush(&mut self, bounds: &Bounds, n: usize) {
+        self.nodes[n].flush();
+        self.used.flushes[n] += 1;
+        for client in self.clients.iter_mut().filter(|c| c.alive) {
+            if client.views[n].checked && !bounds.unseen_flush_counts {
+                client.views[n].flush_unseen = true;
+            }
+        }
+        self.note_majority_lost();
+    }
+
+    fn note_majority_lost(&mut self) {
+        let lost = self
+            .nodes
+            .iter()
+            .filter(|node| node.marker.is_none_or(|m| m.run != node.run))
+            .count();
+        if lost > NODES / 2 && self.majority_lost_at.is_none() {
+            self.majority_lost_at = Some(self.next_token);
+        }
+    }
+}
