@@ -154,11 +154,32 @@ impl Recorded {
     /// The QUARANTINE script's answer `{start_ms, wait_ms, now_ms}`, as
     /// `node/quarantine.rs` reads it.
     pub fn answered(start_ms: u64, wait_ms: u64, now_ms: u64) -> Self {
-        Recorded(lineage::Recorded {
-            elapsed: Duration::from_millis(now_ms.saturating_sub(start_ms)),
-            wait: Duration::from_millis(wait_ms),
-        })
+        Recorded(lineage::Recorded::answered(start_ms, wait_ms, now_ms))
     }
+}
+
+/// What a check found on a node that a loss of its data takes away
+/// (`algo::lineage::Checked`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct Checked(lineage::Checked);
+
+impl Checked {
+    /// `Checked::found`: the node's marker if `lineage` is intact, and its record of the
+    /// running server `run_id`, as the check read or wrote it.
+    pub fn found(lineage: &Lineage, run_id: Option<&str>, recorded: Option<&Recorded>) -> Self {
+        Checked(lineage::Checked::found(
+            &lineage.0,
+            run_id,
+            recorded.map(|r| &r.0),
+        ))
+    }
+}
+
+/// `algo::lineage::still_checked`: whether the votes of a command count, given the node's
+/// marker and quarantine record (`quorumlock:node`, `quorumlock:quarantine`) read right after
+/// them, in the same atomic step.
+pub fn still_checked(checked: &Checked, marker: Option<&str>, record: Option<&str>) -> bool {
+    lineage::still_checked(&checked.0, marker, record)
 }
 
 /// `algo::lineage::hold_back`: how long a just-checked node's votes must wait, if at all.

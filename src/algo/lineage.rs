@@ -136,6 +136,8 @@ pub(crate) struct Recorded {
     pub(crate) elapsed: Duration,
     /// How long it lasts: the longest of the longest ttls of the clients that recorded it.
     pub(crate) wait: Duration,
+    /// When it started, by the node's clock: with the server's run_id, what names it.
+    pub(crate) start_ms: u64,
 }
 
 impl Recorded {
@@ -151,10 +153,16 @@ impl Recorded {
             return None;
         };
         let (start, wait): (u64, u64) = (start.parse().ok()?, wait.parse().ok()?);
-        (run == run_id).then(|| Recorded {
-            elapsed: Duration::from_millis(now_ms.saturating_sub(start)),
-            wait: Duration::from_millis(wait),
-        })
+        (run == run_id).then(|| Recorded::answered(start, wait, now_ms))
+    }
+
+    /// The QUARANTINE script's answer `{start_ms, wait_ms, now_ms}` (`node/quarantine.rs`).
+    pub(crate) fn answered(start_ms: u64, wait_ms: u64, now_ms: u64) -> Recorded {
+        Recorded {
+            elapsed: Duration::from_millis(now_ms.saturating_sub(start_ms)),
+            wait: Duration::from_millis(wait_ms),
+            start_ms,
+        }
     }
 }
 
@@ -233,8 +241,87 @@ fn young(uptime: Option<Duration>, max_ttl: Duration) -> Option<Duration> {
 /// client holds back a young node) nor trusted its counters (it had no marker of its own).
 /// A loss after the record is written erases the record (a flush) or makes it another
 /// server's (a restart, a failover: a new run_id), and the next check records a new one.
+///
+/// "Younger than the longest ttl" must hold of the server's actual uptime, which may be up
+/// to [`UPTIME_RESOLUTION`] more than the figure says: a client that waited out a record
+/// starting at the server's latest possible start counts the node as soon as it has been up
+/// for the longest ttl, when the figure may still say a second less. A flush then, dated
+/// back to the start, would end its quarantine a second after it, with the key it took
+/// still valid elsewhere. So the start is used only while the figure, plus its resolution,
+/// is below the longest ttl.
 pub(crate) fn record_age(uptime: Option<Duration>, max_ttl: Duration) -> Duration {
-    young(uptime, max_ttl).unwrap_or(Duration::ZERO)
+    match uptime {
+        Some(up) if up + UPTIME_RESOLUTION < max_ttl => up.saturating_sub(UPTIME_RESOLUTION),
+        _ => Duration::ZERO,
+    }
+}
+
+/// What a check found on a node that a loss of its data would take away: its marker, if the
+/// node was intact, and its quarantine record's `RUN_ID:START_MS`, if it had one of the
+/// running server (design 2.6a). A `FLUSHALL` breaks no connection, so a client connected
+/// before it would go on counting the node's votes; every command that carries a vote
+/// therefore reads both again, on the node, after its votes (`node/batch.rs`), and
+/// [`still_checked`] tells whether they still count.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub(crate) struct Checked {
+    /// The marker, as stored, of a node found intact.
+    pub(crate) marker: Option<std::sync::Arc<str>>,
+    /// `RUN_ID:START_MS` of the node's quarantine record of the running server.
+    pub(crate) record: Option<std::sync::Arc<str>>,
+}
+
+impl Checked {
+    /// `RUN_ID:START_MS` of a record `RUN_ID:START_MS:WAIT_MS`: what stays the same while
+    /// clients raise its wait, and changes with any loss (a flush erases the record, a
+    /// restart makes it another server's). `None` if it is not a record.
+    pub(crate) fn record_of(text: &str) -> Option<&str> {
+        let (head, wait) = text.rsplit_once(':')?;
+        let (run_id, start) = head.split_once(':')?;
+        let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+        (!run_id.is_empty() && digits(start) && digits(wait)).then_some(head)
+    }
+
+    /// What a check found: the node's marker if it is intact, and its record of the running
+    /// server `run_id`, if it has one.
+    pub(crate) fn found(
+        lineage: &Lineage,
+        run_id: Option<&str>,
+        recorded: Option<&Recorded>,
+    ) -> Checked {
+        let record = run_id
+            .zip(recorded)
+            .map(|(run_id, r)| std::sync::Arc::from(format!("{run_id}:{}", r.start_ms)));
+        Checked {
+            marker: lineage.intact().map(std::sync::Arc::from),
+            record,
+        }
+    }
+
+    /// Whether the check found anything that a loss would take away.
+    pub(crate) fn tells(&self) -> bool {
+        self.marker.is_some() || self.record.is_some()
+    }
+}
+
+/// Whether the votes of a command count, given what the node held right after running them
+/// (`marker`, `record`: the values of `quorumlock:node` and `quorumlock:quarantine`, read in
+/// the same atomic step) and what its check found (`checked`).
+///
+/// They count if the node still holds the marker, or the record, that its check found: the
+/// node lost nothing since (a flush takes both with the lock keys; a restart breaks the
+/// connection, and a new connection is checked again). A re-seed since the check writes a
+/// marker and keeps the record, a client that raises the record's wait keeps its start:
+/// neither changes the answer. Where the check found neither (the node's ACL hides them, or
+/// quarantine is off and the node has no marker of its own), nothing tells a flush, and the
+/// votes count, as they did before any check of this kind.
+pub(crate) fn still_checked(checked: &Checked, marker: Option<&str>, record: Option<&str>) -> bool {
+    if !checked.tells() {
+        return true;
+    }
+    let same_marker = checked.marker.is_some() && checked.marker.as_deref() == marker;
+    let same_record = checked.record.is_some()
+        && checked.record.as_deref() == record.and_then(Checked::record_of);
+    same_marker || same_record
 }
 
 /// `d` to the millisecond, for messages.
@@ -479,6 +566,90 @@ mod tests {
             Duration::ZERO
         );
         assert_eq!(record_age(None, ttl), Duration::ZERO);
+        // A figure a second short of the longest ttl may be a server up for the longest ttl,
+        // which a client may count already: dated from now, not from its start.
+        assert_eq!(
+            record_age(Some(ttl - UPTIME_RESOLUTION), ttl),
+            Duration::ZERO
+        );
+        assert_eq!(record_age(Some(ttl), ttl), Duration::ZERO);
+        assert_eq!(
+            record_age(Some(ttl - UPTIME_RESOLUTION * 2), ttl),
+            ttl - UPTIME_RESOLUTION * 3
+        );
+    }
+
+    /// The rule that caught it: a record written at the figure's boundary must not end
+    /// before the longest ttl has passed since the loss, for a server that a client counted
+    /// since it had been up for the longest ttl (its actual uptime is at most the figure
+    /// plus the resolution, at least the figure less it).
+    #[test]
+    fn a_flush_just_after_a_young_nodes_first_quarantine_is_dated_from_the_flush() {
+        let ttl = Duration::from_secs(10);
+        for figure_ms in (0..=12_000u64).step_by(250) {
+            let figure = Duration::from_millis(figure_ms);
+            let age = record_age(Some(figure), ttl);
+            // The most the server may have been up: if a client may have counted it by then,
+            // the record may not reach back before now.
+            let most = figure + UPTIME_RESOLUTION;
+            if most >= ttl {
+                assert_eq!(age, Duration::ZERO, "figure {figure:?}");
+            }
+            // Never before the latest start the figure allows.
+            assert!(
+                age <= figure.saturating_sub(UPTIME_RESOLUTION),
+                "figure {figure:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_record_is_named_by_its_server_and_start() {
+        assert_eq!(Checked::record_of("abc:1000:10000"), Some("abc:1000"));
+        for junk in [
+            "",
+            "abc",
+            "abc:1000",
+            ":1000:10000",
+            "abc::10000",
+            "abc:1000:",
+            "abc:x:1",
+        ] {
+            assert_eq!(Checked::record_of(junk), None, "{junk:?}");
+        }
+    }
+
+    #[test]
+    fn votes_count_while_the_node_holds_what_its_check_found() {
+        let marker = format!("{RUN}:7");
+        let intact = Checked {
+            marker: Some(marker.as_str().into()),
+            record: None,
+        };
+        assert!(still_checked(&intact, Some(&marker), None));
+        // Flushed: no marker; or another marker (deleted and re-seeded by hand).
+        assert!(!still_checked(&intact, None, None));
+        assert!(!still_checked(&intact, Some(&format!("{RUN}:8")), None));
+        // A node admitted after its recorded quarantine, not yet re-seeded: the record tells.
+        let waited = Checked {
+            marker: None,
+            record: Some(format!("{RUN}:1000").into()),
+        };
+        let record = format!("{RUN}:1000:10000");
+        assert!(still_checked(&waited, None, Some(&record)));
+        // Re-seeded since, and its wait raised by a client with a longer ttl: the same.
+        let raised = format!("{RUN}:1000:30000");
+        assert!(still_checked(&waited, Some(&marker), Some(&raised)));
+        // Flushed (the record gone), or flushed and recorded again (another start).
+        assert!(!still_checked(&waited, None, None));
+        assert!(!still_checked(
+            &waited,
+            None,
+            Some(&format!("{RUN}:2000:10000"))
+        ));
+        assert!(!still_checked(&waited, None, Some("junk")));
+        // A check that found neither cannot tell a flush.
+        assert!(still_checked(&Checked::default(), None, None));
     }
 
     #[test]

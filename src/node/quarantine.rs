@@ -71,10 +71,9 @@ fn answer(reply: Value) -> Result<Answer, FredError> {
             .map(Answer::Marker)
             .ok_or_else(|| unexpected(&reply)),
         [start, wait, now] => match (ms(start), ms(wait), ms(now)) {
-            (Some(start), Some(wait), Some(now)) => Ok(Answer::Recorded(Recorded {
-                elapsed: Duration::from_millis(now.saturating_sub(start)),
-                wait: Duration::from_millis(wait),
-            })),
+            (Some(start), Some(wait), Some(now)) => {
+                Ok(Answer::Recorded(Recorded::answered(start, wait, now)))
+            }
             _ => Err(unexpected(&reply)),
         },
         _ => Err(unexpected(&reply)),
@@ -97,6 +96,7 @@ mod tests {
             Answer::Recorded(Recorded {
                 elapsed: Duration::from_millis(2_500),
                 wait: Duration::from_secs(10),
+                start_ms: 1_000,
             })
         );
         let marker = Value::Array(vec![Value::from("abc:7")]);
