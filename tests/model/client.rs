@@ -106,7 +106,7 @@ impl Client {
     /// Whether node `n`'s votes count now, by the clock reading `now`.
     pub fn admitted(&self, n: usize, now: u64) -> bool {
         let view = &self.views[n];
-        view.checked && !view.flush_unseen && now >= view.quarantined_until
+        view.checked && now >= view.quarantined_until
     }
 }
 
@@ -261,15 +261,23 @@ impl State {
         }
     }
 
-    /// Process `c` takes the reply of node `n` (`Node::vote`, `counters_still_trusted`).
+    /// Process `c` takes the reply of node `n` (`Node::vote`, `counters_still_trusted`, and
+    /// for an acquisition `Admission::still_checked`).
     pub fn deliver(&mut self, rules: &Rules, c: usize, n: usize) {
         let now = self.client_ms();
-        let client = &mut self.clients[c];
-        let reply = client.channels[n].reply.take().expect("a reply");
-        let round = client.round().expect("a round under way");
+        let reply = self.clients[c].channels[n].reply.take().expect("a reply");
+        let round = self.clients[c].round().expect("a round under way");
         let (mut ballot, mut recheck) = (reply.ballot, false);
-        if round.stage != Stage::Acquire {
-            let view = &mut client.views[n];
+        if round.stage == Stage::Acquire {
+            let counts = self.clients[c].admitted(n, now) && reply.ballot == Ballot::Yes;
+            if !self.votes_count(rules, c, n, &reply.held, counts) {
+                // The node lost its data since its check: the votes fail, and it is checked
+                // again.
+                recheck = true;
+                ballot = Ballot::Failed;
+            }
+        } else {
+            let view = &self.clients[c].views[n];
             if reply.refused {
                 // Another marker than the one checked: the node is checked again.
                 recheck = true;
@@ -278,6 +286,7 @@ impl State {
                 ballot = Ballot::Failed;
             }
         }
+        let client = &mut self.clients[c];
         if !client.admitted(n, now) {
             ballot = Ballot::Failed;
         }
@@ -315,6 +324,9 @@ impl State {
                         };
                         self.grants += 1;
                         self.seen |= seen::GRANT;
+                        if self.seen & seen::FLUSH_SEEN != 0 {
+                            self.seen |= seen::GRANT_AFTER_FLUSH_SEEN;
+                        }
                         if self.majority_lost_at.is_some_and(|at| token >= at) {
                             self.seen |= seen::GRANT_AFTER_MAJORITY_LOST;
                         }

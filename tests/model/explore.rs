@@ -54,6 +54,8 @@ pub const TOKEN_AFTER_RESTART: &str = "a token is handed out after a restart";
 pub const RESEED: &str = "a node is re-seeded";
 pub const GRANT_AFTER_MAJORITY_LOST: &str = "a grant after a majority lost data";
 pub const TOKEN_AFTER_MAJORITY_LOST: &str = "a token after a majority lost data";
+pub const FLUSH_SEEN: &str = "a vote of a node flushed under the process is refused";
+pub const GRANT_AFTER_FLUSH_SEEN: &str = "a grant after a flush seen by a vote";
 
 impl Model for System {
     type State = State;
@@ -170,7 +172,7 @@ impl Model for System {
                 }
             }
             Action::Restart(n) => s.restart(rules, &self.bounds, n),
-            Action::Flush(n) => s.flush(&self.bounds, n),
+            Action::Flush(n) => s.flush(n),
             Action::Pause(c) => {
                 s.used.pauses += 1;
                 s.clients[c].paused_until = s.t + self.bounds.pause_ticks;
@@ -196,6 +198,10 @@ impl Model for System {
             }),
             Property::sometimes(TOKEN_AFTER_MAJORITY_LOST, |_, s: &State| {
                 s.seen & seen::TOKEN_AFTER_MAJORITY_LOST != 0
+            }),
+            Property::sometimes(FLUSH_SEEN, |_, s: &State| s.seen & seen::FLUSH_SEEN != 0),
+            Property::sometimes(GRANT_AFTER_FLUSH_SEEN, |_, s: &State| {
+                s.seen & seen::GRANT_AFTER_FLUSH_SEEN != 0
             }),
         ]
     }

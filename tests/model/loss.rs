@@ -7,12 +7,29 @@ use std::time::Duration;
 
 use quorumlock::__model::{self as algo, Ballot};
 
+use super::node::record_text;
 use super::system::{
-    run_id, seen, Bounds, Channel, Marker, Quarantine, RecordStart, Reply, Rules, State, NODES, TTL,
+    run_id, seen, Bounds, Channel, Held, Marker, Quarantine, RecordStart, Reply, Rules, State,
+    View, NODES, TTL,
 };
 
 fn ms(d: Duration) -> u64 {
     d.as_millis() as u64
+}
+
+impl View {
+    /// What the check found, as the crate keeps it (`lineage::Checked::found` on the
+    /// lineage and the record the check had; the record's start is what names it).
+    pub fn checked(&self) -> algo::Checked {
+        let run = run_id(self.run);
+        let marker = self.found.0.map(|m| m.text());
+        let lineage = algo::Lineage::of(marker.as_deref(), Some(&run));
+        let recorded = self
+            .found
+            .1
+            .map(|(start, wait)| algo::Recorded::answered(start, wait, start));
+        algo::Checked::found(&lineage, Some(&run), recorded.as_ref())
+    }
 }
 
 impl State {
@@ -41,6 +58,11 @@ impl State {
             Quarantine::PerProcess | Quarantine::Off => None,
         };
         let (node_run, node_marker) = (node.run, node.marker);
+        // The record the check read or wrote, of the running server.
+        let found_record = node
+            .record
+            .filter(|(run, _, _)| recorded.is_some() && *run == node_run)
+            .map(|(_, start, wait)| (start, wait));
         let view = &mut self.clients[c].views[n];
         // When this process first saw the loss: only the per-process rule reads it.
         let seen_for = match (intact, rules.quarantine) {
@@ -67,7 +89,7 @@ impl State {
         }
         view.checked = true;
         view.run = node_run;
-        view.flush_unseen = false;
+        view.found = (node_marker.filter(|_| intact), found_record);
         if intact {
             view.marker = node_marker;
             view.reseed_due = None;
@@ -88,9 +110,11 @@ impl State {
             .intact()
             .is_some()
         {
-            // Re-seeded by another client since this one checked it.
+            // Re-seeded by another client since this one checked it (`Admission::reseeded`:
+            // the marker read becomes the one found).
             let client = &mut self.clients[c];
             client.views[n].marker = node.marker;
+            client.views[n].found.0 = node.marker;
             client.views[n].reseed_due = None;
             return true;
         }
@@ -123,8 +147,38 @@ impl State {
         }
         let view = &mut self.clients[c].views[n];
         view.marker = Some(marker);
+        // `Admission::reseeded`: the marker written becomes the one found; the record stays.
+        view.found.0 = Some(marker);
         view.reseed_due = None;
         self.seen |= seen::RESEED;
+        true
+    }
+
+    /// Whether the votes of node `n`'s reply count for process `c`, given its marker and
+    /// record read right after them (`Admission::still_checked`, on
+    /// `lineage::still_checked`); `yes` if the reply would count a yes otherwise. Under
+    /// rules without the check they count anyway, and such a yes is noted.
+    pub fn votes_count(
+        &mut self,
+        rules: &Rules,
+        c: usize,
+        n: usize,
+        held: &Held,
+        yes: bool,
+    ) -> bool {
+        let checked = self.clients[c].views[n].checked();
+        let marker = held.0.map(|m| m.text());
+        let record = record_text(held.1);
+        if algo::still_checked(&checked, marker.as_deref(), record.as_deref()) {
+            return true;
+        }
+        if rules.votes_checked {
+            self.seen |= seen::FLUSH_SEEN;
+            return false;
+        }
+        if yes {
+            self.seen |= seen::UNCHECKED_VOTE;
+        }
         true
     }
 
@@ -153,21 +207,18 @@ impl State {
                     value: 0,
                     refused: false,
                     marker: None,
+                    held: (None, None),
                 });
             }
         }
         self.note_majority_lost();
     }
 
-    /// FLUSHALL on node `n`: the connections stay.
-    pub fn flush(&mut self, bounds: &Bounds, n: usize) {
+    /// FLUSHALL on node `n`: the connections stay, and the processes see it only where a
+    /// vote reads back what the node holds.
+    pub fn flush(&mut self, n: usize) {
         self.nodes[n].flush();
         self.used.flushes[n] += 1;
-        for client in self.clients.iter_mut().filter(|c| c.alive) {
-            if client.views[n].checked && !bounds.unseen_flush_counts {
-                client.views[n].flush_unseen = true;
-            }
-        }
         self.note_majority_lost();
     }
 

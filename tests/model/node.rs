@@ -74,8 +74,17 @@ impl Node {
     }
 
     /// Runs a request: SET NX PX, PEEK or FENCE (reading the marker's floor, unless not
-    /// `floor`).
+    /// `floor`). SET NX, which carries a vote, reads back the node's marker and record in
+    /// the same atomic step (the batch script's `held!`).
     pub fn run(&mut self, request: &Request, now_ms: u64, floor: bool) -> Reply {
+        let mut reply = self.answer(request, now_ms, floor);
+        if request.round.stage == Stage::Acquire {
+            reply.held = (self.marker, self.record);
+        }
+        reply
+    }
+
+    fn answer(&mut self, request: &Request, now_ms: u64, floor: bool) -> Reply {
         let token = request.round.token;
         let ours = self.key.is_some_and(|(held, _)| held == token);
         let reply = |ballot, value, refused| Reply {
@@ -83,6 +92,7 @@ impl Node {
             value,
             refused,
             marker: request.marker,
+            held: (None, None),
         };
         match request.round.stage {
             Stage::Acquire if self.key.is_none() => {
@@ -131,8 +141,7 @@ impl Node {
 
     /// The record as stored, `RUN_ID:START_MS:WAIT_MS`.
     pub fn record_text(&self) -> Option<String> {
-        self.record
-            .map(|(run, start, wait)| format!("{}:{start}:{wait}", run_id(run)))
+        record_text(self.record)
     }
 
     /// The SEED script: if the marker is still `old`, writes `marker` and raises the hwm to
@@ -145,4 +154,9 @@ impl Node {
         self.hwm = self.hwm.max(marker.floor);
         true
     }
+}
+
+/// A record `(run, START_MS, WAIT_MS)` as stored, `RUN_ID:START_MS:WAIT_MS`.
+pub fn record_text(record: Option<(u8, u64, u64)>) -> Option<String> {
+    record.map(|(run, start, wait)| format!("{}:{start}:{wait}", run_id(run)))
 }

@@ -68,6 +68,10 @@ pub struct Rules {
     /// Whether a node's counters read as at least its marker's floor (`largest_counter!`
     /// in `src/node/scripts.rs`).
     pub floor: bool,
+    /// Whether an acquisition's votes count only if the node, right after running them,
+    /// still holds the marker or the record its check found (`lineage::still_checked`): what
+    /// sees a FLUSHALL under a connected process.
+    pub votes_checked: bool,
 }
 
 impl Rules {
@@ -80,6 +84,7 @@ impl Rules {
         needed: None,
         fence_needed: None,
         floor: true,
+        votes_checked: true,
     };
 }
 
@@ -105,10 +110,6 @@ pub struct Bounds {
     pub lifetime: Option<u8>,
     /// Which nodes keep their data across a restart.
     pub persistent: [bool; NODES],
-    /// Whether a process counts the votes of a node that was flushed since it last checked
-    /// it, as the crate does (docs/model.md, "What the model found"). Where not, such a
-    /// node's votes fail for that process until it checks the node again.
-    pub unseen_flush_counts: bool,
     /// Whether holders ask for their fencing token.
     pub tokens: bool,
     /// Whether an acquisition's replies may come a tick late (else each comes as its
@@ -163,9 +164,10 @@ pub struct View {
     pub lost_since: Option<(u64, u8)>,
     /// When the node found without its marker is to be re-seeded (its own clock).
     pub reseed_due: Option<u64>,
-    /// The node was flushed since this process checked it, and its votes do not count for
-    /// it (unless [`Bounds::unseen_flush_counts`]).
-    pub flush_unseen: bool,
+    /// What the check found that a loss takes away (`lineage::Checked::found`): the
+    /// marker, if the node was intact (after a re-seed by this process, the marker it
+    /// wrote), and the record of the running server, `(START_MS, WAIT_MS)`, if any.
+    pub found: (Option<Marker>, Option<(u64, u64)>),
 }
 
 /// What a round asks of a node.
@@ -202,7 +204,13 @@ pub struct Reply {
     /// The script found another marker than the one sent (it answered -1).
     pub refused: bool,
     pub marker: Option<Marker>,
+    /// What the node held right after an acquisition's SET, read in the same atomic step
+    /// (`held!` in `src/node/scripts.rs`): its marker and its record.
+    pub held: Held,
 }
+
+/// A node's marker and quarantine record, as a command that carries votes reads them back.
+pub type Held = (Option<Marker>, Option<(u8, u64, u64)>);
 
 /// One process's connection to one node: requests in order, and the reply of the current
 /// round (a reply to an earlier round is dropped when it comes), taken no earlier than
@@ -269,14 +277,22 @@ pub struct Used {
     pub starts: u8,
 }
 
-/// Things that happened, for the `sometimes` properties.
+/// Things that happened, for the `sometimes` properties and for what a counterexample is
+/// asserted to contain.
 pub mod seen {
-    pub const GRANT: u8 = 1;
-    pub const RESTART: u8 = 2;
-    pub const TOKEN_AFTER_RESTART: u8 = 4;
-    pub const RESEED: u8 = 8;
-    pub const GRANT_AFTER_MAJORITY_LOST: u8 = 16;
-    pub const TOKEN_AFTER_MAJORITY_LOST: u8 = 32;
+    pub const GRANT: u16 = 1;
+    pub const RESTART: u16 = 2;
+    pub const TOKEN_AFTER_RESTART: u16 = 4;
+    pub const RESEED: u16 = 8;
+    pub const GRANT_AFTER_MAJORITY_LOST: u16 = 16;
+    pub const TOKEN_AFTER_MAJORITY_LOST: u16 = 32;
+    /// A vote of a node flushed since the process checked it was refused by
+    /// `still_checked` (and the node checked again).
+    pub const FLUSH_SEEN: u16 = 64;
+    /// A grant after [`FLUSH_SEEN`].
+    pub const GRANT_AFTER_FLUSH_SEEN: u16 = 128;
+    /// A vote counted that `still_checked` refuses (only where the rules do not ask it).
+    pub const UNCHECKED_VOTE: u16 = 256;
 }
 
 /// The whole system.
@@ -296,7 +312,7 @@ pub struct State {
     /// A token was handed out that does not grow with the holds.
     pub out_of_order: bool,
     /// [`seen`] bits.
-    pub seen: u8,
+    pub seen: u16,
     /// Once a majority of the nodes lost data at once: the first token of the attempts
     /// that started after.
     pub majority_lost_at: Option<u8>,

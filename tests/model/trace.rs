@@ -113,6 +113,9 @@ pub fn label(sys: &System) -> String {
     if !rules.floor {
         changed.push("no floor".into());
     }
+    if !rules.votes_checked {
+        changed.push("votes not checked".into());
+    }
     if changed.is_empty() {
         "the crate's rules".into()
     } else {
