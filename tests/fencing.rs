@@ -90,8 +90,9 @@ async fn a_token_asked_for_is_below_every_later_holders_token() {
     }
 }
 
-/// A lock whose token is never asked for costs what a lock without fencing costs: a bare
-/// `SET NX PX` on each node, no script, and no counter written. Once a token of its locks
+/// A lock whose token is never asked for costs what a lock without fencing costs: one
+/// `SET NX PX` on each node (inside the batch script, which reads back the node's marker and
+/// quarantine record), no counter read, and none written. Once a token of its locks
 /// was asked for, a client's acquisitions read the counters and record the token it expects
 /// next (the ACQUIRE script), and asking sends nothing; where another client fenced the
 /// resource in between, the expected token is too small, and asking takes one round (FENCE).
@@ -101,11 +102,20 @@ async fn a_token_costs_nothing_until_it_is_asked_for() {
     let redlock = client(&q).await;
     assert!(redlock.settle(Duration::from_secs(5)).await);
     let count = |command: &'static str| common::calls_on_all(&q, command);
-    let (set, scripts) = (count("set").await, count("evalsha").await);
+    let (set, scripts, mget) = (
+        count("set").await,
+        count("evalsha").await,
+        count("mget").await,
+    );
     let lock = redlock.try_lock("unasked").await.unwrap();
     assert!(redlock.settle(Duration::from_secs(5)).await);
     assert_eq!(count("set").await - set, 3);
-    assert_eq!(count("evalsha").await - scripts, 0);
+    assert_eq!(
+        count("evalsha").await - scripts,
+        3,
+        "the batch script, once a node"
+    );
+    assert_eq!(count("mget").await - mget, 0, "no counter read");
     lock.release().await.unwrap();
     assert!(redlock.settle(Duration::from_secs(5)).await);
     for n in 0..3 {

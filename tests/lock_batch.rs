@@ -257,7 +257,8 @@ async fn inline_calls_in_a_batch_answer_as_their_scripts_do() {
                         command.extend(header.iter().map(String::as_str));
                         command.extend(args.iter().copied());
                         match node.command(&command).await.expect("EVAL batch") {
-                            Reply::Array(Some(mut answers)) if answers.len() == 1 => {
+                            // The call's answer, the marker and the record read back.
+                            Reply::Array(Some(mut answers)) if answers.len() == 3 => {
                                 match answers.remove(0) {
                                     Reply::Bulk(Some(text)) if text.starts_with(b"ERR ") => {
                                         Reply::Error(String::new())
@@ -328,7 +329,11 @@ async fn run_batch(
         command.extend(args.iter().copied());
     }
     match node.command(&command).await.expect("EVAL batch") {
-        Reply::Array(Some(answers)) if answers.len() == calls.len() => answers,
+        // Each call's answer, then the node's marker and quarantine record read back.
+        Reply::Array(Some(mut answers)) if answers.len() == calls.len() + 2 => {
+            answers.truncate(calls.len());
+            answers
+        }
         other => panic!("batch reply {other:?}"),
     }
 }

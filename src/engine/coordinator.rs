@@ -605,7 +605,7 @@ impl Coordinator {
         let mut guard =
             CleanupOnDrop::new(self, Primitive::Lock, keys.locks(), vec![value.clone()]);
         // Without fencing, or until a token of this client's locks is asked for, one resource
-        // is taken with the bare `SET NX PX`: a lock whose token nobody asks for costs what a
+        // is taken with `SET NX PX`: a lock whose token nobody asks for costs what a
         // lock without fencing costs, and asking costs two rounds (read the counters, then
         // record the token). Several resources take the ACQUIRE script, which reads the
         // counters too, for next to nothing; so does one resource once this client's locks

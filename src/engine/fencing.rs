@@ -38,7 +38,7 @@ use crate::node::{Acquired, CounterRead, Node};
 #[derive(Debug)]
 pub(crate) struct Fencing {
     /// The largest counter the acquisition read on the majority that granted the lock, when
-    /// it read them; `None` when it sent a bare `SET NX`.
+    /// it read them; `None` when it sent a `SET NX`.
     seen: Option<u64>,
     /// The token the acquisition recorded on a majority, if it did (its hint).
     recorded: Option<u64>,

@@ -108,6 +108,9 @@ pub(crate) struct State {
     /// The node's marker as last checked, while it says that the node lost nothing
     /// (`algo/lineage.rs`); `None` until then, and from the moment a connection changes.
     marker: Option<Arc<str>>,
+    /// What the last check found that a loss of the node's data takes away (its marker, its
+    /// quarantine record), against which every command's votes are held (`still_checked`).
+    found: lineage::Checked,
     /// Why the node's fencing counters are not trusted, while they are not.
     lineage_why: String,
     /// Since when this client knows that the node may have lost data, and the run_id it
@@ -236,6 +239,39 @@ impl Admission {
         }
     }
 
+    /// After a command that carried votes: whether they count, given the node's marker and
+    /// quarantine record as the command read them right after its calls ran
+    /// (`lineage::still_checked`). If they do not, the node lost its data since its check (a
+    /// `FLUSHALL` breaks no connection, so no new check would see it): the node is checked
+    /// again, which finds the loss and keeps its quarantine on it, and the votes are refused.
+    pub(crate) fn still_checked(
+        &self,
+        client: &Client,
+        marker: Option<&str>,
+        record: Option<&str>,
+    ) -> Result<(), Excluded> {
+        if lineage::still_checked(&self.state().found, marker, record) {
+            return Ok(());
+        }
+        tracing::warn!(
+            node = self.index,
+            url = %self.label,
+            "node lost its data under a connected client (flushed): its votes no longer count; checking it again"
+        );
+        self.recheck(client, false);
+        let left = if self.fleet.quarantine {
+            self.fleet.max_ttl
+        } else {
+            Duration::ZERO
+        };
+        Err(Excluded::Quarantined {
+            left,
+            why: "the node no longer holds the marker or the quarantine record its check found: \
+                  it lost its data (a flush) since; checked again"
+                .to_string(),
+        })
+    }
+
     /// What a re-seed needs: the check's generation and the run_id it found, while the node
     /// is checked and its counters are not trusted (`None` otherwise).
     pub(crate) fn lost(&self) -> Option<(u64, String)> {
@@ -264,6 +300,7 @@ impl Admission {
         let mut state = self.state();
         if state.generation == generation && state.checked {
             state.marker = Some(Arc::from(marker));
+            state.found.marker = state.marker.clone();
             state.lineage_why.clear();
             state.lost_since = None;
             state.reseed_due = None;
@@ -508,6 +545,7 @@ impl Admission {
                 now - since
             }
         };
+        state.found = lineage::Checked::found(&lineage, facts.run_id.as_deref(), recorded.as_ref());
         let since = (recorded, seen_for);
         let hold_back = lineage::hold_back(&lineage, facts.uptime, since, fleet.max_ttl);
         match &hold_back {

@@ -11,7 +11,10 @@
 //!
 //! A call that changes data (a vote) is written only on a connection whose check has passed
 //! ([`Admission::clearance`]); the queue waits for one, up to the call's deadline. A vote
-//! still waiting when the release of its own token is queued is dropped unsent.
+//! still waiting when the release of its own token is queued is dropped unsent. A vote goes
+//! as the batch script even alone: the script reads back the node's marker and quarantine
+//! record after its calls, and the votes count only if the node still holds what its check
+//! found ([`Admission::still_checked`]): a flush breaks no connection, and is seen there.
 //!
 //! Order is kept: calls leave the queue in the order they came, one connection carries them,
 //! and the server runs a batch's calls in order, so a release still runs after the
@@ -26,9 +29,9 @@ use std::time::Duration;
 
 use fred::clients::{Client, WithOptions};
 use fred::error::{Error as FredError, ErrorKind};
-use fred::interfaces::{ClientLike, KeysInterface};
+use fred::interfaces::ClientLike;
 use fred::types::config::Options;
-use fred::types::{CustomCommand, Expiration, Key, SetOptions, Value};
+use fred::types::{CustomCommand, Key, Value};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -60,7 +63,7 @@ static PERMIT_HANDOVER: LazyLock<Script> = LazyLock::new(|| Script::new(scripts:
 static RW_ACQUIRE: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::RW_ACQUIRE));
 pub(crate) static BATCH: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::batch()));
 
-/// What a call runs: one of the scripts (the set is sent as the plain command when alone).
+/// What a call runs: one of the scripts (a vote, even alone, in the batch script).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Op {
     /// `SET key token NX PX ttl`; `args = [token, ttl_ms]`. Answers 0 if set, nil if not.
@@ -358,9 +361,11 @@ async fn send_queued(
         admit(&client, &admission, &mut calls, &mut queue).await;
         expire(&mut calls, Instant::now());
         busy = calls.len() > 1;
-        match calls.len() {
-            0 => {}
-            1 => send_one(&client, timeout, &mut calls, &admission).await,
+        match calls.as_slice() {
+            [] => {}
+            // A vote goes in the batch script even alone: it reads back the node's marker
+            // and record with it ([`send_batch`]).
+            [call] if !call.vote => send_one(&client, timeout, &mut calls, &admission).await,
             _ => send_batch(&client, timeout, &mut calls, &admission).await,
         }
         calls.clear();
@@ -526,7 +531,7 @@ pub(crate) fn sender(client: &Client, timeout: Duration) -> Sender {
     })
 }
 
-/// One call alone (`calls` holds it): its script (or the plain `SET NX PX`).
+/// One call alone (`calls` holds it), not a vote: its script.
 async fn send_one(
     client: &Client,
     timeout: Duration,
@@ -535,22 +540,11 @@ async fn send_one(
 ) {
     let Some(call) = calls.first() else { return };
     let (op, vote) = (call.op, call.vote);
-    let answer = match op {
-        Op::SetNx => {
-            // Alone, it is answered by the command's timeout (no earlier deadline).
-            let options = sender(client, command_timeout(calls, timeout));
-            set_nx(&options, &call.keys, &call.args).await
-        }
-        op => {
-            let resend = || !vote || admission.clearance(client) == Clearance::Clear;
-            let answer =
-                run_calls(client, timeout, calls, op.script(), single_command, resend).await;
-            if op.deletes() {
-                clean_up_after(client, timeout, &answer, calls.iter());
-            }
-            answer
-        }
-    };
+    let resend = || !vote || admission.clearance(client) == Clearance::Clear;
+    let answer = run_calls(client, timeout, calls, op.script(), single_command, resend).await;
+    if op.deletes() {
+        clean_up_after(client, timeout, &answer, calls.iter());
+    }
     if let Some(call) = calls.first_mut() {
         call.answer(answer.map_err(Failure::Node));
     }
@@ -573,31 +567,6 @@ fn eval_args(first: Value, keys: &[Key], args: &[Value]) -> Vec<Value> {
     all.extend(keys.iter().cloned().map(Value::from));
     all.extend(args.iter().cloned());
     all
-}
-
-async fn set_nx(client: &Sender, keys: &[Key], args: &[Value]) -> Result<Value, FredError> {
-    let ([key], [token, ttl]) = (keys, args) else {
-        return Err(FredError::new(
-            ErrorKind::InvalidArgument,
-            "SET NX: key, token, ttl",
-        ));
-    };
-    let ttl = ttl.as_i64().unwrap_or_default();
-    // `Option<String>`, not `bool`: fred turns the nil reply for an existing key into a
-    // parse error when asked for a bool.
-    let reply: Option<String> = client
-        .set(
-            key.clone(),
-            token.clone(),
-            Some(Expiration::PX(ttl)),
-            Some(SetOptions::NX),
-            false,
-        )
-        .await?;
-    Ok(match reply {
-        Some(_) => Value::Integer(0),
-        None => Value::Null,
-    })
 }
 
 /// The keys a batch names, as a set of spots (a hash of each key): a key whose spot another
@@ -785,8 +754,12 @@ async fn send_batch(
         batch_command(calls, first, natives, together)
     };
     let reply = run_calls(client, timeout, calls, &BATCH, command, resend).await;
-    let answers = match reply {
-        Ok(Value::Array(answers)) if answers.len() == calls.len() => answers,
+    let (answers, marker, record) = match reply {
+        Ok(Value::Array(mut answers)) if answers.len() == calls.len() + 2 => {
+            let record = answers.pop().and_then(|v| v.into_string());
+            let marker = answers.pop().and_then(|v| v.into_string());
+            (answers, marker, record)
+        }
         Ok(other) => {
             let error = FredError::new(
                 ErrorKind::Protocol,
@@ -811,7 +784,20 @@ async fn send_batch(
             return;
         }
     };
+    // The votes count only if the node still holds what its check found: a flush under
+    // this connection is seen here, or by no one (`lineage::still_checked`).
+    let lost = if votes {
+        admission
+            .still_checked(client, marker.as_deref(), record.as_deref())
+            .err()
+    } else {
+        None
+    };
     for (call, answer) in calls.iter_mut().zip(answers) {
+        if let (Some(excluded), true) = (&lost, call.vote) {
+            call.answer(Err(Failure::Excluded(excluded.clone())));
+            continue;
+        }
         let answer = match answer {
             Value::String(text) if text.starts_with("ERR ") => Err(Failure::Node(FredError::new(
                 ErrorKind::Unknown,

@@ -7,8 +7,9 @@
 //! its largest counter (`quorumlock:node`, `quorumlock:hwm`: `algo/lineage.rs`); `n` is passed as
 //! an argument, and the scripts that read counters take the marker the client checked as
 //! their last argument.
-//! One resource is the case `n = 1`: a plain lock without fencing does not use a script to
-//! acquire at all (`SET key token NX PX ttl`), so other Redlock clients interoperate.
+//! One resource is the case `n = 1`: a plain lock without fencing acquires with
+//! `SET key token NX PX ttl` (inline in the batch script, which every vote goes as: it reads
+//! back the node's marker and quarantine record), so other Redlock clients interoperate.
 //!
 //! They are called with EVALSHA; a node that answers NOSCRIPT (restarted, or SCRIPT FLUSH)
 //! gets the script body once with EVAL, which also caches it there again.
@@ -256,8 +257,7 @@ end
 return fence"
 );
 
-/// `SET key token NX PX ttl` as a script, for [`batch`] only (alone it is sent as the plain
-/// command). `ARGV = [token, ttl_ms]`; returns 0 if set (fencing counter 0), nil if not.
+/// `SET key token NX PX ttl` as a script, for [`batch`] only (where it runs inline). `ARGV = [token, ttl_ms]`; returns 0 if set (fencing counter 0), nil if not.
 pub(crate) const SET_NX: &str = r"if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 0 end
 return false";
 
@@ -747,7 +747,7 @@ const PERMIT_BATCHED: [&str; 8] = [
 #[cfg(test)]
 pub(crate) const PERMIT: [&str; 9] = join(PERMIT_BATCHED, [PERMIT_HOLDERS]);
 
-/// Every script sent by `EVALSHA` (`SET_NX` is sent as the plain command, but in a batch),
+/// Every script sent by `EVALSHA` (`SET_NX` runs inline in the batch script),
 /// for tests that check the hashes against a real `SCRIPT LOAD`.
 #[cfg(any(test, feature = "testkit"))]
 pub(crate) const ALL: [&str; 21] = join(
@@ -759,6 +759,23 @@ pub(crate) const ALL: [&str; 21] = join(
 pub(crate) const BATCHED: [&str; 17] =
     join(join::<1, 8, 9>([SET_NX], LOCK_BATCHED), PERMIT_BATCHED);
 
+/// Lua that appends to `out`, after the answers of the batch's `ARGV[1]` calls, what the
+/// node holds under its marker and its quarantine record (`quorumlock:node`,
+/// `quorumlock:quarantine`; nil for none, or where the ACL refuses them), read after every
+/// call ran: a vote counts only if the node still holds what its check found
+/// (`lineage::still_checked`), so that a flush under a connected client is seen.
+macro_rules! held {
+    () => {
+        r"local count = tonumber(ARGV[1])
+for i, key in ipairs({'quorumlock:node', 'quorumlock:quarantine'}) do
+  local v = redis.pcall('get', key)
+  if type(v) == 'table' then v = false end
+  out[count + i] = v
+end
+"
+    };
+}
+
 /// The script that runs several calls of the scripts above in one: concurrent calls bound
 /// for one node are sent as one (see `node/batch.rs`). Each script becomes a function of
 /// `(KEYS, ARGV)`, the parameters shadowing the globals, so its body is unchanged.
@@ -766,7 +783,9 @@ pub(crate) const BATCHED: [&str; 17] =
 /// `ARGV = [count, then per call: its header (`batch_header`), its arguments]`; `KEYS` = the
 /// calls' keys, one call after the other. Returns one element per call, in order: the
 /// script's reply (nil for `false`), or a string `ERR ...` if it failed (a failing call does
-/// not stop the others; like a script on its own, it keeps what it did before failing).
+/// not stop the others; like a script on its own, it keeps what it did before failing);
+/// then two more, the node's marker and quarantine record as they are once every call ran
+/// (`held!`).
 ///
 /// The most frequent calls run inline, without their function: `SET NX` (SET_NX) and the
 /// release or discard of one key with one token (RELEASE, DISCARD), each with `redis.pcall`
@@ -864,7 +883,9 @@ for j = first, tonumber(ARGV[1]) do
   end
   out[j] = r
 end
-return out"
+",
+        held!(),
+        r"return out"
     ));
     body
 }
@@ -1024,5 +1045,11 @@ mod tests {
         let batched = format!("'{}' .. KEYS[k]", keys::CHANNEL_PREFIX);
         assert!(batch().contains(&batched), "{}", batch());
         assert!(!DISCARD.contains(keys::CHANNEL_PREFIX));
+    }
+
+    #[test]
+    fn the_batch_reads_back_the_marker_and_record_keys() {
+        let held = format!("{{'{}', '{}'}}", keys::NODE_KEY, keys::QUARANTINE_KEY);
+        assert!(batch().contains(&held), "{}", batch());
     }
 }
