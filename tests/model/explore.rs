@@ -27,8 +27,9 @@ pub enum Action {
     Release(usize),
     /// Process `c` re-seeds node `n`, due.
     Reseed(usize, usize),
-    /// Node `n` crashes and restarts.
-    Restart(usize),
+    /// Node `n` crashes and restarts, its server started at this many ms past a whole
+    /// second of its clock.
+    Restart(usize, u16),
     /// FLUSHALL on node `n`.
     Flush(usize),
     /// Process `c` pauses (a GC pause, a stopped VM).
@@ -56,13 +57,16 @@ pub const GRANT_AFTER_MAJORITY_LOST: &str = "a grant after a majority lost data"
 pub const TOKEN_AFTER_MAJORITY_LOST: &str = "a token after a majority lost data";
 pub const FLUSH_SEEN: &str = "a vote of a node flushed under the process is refused";
 pub const GRANT_AFTER_FLUSH_SEEN: &str = "a grant after a flush seen by a vote";
+pub const DATED_BACK: &str = "a young node's record dated back to its start";
+pub const AT_THE_BOUNDARY: &str = "a record written where the rule before 91b693e dates otherwise";
+pub const RESEED_STALE: &str = "a re-seed by a process whose check no longer holds";
 
 impl Model for System {
     type State = State;
     type Action = Action;
 
     fn init_states(&self) -> Vec<State> {
-        let mut state = State {
+        let state = State {
             t: 0,
             nodes: std::array::from_fn(|n| {
                 let b = &self.bounds;
@@ -79,11 +83,27 @@ impl Model for System {
             seen: 0,
             majority_lost_at: None,
         };
-        for c in 0..CLIENTS {
-            state.start(&self.rules, c);
-        }
-        state.used.starts = 0;
-        vec![state]
+        let b = &self.bounds;
+        let phases = if b.phases.is_empty() { &[0] } else { b.phases };
+        let first: Vec<Option<u16>> = if b.restart_first {
+            phases.iter().map(|&phase| Some(phase)).collect()
+        } else {
+            vec![None]
+        };
+        first
+            .into_iter()
+            .map(|restart| {
+                let mut state = state.clone();
+                if let Some(phase) = restart {
+                    state.restart(&self.rules, b, 0, phase);
+                }
+                for c in 0..CLIENTS {
+                    state.start(&self.rules, c);
+                }
+                state.used.starts = 0;
+                state
+            })
+            .collect()
     }
 
     fn actions(&self, s: &State, actions: &mut Vec<Action>) {
@@ -145,11 +165,12 @@ impl Model for System {
                 }
             }
         }
-        for n in (0..NODES).filter(|_| s.t <= b.faults_by) {
-            if s.used.restarts[n] < b.restarts[n] {
-                actions.push(Action::Restart(n));
+        let phases = if b.phases.is_empty() { &[0] } else { b.phases };
+        for n in 0..NODES {
+            if s.t <= b.restarts_by && s.used.restarts[n] < b.restarts[n] {
+                actions.extend(phases.iter().map(|&phase| Action::Restart(n, phase)));
             }
-            if s.used.flushes[n] < b.flushes[n] {
+            if s.t <= b.flushes_by && s.used.flushes[n] < b.flushes[n] {
                 actions.push(Action::Flush(n));
             }
         }
@@ -167,11 +188,11 @@ impl Model for System {
             Action::AskToken(c) => s.ask_token(rules, c),
             Action::Release(c) => s.release(c),
             Action::Reseed(c, n) => {
-                if !s.reseed(c, n) {
+                if !s.reseed(rules, c, n) {
                     return None;
                 }
             }
-            Action::Restart(n) => s.restart(rules, &self.bounds, n),
+            Action::Restart(n, phase) => s.restart(rules, &self.bounds, n, phase),
             Action::Flush(n) => s.flush(n),
             Action::Pause(c) => {
                 s.used.pauses += 1;
@@ -202,6 +223,13 @@ impl Model for System {
             Property::sometimes(FLUSH_SEEN, |_, s: &State| s.seen & seen::FLUSH_SEEN != 0),
             Property::sometimes(GRANT_AFTER_FLUSH_SEEN, |_, s: &State| {
                 s.seen & seen::GRANT_AFTER_FLUSH_SEEN != 0
+            }),
+            Property::sometimes(DATED_BACK, |_, s: &State| s.seen & seen::DATED_BACK != 0),
+            Property::sometimes(AT_THE_BOUNDARY, |_, s: &State| {
+                s.seen & seen::AT_THE_BOUNDARY != 0
+            }),
+            Property::sometimes(RESEED_STALE, |_, s: &State| {
+                s.seen & seen::RESEED_STALE != 0
             }),
         ]
     }

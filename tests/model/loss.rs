@@ -48,10 +48,25 @@ impl State {
                 .record_text()
                 .and_then(|text| algo::Recorded::read(&text, &run, now_node)),
             Quarantine::Recorded => {
+                let krate = algo::record_age(Some(uptime), TTL);
+                // The rule before 91b693e, here only as a known-bad variant.
+                let before = Some(uptime.saturating_sub(algo::UPTIME_RESOLUTION))
+                    .filter(|up| *up < TTL)
+                    .unwrap_or_default();
                 let age = match rules.record_start {
-                    RecordStart::Crate => algo::record_age(Some(uptime), TTL),
+                    RecordStart::Crate => krate,
+                    RecordStart::FigureLessResolution => before,
                     RecordStart::NodeStart => uptime.saturating_sub(algo::UPTIME_RESOLUTION),
                 };
+                if node.record.is_none_or(|(run, _, _)| run != node.run) {
+                    // A new record is written now.
+                    if !krate.is_zero() {
+                        self.seen |= seen::DATED_BACK;
+                    }
+                    if krate != before {
+                        self.seen |= seen::AT_THE_BOUNDARY;
+                    }
+                }
                 let (start, wait, at) = node.quarantine(ms(TTL), ms(age), now_node);
                 Some(algo::Recorded::answered(start, wait, at))
             }
@@ -101,9 +116,19 @@ impl State {
 
     /// Process `c`'s re-seed of node `n`, due now (`engine/seeder.rs`): a survey of the nodes
     /// it checked, the floor, SEED. `false` if nothing changed (the floor says wait).
-    pub fn reseed(&mut self, c: usize, n: usize) -> bool {
+    pub fn reseed(&mut self, rules: &Rules, c: usize, n: usize) -> bool {
         let now_node = self.node_ms();
         let view = self.clients[c].views[n];
+        let node = &self.nodes[n];
+        let (marker, record) = (node.marker_text(), node.record_text());
+        if !algo::still_checked(&view.checked(), marker.as_deref(), record.as_deref()) {
+            // The node lost data since this process checked it (a flush).
+            self.seen |= seen::RESEED_STALE;
+            if rules.reseed_checked {
+                self.check(rules, c, n);
+                return true;
+            }
+        }
         let node = &self.nodes[n];
         let run = run_id(view.run);
         if algo::Lineage::of(node.marker_text().as_deref(), Some(&run))
@@ -185,9 +210,9 @@ impl State {
     /// Node `n` crashes and restarts: every connection to it breaks, the rounds waiting for
     /// it count a failure, and every process checks the new connection before its votes
     /// count (at once: a later check only starts a quarantine later).
-    pub fn restart(&mut self, rules: &Rules, bounds: &Bounds, n: usize) {
+    pub fn restart(&mut self, rules: &Rules, bounds: &Bounds, n: usize, phase: u16) {
         let now = self.node_ms();
-        self.nodes[n].restart(now, bounds.persistent[n]);
+        self.nodes[n].restart(now, phase, bounds.persistent[n]);
         self.used.restarts[n] += 1;
         self.seen |= seen::RESTART;
         for c in 0..self.clients.len() {

@@ -25,6 +25,7 @@ impl Node {
             class,
             run: 0,
             started_ms: 0,
+            phase: 0,
             key: None,
             counter: 0,
             hwm: 0,
@@ -42,16 +43,22 @@ impl Node {
         self.marker.map(|m| m.text())
     }
 
-    /// `uptime_in_seconds` at `now_ms`: whole seconds, truncated.
+    /// `uptime_in_seconds` at `now_ms`: the server's clock now, in whole seconds, less its
+    /// clock when it started, in whole seconds (`server.unixtime - server.stat_starttime`),
+    /// so from the actual uptime less a second (exclusive) to the actual uptime plus a
+    /// second (exclusive), as the phase of the start says.
     pub fn uptime(&self, now_ms: u64) -> std::time::Duration {
-        std::time::Duration::from_secs((now_ms - self.started_ms) / 1_000)
+        let up = now_ms - self.started_ms + u64::from(self.phase);
+        std::time::Duration::from_secs(up / 1_000)
     }
 
-    /// Crash and restart as a new server process: a new run_id; a node that does not
-    /// persist comes back empty, one that does keeps every write (its keys expire as before).
-    pub fn restart(&mut self, now_ms: u64, persistent: bool) {
+    /// Crash and restart as a new server process, started at `phase` ms past a whole second
+    /// of its clock: a new run_id; a node that does not persist comes back empty, one that
+    /// does keeps every write (its keys expire as before).
+    pub fn restart(&mut self, now_ms: u64, phase: u16, persistent: bool) {
         self.run += 1;
         self.started_ms = now_ms;
+        self.phase = phase;
         if !persistent {
             self.flush();
         }

@@ -46,8 +46,13 @@ pub enum Quarantine {
 /// Where a new record of a quarantine starts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RecordStart {
-    /// `lineage::record_age`: the node's start if it is young, else now.
+    /// `lineage::record_age`: the node's latest possible start while its uptime figure plus
+    /// the figure's resolution is below the longest ttl, else now.
     Crate,
+    /// The rule before 91b693e: the latest possible start while the figure less its
+    /// resolution is below the longest ttl (a server up for more than the longest ttl, whose
+    /// votes a client may count, is still dated back when its figure says the ttl).
+    FigureLessResolution,
     /// The node's start (its uptime less the resolution), even for an old node.
     NodeStart,
 }
@@ -72,6 +77,12 @@ pub struct Rules {
     /// still holds the marker or the record its check found (`lineage::still_checked`): what
     /// sees a FLUSHALL under a connected process.
     pub votes_checked: bool,
+    /// Whether a re-seed goes ahead only where the node still holds what the re-seeding
+    /// process's check found (`still_checked` on the marker and record the survey reads,
+    /// which SEED would compare in its atomic step), the node being checked again otherwise.
+    /// The crate's seeder compares the marker alone (none, on a node that lost data): not
+    /// yet (docs/model.md, "What the model found").
+    pub reseed_checked: bool,
 }
 
 impl Rules {
@@ -85,6 +96,13 @@ impl Rules {
         fence_needed: None,
         floor: true,
         votes_checked: true,
+        reseed_checked: false,
+    };
+
+    /// The crate's rules with the re-seed that [`Rules::reseed_checked`] describes.
+    pub const RESEED_CHECKED: Rules = Rules {
+        reseed_checked: true,
+        ..Rules::CRATE
     };
 }
 
@@ -115,8 +133,17 @@ pub struct Bounds {
     /// Whether an acquisition's replies may come a tick late (else each comes as its
     /// request runs, or never: a timeout).
     pub late_replies: bool,
-    /// The last tick at which a node may restart or be flushed.
-    pub faults_by: u8,
+    /// The last tick at which a node may restart.
+    pub restarts_by: u8,
+    /// The last tick at which a node may be flushed.
+    pub flushes_by: u8,
+    /// The sub-second parts of a node's clock (ms) that a restart may start the server at,
+    /// one branch each (none: 0). `uptime_in_seconds` is the difference of two readings
+    /// truncated to the second, so it depends on it.
+    pub phases: &'static [u16],
+    /// Whether node 0 restarts empty before the first step of the run (one initial state
+    /// per phase), the processes then checking it as they start.
+    pub restart_first: bool,
 }
 
 /// A node's marker, `RUN_ID:FLOOR` or `RUN_ID:0:new` (`lineage::Marker`).
@@ -137,6 +164,9 @@ pub struct Node {
     pub run: u8,
     /// Its clock when the server started.
     pub started_ms: u64,
+    /// The sub-second part of its wall clock (ms) when the server started: the figure of
+    /// `uptime_in_seconds` is `(now − started + phase) / 1000`, truncated.
+    pub phase: u16,
     /// The lock key: the token (the attempt that set it) and its expiry, by this node's clock.
     pub key: Option<(u8, u64)>,
     /// The lock's fencing counter (`quorumlock:fence:<key>`).
@@ -293,6 +323,13 @@ pub mod seen {
     pub const GRANT_AFTER_FLUSH_SEEN: u16 = 128;
     /// A vote counted that `still_checked` refuses (only where the rules do not ask it).
     pub const UNCHECKED_VOTE: u16 = 256;
+    /// A record dated back by `record_age` (a young node's latest possible start).
+    pub const DATED_BACK: u16 = 512;
+    /// A record written at a figure that `record_age` and the rule before 91b693e date
+    /// differently.
+    pub const AT_THE_BOUNDARY: u16 = 1024;
+    /// A re-seed by a process whose check no longer holds (the node lost data since).
+    pub const RESEED_STALE: u16 = 2048;
 }
 
 /// The whole system.

@@ -36,7 +36,8 @@ fn step(action: &Action) -> String {
         Action::AskToken(c) => format!("P{c} asks token"),
         Action::Release(c) => format!("P{c} releases"),
         Action::Reseed(c, n) => format!("P{c} re-seeds N{n}"),
-        Action::Restart(n) => format!("N{n} restarts"),
+        Action::Restart(n, 0) => format!("N{n} restarts"),
+        Action::Restart(n, phase) => format!("N{n} restarts +{phase}"),
         Action::Flush(n) => format!("N{n} FLUSHALL"),
         Action::Pause(c) => format!("P{c} pauses"),
         Action::Exit(c) => format!("P{c} exits"),
@@ -115,6 +116,9 @@ pub fn label(sys: &System) -> String {
     }
     if !rules.votes_checked {
         changed.push("votes not checked".into());
+    }
+    if rules.reseed_checked {
+        changed.push("re-seed checked (not yet the crate's)".into());
     }
     if changed.is_empty() {
         "the crate's rules".into()
