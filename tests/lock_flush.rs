@@ -171,3 +171,67 @@ async fn a_writer_is_not_granted_beside_a_reader_after_a_flush() {
     until_recorded(&q).await;
     drop(reader);
 }
+
+/// The node's clock, in milliseconds (`TIME`).
+async fn node_ms(node: &quorumlock::testkit::LocalNode) -> u64 {
+    let reply = node.command(&["TIME"]).await.expect("TIME");
+    let quorumlock::testkit::Reply::Array(Some(parts)) = reply else {
+        panic!("TIME: {reply:?}");
+    };
+    let part = |i: usize| -> u64 {
+        parts[i]
+            .as_str()
+            .expect("a number")
+            .parse()
+            .expect("a number")
+    };
+    part(0) * 1_000 + part(1) / 1_000
+}
+
+/// A node flushed again after the check that found it without a marker, before its
+/// quarantine ended: the re-seed due at that end must not write a marker over the new loss
+/// (that would cancel the quarantine of the flush, which took keys still valid elsewhere).
+/// The node is checked again instead, and re-seeded only after the flush's own quarantine.
+/// Before, the re-seed wrote its marker and the node kept no record of the flush at all.
+#[tokio::test]
+async fn a_node_flushed_again_before_its_re_seed_is_quarantined_from_the_second_flush() {
+    let q = LocalQuorum::start(3).await.expect("nodes");
+    let node = q.node(0);
+    node.command(&["FLUSHALL"]).await.expect("FLUSHALL");
+    let c = client(&q, Retry::none()).await;
+    let first = get(node, "quorumlock:quarantine")
+        .await
+        .expect("the check records the first loss");
+    assert_eq!(
+        get(node, "quorumlock:node").await,
+        None,
+        "not re-seeded yet"
+    );
+    let flushed_at = node_ms(node).await;
+    node.command(&["FLUSHALL"]).await.expect("FLUSHALL");
+    // The re-seed writes a marker at last: after the second flush's own quarantine.
+    for _ in 0..500 {
+        if get(node, "quorumlock:node").await.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        get(node, "quorumlock:node").await.is_some(),
+        "node 0 was never re-seeded"
+    );
+    let record = get(node, "quorumlock:quarantine")
+        .await
+        .expect("the second flush's quarantine is recorded");
+    assert_ne!(record, first);
+    let start: u64 = record
+        .split(':')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .expect("RUN_ID:START_MS:WAIT_MS");
+    assert!(
+        start >= flushed_at,
+        "the record {record} starts before the flush at {flushed_at}"
+    );
+    drop(c);
+}

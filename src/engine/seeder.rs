@@ -76,7 +76,7 @@ enum Outcome {
 /// One attempt to re-seed node `index`, checked by the check of `generation`.
 async fn reseed(nodes: &[Node], index: usize, generation: u64) -> Outcome {
     let node = &nodes[index];
-    let Some((current, run_id)) = node.admission().lost() else {
+    let Some((current, run_id, record)) = node.admission().lost() else {
         return Outcome::Done; // re-seeded, or checked again since
     };
     if current != generation {
@@ -108,11 +108,13 @@ async fn reseed(nodes: &[Node], index: usize, generation: u64) -> Outcome {
     let keys = vec![
         Key::from_static_str(keys::NODE_KEY),
         Key::from_static_str(keys::HWM_KEY),
+        Key::from_static_str(keys::QUARANTINE_KEY),
     ];
     let args = vec![
         Value::from(old.unwrap_or_default()),
         Value::from(marker.as_str()),
         Value::from(floor.to_string()),
+        Value::from(record.as_deref().unwrap_or_default()),
     ];
     let sender = crate::node::batch::sender(node.client(), node.timeout());
     // Sent again after NOSCRIPT only while the check that found the loss still stands: a new
@@ -121,7 +123,7 @@ async fn reseed(nodes: &[Node], index: usize, generation: u64) -> Outcome {
     let same_check = || {
         node.admission()
             .lost()
-            .is_some_and(|(g, _)| g == generation)
+            .is_some_and(|(g, ..)| g == generation)
     };
     match crate::node::batch::run_script_if::<i64>(&sender, &SEED, keys, args, same_check).await {
         Ok(1) => {
@@ -132,6 +134,17 @@ async fn reseed(nodes: &[Node], index: usize, generation: u64) -> Outcome {
                 "node re-seeded: its fencing counters count again"
             );
             node.admission().reseeded(generation, &marker);
+            Outcome::Done
+        }
+        Ok(-1) => {
+            // The record the check found is gone: a new loss (a flush) since. A marker now
+            // would cancel its quarantine; check the node again, which records it.
+            tracing::warn!(
+                node = index,
+                url = node.label(),
+                "node lost its data again before its re-seed (its quarantine record is gone): checking it again"
+            );
+            node.admission().recheck(node.client(), false);
             Outcome::Done
         }
         Ok(_) => Outcome::Retry("its marker changed during the re-seed".into()),

@@ -272,15 +272,16 @@ impl Admission {
         })
     }
 
-    /// What a re-seed needs: the check's generation and the run_id it found, while the node
-    /// is checked and its counters are not trusted (`None` otherwise).
-    pub(crate) fn lost(&self) -> Option<(u64, String)> {
+    /// What a re-seed needs: the check's generation, the run_id it found and the
+    /// `RUN_ID:START_MS` of the quarantine record it found (which the node must still hold),
+    /// while the node is checked and its counters are not trusted (`None` otherwise).
+    pub(crate) fn lost(&self) -> Option<(u64, String, Option<Arc<str>>)> {
         let state = self.state();
         if !state.checked || state.marker.is_some() {
             return None;
         }
         let run_id = state.facts.as_ref()?.run_id.clone()?;
-        Some((state.generation, run_id))
+        Some((state.generation, run_id, state.found.record.clone()))
     }
 
     /// The run_id of the node's last check, if it was checked and told it.

@@ -287,8 +287,18 @@ return {s, redis.call('get', KEYS[2])}";
 /// node's quarantine stays (see [`QUARANTINE`]): it tells a client with the same longest
 /// ttl that the young node it finds re-seeded waited out its quarantine.
 ///
-/// `KEYS = [marker key, largest counter key]`.
+/// Where the check that found the loss found a record too, `ARGV[4]` is its `RUN_ID:START_MS`,
+/// and the node is re-seeded only while it still holds that record: a record gone or another
+/// is a new loss since the check (a flush takes the record with the data), whose quarantine a
+/// marker written now would cancel. Then returns -1 and changes nothing (the client checks
+/// the node again). `ARGV[4]` empty: no record to hold it to.
+///
+/// `KEYS = [marker key, largest counter key, quarantine key]`.
 pub(crate) const SEED: &str = r"if (redis.call('get', KEYS[1]) or '') ~= ARGV[1] then return 0 end
+if ARGV[4] ~= '' then
+  local r = redis.call('get', KEYS[3]) or ''
+  if string.sub(r, 1, string.len(ARGV[4]) + 1) ~= ARGV[4] .. ':' then return -1 end
+end
 redis.call('set', KEYS[1], ARGV[2])
 local h = tonumber(redis.call('get', KEYS[2]) or '0')
 if not h or h < tonumber(ARGV[3]) then redis.call('set', KEYS[2], ARGV[3]) end
