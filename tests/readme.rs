@@ -128,3 +128,140 @@ fn the_readme_shows_the_code_that_runs_here() {
         "README.md's example and tests/readme.rs differ"
     );
 }
+
+/// The README opens with what the crate is for, then the two commands, exactly as CI runs
+/// the second (.ci/run greps for it), then the example within its first 40 lines.
+#[test]
+fn the_readme_leads_with_the_two_commands_and_the_example() {
+    let readme = include_str!("../README.md");
+    let first = &readme[readme.find("```").expect("a code block")..];
+    assert!(first.starts_with("```sh\n"), "{first}");
+    let block = &first[..first[3..].find("```").expect("its end") + 3];
+    let commands: Vec<&str> = block
+        .lines()
+        .skip(1)
+        .filter(|l| !l.is_empty() && !l.starts_with('#') && !l.starts_with("```"))
+        .collect();
+    assert_eq!(
+        commands,
+        [
+            "scripts/ensure-redis && cargo run --release --example demo",
+            "scripts/ensure-redis && cargo test --all-features",
+        ],
+        "the README's first block"
+    );
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    for file in ["scripts/ensure-redis", "examples/demo.rs"] {
+        assert!(root.join(file).is_file(), "{file} is missing");
+    }
+    let example = readme
+        .find("```rust,no_run\n")
+        .expect("the example's block");
+    let line = readme[..example].lines().count() + 1;
+    assert!(
+        line <= 40,
+        "the example starts at line {line} of the README"
+    );
+    assert!(
+        readme[..example].contains("\n## Example\n"),
+        "the first Rust block is the example"
+    );
+}
+
+/// GitHub's anchor for a heading: lower case, spaces as hyphens, other punctuation dropped.
+fn anchor(heading: &str) -> String {
+    heading
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter(|c| c.is_alphanumeric() || *c == ' ' || *c == '-' || *c == '_')
+        .map(|c| if c == ' ' { '-' } else { c })
+        .collect()
+}
+
+/// The lines of a Markdown text outside its code blocks.
+fn prose(text: &str) -> Vec<&str> {
+    let mut fenced = false;
+    let mut lines = Vec::new();
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+        } else if !fenced {
+            lines.push(line);
+        }
+    }
+    lines
+}
+
+/// The headings of a Markdown text (`## Title`), without their `#`s.
+fn headings(text: &str) -> Vec<&str> {
+    prose(text)
+        .into_iter()
+        .filter(|l| l.starts_with('#'))
+        .filter_map(|l| l.trim_start_matches('#').strip_prefix(' '))
+        .collect()
+}
+
+/// The relative links of a Markdown text outside its code blocks: `[text](target)`.
+fn relative_links(text: &str) -> Vec<String> {
+    let mut links = Vec::new();
+    for line in prose(text) {
+        let mut rest = line;
+        while let Some(at) = rest.find("](") {
+            rest = &rest[at + 2..];
+            let Some(end) = rest.find(')') else { break };
+            let target = &rest[..end];
+            if !target.contains("://") && !target.is_empty() {
+                links.push(target.to_string());
+            }
+            rest = &rest[end..];
+        }
+    }
+    links
+}
+
+/// Every relative link of the README and of the pages it sends readers to leads to a file
+/// that exists, and every `#anchor` in it to a heading of that file: the material moved out
+/// of the README is found where the README says.
+#[test]
+fn the_readme_and_its_pages_link_to_what_exists() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let pages = [
+        ("README.md", include_str!("../README.md")),
+        ("docs/operations.md", include_str!("../docs/operations.md")),
+        (
+            "docs/troubleshooting.md",
+            include_str!("../docs/troubleshooting.md"),
+        ),
+        (
+            "docs/configuration.md",
+            include_str!("../docs/configuration.md"),
+        ),
+    ];
+    let mut checked = 0;
+    for (page, text) in pages {
+        let dir = root.join(page).parent().expect("a directory").to_path_buf();
+        for link in relative_links(text) {
+            let (file, fragment) = match link.split_once('#') {
+                Some((file, fragment)) => (file, Some(fragment)),
+                None => (link.as_str(), None),
+            };
+            let target = if file.is_empty() {
+                root.join(page)
+            } else {
+                dir.join(file)
+            };
+            assert!(target.exists(), "{page}: `{link}` leads nowhere");
+            if let Some(fragment) = fragment {
+                let linked = std::fs::read_to_string(&target).expect("a text file");
+                assert!(
+                    headings(&linked).iter().any(|h| anchor(h) == fragment),
+                    "{page}: `{link}`: no such heading in {}",
+                    target.display()
+                );
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked > 20, "only {checked} links found");
+}
