@@ -165,7 +165,8 @@ With --permits N, RESOURCE is a semaphore: run holds one of its N permits instea
 lock, waits (or not) as above until one is free, keeps it alive and releases it as a lock,
 and adds QUORUMLOCK_SLOT (the permit's slot, 0 to N-1: no two holders have the same) to
 COMMAND's environment. The fencing token is the semaphore's, one counter for all its
-permits: greater than every token handed out before the permit was taken, and never the
+permits: greater than every token of the semaphore handed out before run asked for it (a
+permit taken later may ask first and get a smaller one), increasing per slot, and never the
 same as another permit's (its remainder modulo 1024 is the slot). A RESOURCE in use as a
 lock, or as a semaphore of another N, is refused (exit 64) and nothing is changed on any
 node.
