@@ -7,7 +7,7 @@
 //! on a slot recorded by a majority, never on a count of claims, which is what bounds the
 //! holders by `N`.
 
-use crate::algo::quorum::Tally;
+use crate::algo::quorum::{Decision, Tally};
 use crate::error::MAX_PERMITS;
 
 /// The fencing token after `seen` (the largest token read on a majority) for a lock
@@ -77,6 +77,17 @@ pub(crate) fn narrowed(tally: &Tally, on_slot: usize) -> Tally {
     narrowed
 }
 
+/// Whether a permit's round is decided, from its tally and the slot each node that recorded
+/// one recorded (`granted`): won once a quorum recorded one slot; lost once no slot can be
+/// recorded by a quorum any more, even if every node not heard from recorded the best one;
+/// pending otherwise. A majority of yes split across slots does not end the round while the
+/// nodes still to answer could make a majority on one of them (right after a release that
+/// some nodes saw and others not yet, nodes record different slots).
+pub(crate) fn decision(tally: &Tally, granted: impl IntoIterator<Item = u32>) -> Decision {
+    let on_slot = most_recorded(granted).map_or(0, |(_, n)| n);
+    narrowed(tally, on_slot).decision()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -121,6 +132,61 @@ mod tests {
                 prop_assert_eq!(slots.iter().filter(|s| **s == Some(slot)).count(), n);
             }
         }
+    }
+
+    proptest! {
+        /// A permit's round, its answers counted one by one (a slot recorded, or a refusal),
+        /// is won exactly when a quorum recorded one slot, lost exactly when no slot can get
+        /// a quorum whatever the nodes not heard from answer, and pending otherwise; every
+        /// node heard, it is decided.
+        #[test]
+        fn a_round_ends_only_when_no_slot_or_one_slot_can_have_a_majority(
+            answers in proptest::collection::vec(proptest::option::of(0u32..4), 1..=9),
+        ) {
+            let nodes = answers.len();
+            let q = quorum(nodes);
+            let mut tally = Tally::new(nodes);
+            for heard in 1..=nodes {
+                let slot = answers[heard - 1];
+                tally.record(if slot.is_some() { Ballot::Yes } else { Ballot::No });
+                let so_far = &answers[..heard];
+                let on = |s: u32| so_far.iter().filter(|a| **a == Some(s)).count();
+                let open = nodes - heard;
+                let decided = decision(&tally, so_far.iter().flatten().copied());
+                let won = (0..4).any(|s| on(s) >= q);
+                let reachable = (0..4).any(|s| on(s) + open >= q);
+                let expected = if won {
+                    Decision::Won
+                } else if reachable {
+                    Decision::Pending
+                } else {
+                    Decision::Lost
+                };
+                prop_assert_eq!(decided, expected, "{:?} heard of {}", so_far, nodes);
+            }
+            prop_assert_ne!(
+                decision(&tally, answers.iter().flatten().copied()),
+                Decision::Pending
+            );
+        }
+    }
+
+    #[test]
+    fn a_split_majority_waits_for_the_nodes_still_to_answer() {
+        // Five nodes, a release seen by some of them: the first three answers name slots
+        // 1, 1 and 2. A majority said yes, but on no one slot, and the two nodes still to
+        // answer could make slot 1 a majority: the round goes on.
+        let mut tally = Tally::new(5);
+        for _ in 0..3 {
+            tally.record(Ballot::Yes);
+        }
+        assert_eq!(tally.decision(), Decision::Won, "a majority of yes");
+        assert_eq!(decision(&tally, [1, 1, 2]), Decision::Pending);
+        tally.record(Ballot::Yes);
+        assert_eq!(decision(&tally, [1, 1, 2, 1]), Decision::Won);
+        assert_eq!(decision(&tally, [1, 1, 2, 2]), Decision::Pending);
+        tally.record(Ballot::No);
+        assert_eq!(decision(&tally, [1, 1, 2, 2]), Decision::Lost);
     }
 
     proptest! {

@@ -736,6 +736,26 @@ impl Coordinator {
         F: Fn(&Node) -> Fut,
         Fut: Future<Output = NodeResult<T>> + Send + 'static,
     {
+        self.round_deciding(decided, stake, op, |tally, _| tally.decision())
+            .await
+    }
+
+    /// [`round_marking`](Self::round_marking), decided by `decide` from the tally and the
+    /// answers heard so far instead of by the tally alone: a permit's round is won by a
+    /// majority on one slot, not by a majority of yes (`algo::slots::decision`).
+    pub(crate) async fn round_deciding<T, F, Fut, D>(
+        &self,
+        decided: Option<&AtomicBool>,
+        stake: Stake,
+        op: F,
+        decide: D,
+    ) -> Round<T>
+    where
+        T: Answer,
+        F: Fn(&Node) -> Fut,
+        Fut: Future<Output = NodeResult<T>> + Send + 'static,
+        D: Fn(&Tally, &[(usize, T)]) -> Decision,
+    {
         let mut suspects = 0u64;
         let pending: FuturesUnordered<_> = self
             .inner
@@ -769,7 +789,7 @@ impl Coordinator {
         let mut pending = InBackgroundOnDrop(pending, Arc::clone(&self.inner.background));
         while let Some((index, vote)) = pending.0.next().await {
             let suspect = suspects & (1 << index) != 0;
-            let decision = match vote {
+            match vote {
                 Ok(answer) => {
                     round.answered |= 1 << index;
                     let ballot = answer.ballot();
@@ -778,16 +798,15 @@ impl Coordinator {
                             .failures
                             .push(node.answered_no(stake == Stake::Taking));
                     }
-                    let decision = round.tally.record_from(ballot, suspect);
+                    round.tally.record_from(ballot, suspect);
                     round.answers.push((index, answer));
-                    decision
                 }
                 Err(e) => {
                     round.failures.push(e);
-                    round.tally.record_from(Ballot::Failed, suspect)
+                    round.tally.record_from(Ballot::Failed, suspect);
                 }
-            };
-            if decision != Decision::Pending {
+            }
+            if decide(&round.tally, &round.answers) != Decision::Pending {
                 if let Some(decided) = decided {
                     decided.store(true, Ordering::SeqCst);
                 }

@@ -19,7 +19,7 @@ use tokio::sync::watch;
 use fred::types::{Key, Value};
 
 use crate::algo::keys;
-use crate::algo::quorum::Stake;
+use crate::algo::quorum::{Stake, Tally};
 use crate::algo::slots;
 use crate::algo::verdict::{self, Timed};
 use crate::config::{Retry, Ttl};
@@ -149,42 +149,47 @@ impl Coordinator {
         let (granted_slot, verdict_rx) = watch::channel(None::<Option<u32>>);
         let decided = Arc::new(AtomicBool::new(false));
         let start = Instant::now();
+        // Decided on one slot, not on a majority of yes: nodes that recorded different slots
+        // do not end the round while those still to answer could make one slot a majority.
+        let decide = |tally: &Tally, answers: &[(usize, SlotAnswer)]| {
+            slots::decision(tally, recorded(answers))
+        };
         let round = self
-            .round_marking(Some(&decided), Stake::Taking, |node| {
-                let answer = send(node, key.clone(), value.clone());
-                let (decided, mut verdict) = (Arc::clone(&decided), verdict_rx.clone());
-                // The node records at most one claim per attempt: dropping every claim of
-                // the token there drops the one on the wrong slot. Sent only if awaited.
-                let discard = node.discard(Primitive::Permit, locks.to_vec(), discard_all.clone());
-                async move {
-                    let answer = answer.await;
-                    if let (Ok(SlotAnswer::Granted(recorded, _)), true) =
-                        (&answer, decided.load(Ordering::SeqCst))
-                    {
-                        let granted = match verdict.wait_for(Option::is_some).await {
-                            Ok(granted) => granted.flatten(),
-                            Err(_) => None,
-                        };
-                        if granted.is_some_and(|slot| slot != *recorded) {
-                            let _ = discard.await;
+            .round_deciding(
+                Some(&decided),
+                Stake::Taking,
+                |node| {
+                    let answer = send(node, key.clone(), value.clone());
+                    let (decided, mut verdict) = (Arc::clone(&decided), verdict_rx.clone());
+                    // The node records at most one claim per attempt: dropping every claim of
+                    // the token there drops the one on the wrong slot. Sent only if awaited.
+                    let discard =
+                        node.discard(Primitive::Permit, locks.to_vec(), discard_all.clone());
+                    async move {
+                        let answer = answer.await;
+                        if let (Ok(SlotAnswer::Granted(recorded, _)), true) =
+                            (&answer, decided.load(Ordering::SeqCst))
+                        {
+                            let granted = match verdict.wait_for(Option::is_some).await {
+                                Ok(granted) => granted.flatten(),
+                                Err(_) => None,
+                            };
+                            if granted.is_some_and(|slot| slot != *recorded) {
+                                let _ = discard.await;
+                            }
                         }
+                        answer
                     }
-                    answer
-                }
-            })
+                },
+                decide,
+            )
             .await;
         let elapsed = start.elapsed();
         let found = round.answers.iter().find_map(|(_, a)| match a {
             SlotAnswer::Other(found) => Some(*found),
             _ => None,
         });
-        let granted = || {
-            round.answers.iter().filter_map(|(_, a)| match a {
-                SlotAnswer::Granted(slot, _) => Some(*slot),
-                _ => None,
-            })
-        };
-        let best = slots::most_recorded(granted());
+        let best = slots::most_recorded(recorded(&round.answers));
         let tally = slots::narrowed(&round.tally, best.map_or(0, |(_, n)| n));
         let failure = match (
             found,
@@ -252,4 +257,12 @@ impl Coordinator {
             .await;
         Err(failure)
     }
+}
+
+/// The slot recorded by each node that recorded one, among a round's answers.
+fn recorded(answers: &[(usize, SlotAnswer)]) -> impl Iterator<Item = u32> + '_ {
+    answers.iter().filter_map(|(_, a)| match a {
+        SlotAnswer::Granted(slot, _) => Some(*slot),
+        _ => None,
+    })
 }
