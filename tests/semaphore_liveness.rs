@@ -1,6 +1,6 @@
 //! Semaphores and read-write locks that refuse or wait when they need not (design 2.9), on
 //! real servers: a permit free on a majority is granted although the first answers name
-//! different slots.
+//! different slots; one node of another kind at the key is a refusal, not a kind mismatch.
 //!
 //! Each test orders the nodes' answers by freezing some nodes (SIGSTOP) until the others
 //! have answered, as seen on those nodes, so that the case it tests happens on every run.
@@ -10,9 +10,9 @@ mod common;
 use std::time::Duration;
 
 use common::primitives::{members, write_claim};
-use common::HANG;
+use common::{client, HANG};
 use quorumlock::testkit::LocalQuorum;
-use quorumlock::RedLock;
+use quorumlock::{Error, RedLock};
 
 /// A client whose nodes may stay frozen for a while without failing a round: the rounds in
 /// these tests wait for frozen nodes, which answer once resumed.
@@ -69,5 +69,56 @@ async fn a_permit_free_on_a_majority_is_granted_when_the_first_answers_name_othe
     };
     assert_eq!(permit.slot(), 0, "the slot recorded by a majority");
     assert_eq!(permit.acquired_on(), 3);
+    permit.release().await.unwrap();
+}
+
+/// One node of five holds a lock's value at a semaphore's key. Its answer comes first (the
+/// others are frozen until it answered): it is a refusal like a node whose slots are all
+/// taken, and the four others grant the permit. It used to fail the call with
+/// `KindMismatch`, which is not retried and says "on a majority of the nodes". With the
+/// permit held, the next call is refused as `Taken` (retried), not as a kind mismatch.
+#[tokio::test]
+async fn one_node_of_another_kind_is_a_refusal_not_a_kind_mismatch() {
+    let mut q = LocalQuorum::start(5).await.unwrap();
+    let (redlock, other) = (waiting_client(&q).await, client(&q).await);
+    let set = q.node(0).command(&["SET", "jobs", "a-lock-token"]).await;
+    assert!(set.is_ok(), "{set:?}");
+    let before = common::calls(q.node(0), "type").await;
+    for i in 1..5 {
+        q.node_mut(i).freeze().unwrap();
+    }
+    let semaphore = redlock.semaphore("jobs", 1).unwrap();
+    let attempt = tokio::spawn(async move { semaphore.acquire().await });
+    common::eventually("node 0 answered, or the call ended", || async {
+        common::calls(q.node(0), "type").await > before || attempt.is_finished()
+    })
+    .await;
+    for i in 1..5 {
+        q.node_mut(i).resume().unwrap();
+    }
+    let outcome = tokio::time::timeout(HANG, attempt)
+        .await
+        .expect("the call ended")
+        .unwrap();
+    let permit = match outcome {
+        Ok(permit) => permit,
+        Err(e) => panic!("four nodes of five are free: {e:?}"),
+    };
+    assert!(permit.acquired_on() >= 3);
+    assert!(
+        permit.failures().iter().any(|f| f.index == 0),
+        "node 0 named: {:?}",
+        permit.failures()
+    );
+    assert!(redlock.settle(HANG).await, "every node answered");
+    assert_eq!(
+        common::get(q.node(0), "jobs").await.as_deref(),
+        Some("a-lock-token"),
+        "node 0 unchanged"
+    );
+    match other.semaphore("jobs", 1).unwrap().try_acquire().await {
+        Err(Error::Taken { .. }) => {}
+        outcome => panic!("the only permit is held: {outcome:?}"),
+    }
     permit.release().await.unwrap();
 }

@@ -8,7 +8,7 @@
 //! holders by `N`.
 
 use crate::algo::quorum::{Decision, Tally};
-use crate::error::MAX_PERMITS;
+use crate::error::{FoundKind, MAX_PERMITS};
 
 /// The fencing token after `seen` (the largest token read on a majority) for a lock
 /// (`slot` is `None`): `seen + 1`; for the permit of slot `slot`: the next multiple of
@@ -86,6 +86,27 @@ pub(crate) fn narrowed(tally: &Tally, on_slot: usize) -> Tally {
 pub(crate) fn decision(tally: &Tally, granted: impl IntoIterator<Item = u32>) -> Decision {
     let on_slot = most_recorded(granted).map_or(0, |(_, n)| n);
     narrowed(tally, on_slot).decision()
+}
+
+/// The kind found at a semaphore's or read-write lock's key (`found`: one per node that
+/// answered it holds another kind) on more nodes than a majority may do without, so that no
+/// claim can be granted while it is there: the round is refused as a kind mismatch. Found on
+/// fewer, those nodes only refused (as a node whose slots are all taken does), and the claim
+/// can still be granted by the others. The rule a lock's call applies to what it reads after
+/// its first refusal (`engine/census.rs`).
+pub(crate) fn kind_in_the_way(
+    tally: &Tally,
+    found: impl IntoIterator<Item = FoundKind>,
+) -> Option<FoundKind> {
+    let spare = tally.nodes.saturating_sub(tally.quorum());
+    let mut seen: Vec<(FoundKind, usize)> = Vec::new();
+    for kind in found {
+        match seen.iter_mut().find(|(k, _)| *k == kind) {
+            Some((_, n)) => *n += 1,
+            None => seen.push((kind, 1)),
+        }
+    }
+    seen.into_iter().find(|(_, n)| *n > spare).map(|(k, _)| k)
 }
 
 #[cfg(test)]
@@ -169,6 +190,31 @@ mod tests {
                 Decision::Pending
             );
         }
+
+        /// A kind is in the way where it is on more nodes than a majority may do without:
+        /// then no majority of the others is left to grant anything.
+        #[test]
+        fn a_kind_is_in_the_way_only_where_no_majority_is_left(
+            nodes in 1usize..=9,
+            found in proptest::collection::vec(0u32..3, 0..=9),
+        ) {
+            let found: Vec<FoundKind> = found
+                .into_iter()
+                .take(nodes)
+                .map(|k| match k {
+                    0 => FoundKind::Other,
+                    1 => FoundKind::ReadWriteLock,
+                    n => FoundKind::Semaphore { permits: n },
+                })
+                .collect();
+            let tally = Tally::new(nodes);
+            let in_the_way = kind_in_the_way(&tally, found.iter().copied());
+            let on = |kind: FoundKind| found.iter().filter(|k| **k == kind).count();
+            match in_the_way {
+                Some(kind) => prop_assert!(nodes - on(kind) < quorum(nodes)),
+                None => prop_assert!(found.iter().all(|k| nodes - on(*k) >= quorum(nodes))),
+            }
+        }
     }
 
     #[test]
@@ -187,6 +233,25 @@ mod tests {
         assert_eq!(decision(&tally, [1, 1, 2, 2]), Decision::Pending);
         tally.record(Ballot::No);
         assert_eq!(decision(&tally, [1, 1, 2, 2]), Decision::Lost);
+    }
+
+    #[test]
+    fn one_node_of_another_kind_is_a_refusal() {
+        let five = Tally::new(5);
+        assert_eq!(kind_in_the_way(&five, [FoundKind::Other]), None);
+        let two = [FoundKind::Other, FoundKind::ReadWriteLock];
+        assert_eq!(kind_in_the_way(&five, two), None);
+        let three = [FoundKind::ReadWriteLock; 3];
+        assert_eq!(
+            kind_in_the_way(&five, three),
+            Some(FoundKind::ReadWriteLock)
+        );
+        // Four nodes need three: two of another kind leave no majority.
+        let four = Tally::new(4);
+        assert_eq!(
+            kind_in_the_way(&four, [FoundKind::Other; 2]),
+            Some(FoundKind::Other)
+        );
     }
 
     proptest! {

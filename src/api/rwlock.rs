@@ -70,7 +70,8 @@ impl RwLock {
     ///
     /// # Errors
     /// As [`RedLock::lock`](crate::RedLock::lock); [`Error::KindMismatch`] when the name is
-    /// in use as a lock or a semaphore (nothing was changed on any node).
+    /// in use as a lock or a semaphore on more nodes than a majority may do without (nothing
+    /// was changed on any node; on fewer, those nodes count as refusals).
     pub async fn read(&self) -> Result<RwGuard, Error> {
         let config = self.redlock.config();
         self.acquire(Access::Read, config.ttl, config.retry).await

@@ -185,10 +185,15 @@ impl Coordinator {
             )
             .await;
         let elapsed = start.elapsed();
-        let found = round.answers.iter().find_map(|(_, a)| match a {
-            SlotAnswer::Other(found) => Some(*found),
-            _ => None,
-        });
+        // Another kind at the key is a kind mismatch only on more nodes than a majority may
+        // do without; on fewer, those nodes refused, and the others may grant the claim.
+        let found = slots::kind_in_the_way(
+            &round.tally,
+            round.answers.iter().filter_map(|(_, a)| match a {
+                SlotAnswer::Other(found) => Some(*found),
+                _ => None,
+            }),
+        );
         let best = slots::most_recorded(recorded(&round.answers));
         let tally = slots::narrowed(&round.tally, best.map_or(0, |(_, n)| n));
         let failure = match (
