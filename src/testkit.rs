@@ -938,6 +938,13 @@ pub fn batch_script() -> (String, Vec<&'static str>) {
     )
 }
 
+/// The script a lone `SET NX` vote goes as (`KEYS = [key]`, `ARGV = [token, ttl_ms]`), which
+/// answers as the batch script does for that one call: its answer, then the node's marker
+/// and quarantine record.
+pub fn set_nx_alone_script() -> &'static str {
+    crate::node::scripts::SET_NX_ALONE
+}
+
 /// The arguments that announce one call in the batch script of [`batch_script`], before the
 /// call's own: for a call of script number `number` (1-based in the list it returns) with
 /// `keys` keys and `args` arguments, as the client writes them for a node that runs the

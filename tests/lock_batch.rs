@@ -484,3 +484,71 @@ async fn acquisitions_queued_together_take_one_msetex_where_the_node_runs_it() {
         lock.release().await.expect("release");
     }
 }
+
+/// A lone `SET NX` vote goes as its own script, which answers exactly as the batch script
+/// does for that one call (its answer, the node's marker, its quarantine record) and leaves
+/// the key as it does, whatever the key holds and whatever the node holds under its marker
+/// and record.
+#[tokio::test]
+async fn a_lone_set_nx_answers_as_the_batch_of_it() {
+    let quorum = LocalQuorum::start(1).await.expect("node");
+    let node = quorum.node(0);
+    let (batch, _) = quorumlock::testkit::batch_script();
+    let alone = quorumlock::testkit::set_nx_alone_script();
+    let header = quorumlock::testkit::batch_header(1, 1, 2, &[]);
+    let states: [&[&str]; 4] = [
+        &[],
+        &["SET", "k", "ours"],
+        &["SET", "k", "theirs"],
+        &["RPUSH", "k", "a list"],
+    ];
+    let held: [&[&[&str]]; 3] = [
+        &[],
+        &[&["SET", "quorumlock:node", "abc:7"]],
+        &[
+            &["SET", "quorumlock:node", "abc:7"],
+            &["SET", "quorumlock:quarantine", "abc:1000:10000"],
+        ],
+    ];
+    let mut compared = 0;
+    for state in states {
+        for setup in held {
+            let mut outcomes = Vec::new();
+            for batched in [false, true] {
+                node.command(&["FLUSHALL"]).await.expect("FLUSHALL");
+                for command in setup {
+                    node.command(command).await.expect("set up");
+                }
+                if !state.is_empty() {
+                    node.command(state).await.expect("set up");
+                }
+                let mut command = if batched {
+                    vec!["EVAL", &batch, "1", "k", "1"]
+                } else {
+                    vec!["EVAL", alone, "1", "k"]
+                };
+                if batched {
+                    command.extend(header.iter().map(String::as_str));
+                }
+                command.extend(["ours", "60000"]);
+                let reply = node.command(&command).await.expect("EVAL");
+                let kind = node.command(&["TYPE", "k"]).await.expect("TYPE");
+                let value = match kind {
+                    Reply::Status(ref s) if s == "string" => {
+                        node.command(&["GET", "k"]).await.expect("GET")
+                    }
+                    _ => Reply::Bulk(None),
+                };
+                outcomes.push((reply, kind, value));
+            }
+            assert!(
+                matches!(&outcomes[0].0, Reply::Array(Some(a)) if a.len() == 3),
+                "{:?}",
+                outcomes[0]
+            );
+            assert_eq!(outcomes[0], outcomes[1], "{state:?} with {setup:?}");
+            compared += 1;
+        }
+    }
+    assert_eq!(compared, 12);
+}

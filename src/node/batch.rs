@@ -62,6 +62,8 @@ static PERMIT_FENCE: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::PE
 static PERMIT_HANDOVER: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::PERMIT_HANDOVER));
 static RW_ACQUIRE: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::RW_ACQUIRE));
 pub(crate) static BATCH: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::batch()));
+pub(crate) static SET_NX_ALONE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(scripts::SET_NX_ALONE));
 
 /// What a call runs: one of the scripts (a vote, even alone, in the batch script).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -363,8 +365,8 @@ async fn send_queued(
         busy = calls.len() > 1;
         match calls.as_slice() {
             [] => {}
-            // A vote goes in the batch script even alone: it reads back the node's marker
-            // and record with it ([`send_batch`]).
+            // A vote goes as the batch script even alone (a lone SET NX as its own script
+            // that answers alike): it reads back the node's marker and record ([`send_batch`]).
             [call] if !call.vote => send_one(&client, timeout, &mut calls, &admission).await,
             _ => send_batch(&client, timeout, &mut calls, &admission).await,
         }
@@ -745,7 +747,12 @@ async fn send_batch(
     };
     // The calls sent: these, or fewer if some are dropped before the EVAL fallback.
     let sent = calls.len();
+    // A lone SET NX goes as its own script, which answers as the batch of it would.
+    let alone = matches!(calls.as_slice(), [call] if call.op == Op::SetNx);
     let command = |calls: &[Call], first| {
+        if alone {
+            return single_command(calls, first);
+        }
         let together = match calls.len() {
             n if n == sent => together,
             _ if natives.msetex => set_together(calls),
@@ -753,7 +760,8 @@ async fn send_batch(
         };
         batch_command(calls, first, natives, together)
     };
-    let reply = run_calls(client, timeout, calls, &BATCH, command, resend).await;
+    let script: &Script = if alone { &SET_NX_ALONE } else { &BATCH };
+    let reply = run_calls(client, timeout, calls, script, command, resend).await;
     let (answers, marker, record) = match reply {
         Ok(Value::Array(mut answers)) if answers.len() == calls.len() + 2 => {
             let record = answers.pop().and_then(|v| v.into_string());

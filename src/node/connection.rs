@@ -19,7 +19,7 @@ use crate::config::given::Source;
 use crate::config::{Config, NodeUrl};
 use crate::error::{ConfigError, FoundKind, NodeError, NodeErrorKind};
 use crate::node::admission::{self, Admission, Clearance, Fleet};
-use crate::node::batch::{Batcher, Failure, List, Op, BATCH};
+use crate::node::batch::{Batcher, Failure, List, Op, BATCH, SET_NX_ALONE};
 use crate::node::failure::{classify, describe};
 use crate::node::scripts;
 use crate::node::subscriber::Listener;
@@ -856,8 +856,8 @@ fn our_builder(mut fred_config: FredConfig, config: &Config) -> Builder {
 /// Caches the scripts on the node, so that a command that a frozen node runs late finds
 /// them too: by then nobody waits to send the EVAL fallback.
 async fn preload_scripts(index: usize, client: &Client) {
-    let batch = BATCH.body.as_ref();
-    for body in scripts::BATCHED.into_iter().chain([batch]) {
+    let (batch, alone) = (BATCH.body.as_ref(), SET_NX_ALONE.body.as_ref());
+    for body in scripts::BATCHED.into_iter().chain([batch, alone]) {
         if let Err(error) = client.script_load::<String, _>(body).await {
             tracing::debug!(node = index, %error, "could not cache a script");
         }

@@ -760,9 +760,16 @@ pub(crate) const PERMIT: [&str; 9] = join(PERMIT_BATCHED, [PERMIT_HOLDERS]);
 /// Every script sent by `EVALSHA` (`SET_NX` runs inline in the batch script),
 /// for tests that check the hashes against a real `SCRIPT LOAD`.
 #[cfg(any(test, feature = "testkit"))]
-pub(crate) const ALL: [&str; 21] = join(
+pub(crate) const ALL: [&str; 22] = join(
     join::<8, 8, 16>(LOCK_BATCHED, PERMIT_BATCHED),
-    [IDENTIFY, OBSERVE, SEED, QUARANTINE, PERMIT_HOLDERS],
+    [
+        IDENTIFY,
+        OBSERVE,
+        SEED,
+        QUARANTINE,
+        PERMIT_HOLDERS,
+        SET_NX_ALONE,
+    ],
 );
 
 /// The scripts [`batch`] can run, in the order of their numbers in it.
@@ -775,16 +782,33 @@ pub(crate) const BATCHED: [&str; 17] =
 /// call ran: a vote counts only if the node still holds what its check found
 /// (`lineage::still_checked`), so that a flush under a connected client is seen.
 macro_rules! held {
-    () => {
-        r"local count = tonumber(ARGV[1])
+    ($count:literal) => {
+        concat!(
+            "local count = ",
+            $count,
+            r"
 for i, key in ipairs({'quorumlock:node', 'quorumlock:quarantine'}) do
   local v = redis.pcall('get', key)
   if type(v) == 'table' then v = false end
   out[count + i] = v
 end
 "
+        )
     };
 }
+
+/// A lone `SET key token NX PX ttl` vote, answered as the [`batch`] of that one call
+/// answers: `{0 or nil, marker, record}`. The most frequent vote (a lock whose token nobody
+/// asks for), spared the batch script's table of functions: about the server work of the
+/// plain command, two `GET`s and a script call (docs/benchmarks.md).
+/// `KEYS = [key]`, `ARGV = [token, ttl_ms]`.
+pub(crate) const SET_NX_ALONE: &str = concat!(
+    r"local out = {false}
+if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then out[1] = 0 end
+",
+    held!("1"),
+    "return out"
+);
 
 /// The script that runs several calls of the scripts above in one: concurrent calls bound
 /// for one node are sent as one (see `node/batch.rs`). Each script becomes a function of
@@ -894,7 +918,7 @@ for j = first, tonumber(ARGV[1]) do
   out[j] = r
 end
 ",
-        held!(),
+        held!("tonumber(ARGV[1])"),
         r"return out"
     ));
     body
@@ -1061,5 +1085,6 @@ mod tests {
     fn the_batch_reads_back_the_marker_and_record_keys() {
         let held = format!("{{'{}', '{}'}}", keys::NODE_KEY, keys::QUARANTINE_KEY);
         assert!(batch().contains(&held), "{}", batch());
+        assert!(SET_NX_ALONE.contains(&held), "{SET_NX_ALONE}");
     }
 }
