@@ -422,34 +422,33 @@ async fn the_holders_are_the_readers_the_writer_and_the_writers_waiting() {
 }
 
 /// An uncontended writer recorded no intent, so it sends nothing to drop one; a refused one
-/// does. (Counted in `ZRANGE` calls: an uncontended cycle runs none, since the key does
-/// not exist when it is taken; DISCARD, of an attempt's claims or of an intent, runs one,
-/// and so does an acquisition of a key that exists.)
+/// does, and announces the drop as a release. (Counted in `ZRANGE` and `PUBLISH` calls: an
+/// uncontended cycle runs no `ZRANGE`, since the key does not exist when it is taken, and
+/// one `PUBLISH` per node, its release's; DISCARD, of an attempt's claims or of a granted
+/// writer's intent, runs one `ZRANGE`, and so does an acquisition of a key that exists; the
+/// drop of the intent of a writer that did not get the lock is a release of the intent, one
+/// `PUBLISH` on each node that recorded it.)
 #[tokio::test]
 async fn only_a_writer_that_was_refused_drops_an_intent() {
     let q = LocalQuorum::start(3).await.unwrap();
     let (a, b) = (client(&q).await, client(&q).await);
-    let types = || async {
-        let mut n = 0;
-        for node in q.nodes() {
-            n += common::calls(node, "zrange").await;
-        }
-        n
-    };
-    let before = types().await;
+    let calls = |command: &'static str| common::calls_on_all(&q, command);
+    let (zrange, publish) = (calls("zrange").await, calls("publish").await);
     let w = a.rw_lock("quiet").unwrap().try_write().await.unwrap();
     w.release().await.unwrap();
     assert!(a.settle(Duration::from_secs(5)).await);
     assert_eq!(
-        types().await,
-        before,
+        calls("zrange").await,
+        zrange,
         "an intent was dropped that nobody recorded"
     );
+    assert_eq!(calls("publish").await, publish + 3, "the release's");
     let r = a.rw_lock("quiet").unwrap().try_read().await.unwrap();
     assert!(b.rw_lock("quiet").unwrap().try_write().await.is_err());
     assert!(b.settle(Duration::from_secs(5)).await);
-    // On every node: the refused attempt's read of the claims, its discard, and the drop
-    // of its intent.
-    assert_eq!(types().await, before + 9);
+    // On every node: the refused attempt's read of the claims and its discard; and the
+    // drop of its intent, announced.
+    assert_eq!(calls("zrange").await, zrange + 6);
+    assert_eq!(calls("publish").await, publish + 6);
     r.release().await.unwrap();
 }

@@ -1,18 +1,20 @@
 //! Semaphores and read-write locks that refuse or wait when they need not (design 2.9), on
 //! real servers: a permit free on a majority is granted although the first answers name
-//! different slots; one node of another kind at the key is a refusal, not a kind mismatch.
+//! different slots; readers kept out only by a writer's intent are woken when the writer is
+//! cancelled; one node of another kind at the key is a refusal, not a kind mismatch.
 //!
-//! Each test orders the nodes' answers by freezing some nodes (SIGSTOP) until the others
-//! have answered, as seen on those nodes, so that the case it tests happens on every run.
+//! Each test makes its case happen on every run: the semaphore tests freeze some nodes
+//! (SIGSTOP) until the others have answered, as seen on those nodes; the read-write lock's
+//! cancels the writer once the reader's client counted the reader's two refusals.
 
 mod common;
 
 use std::time::Duration;
 
 use common::primitives::{members, write_claim};
-use common::{client, HANG};
+use common::{client, HANG, NEVER};
 use quorumlock::testkit::LocalQuorum;
-use quorumlock::{Error, RedLock};
+use quorumlock::{Access, Error, RedLock, Retry};
 
 /// A client whose nodes may stay frozen for a while without failing a round: the rounds in
 /// these tests wait for frozen nodes, which answer once resumed.
@@ -70,6 +72,65 @@ async fn a_permit_free_on_a_majority_is_granted_when_the_first_answers_name_othe
     assert_eq!(permit.slot(), 0, "the slot recorded by a majority");
     assert_eq!(permit.acquired_on(), 3);
     permit.release().await.unwrap();
+}
+
+/// A writer refused because a reader holds leaves an intent, which keeps out a reader of
+/// another client that arrives after it: that reader waits in line for a release, with a
+/// pause no test waits out. The writer is cancelled: its intent goes, and the reader, which
+/// nothing else keeps out, must be woken as a release wakes it, not by its pause.
+#[tokio::test]
+async fn readers_kept_out_by_a_writers_intent_are_woken_when_the_writer_is_cancelled() {
+    let q = LocalQuorum::start(3).await.unwrap();
+    let (a, w, b) = (client(&q).await, client(&q).await, client(&q).await);
+    let ttl = Duration::from_secs(10);
+    let patient = Retry::within(NEVER * 10)
+        .delay(NEVER)
+        .jitter(Duration::ZERO);
+    let reading = a.rw_lock("ledger").unwrap().try_read().await.unwrap();
+    let writer = {
+        let lock = w.rw_lock("ledger").unwrap();
+        tokio::spawn(async move { lock.acquire(Access::Write, ttl, patient).await })
+    };
+    let intents = || async {
+        let mut on = 0;
+        for node in q.nodes() {
+            on += usize::from(
+                members(node, "ledger")
+                    .await
+                    .iter()
+                    .any(|m| m.starts_with("i:")),
+            );
+        }
+        on
+    };
+    common::eventually("the writer's intent is on every node", || async {
+        intents().await == 3
+    })
+    .await;
+    let reader = {
+        let lock = b.rw_lock("ledger").unwrap();
+        tokio::spawn(async move { lock.acquire(Access::Read, ttl, patient).await })
+    };
+    // Refused by the intent at its first attempt and at the one right after it subscribed
+    // to the lock's release channel: it now waits for a release.
+    common::eventually("the reader was refused twice", || async {
+        b.stats().taken >= 2
+    })
+    .await;
+    writer.abort();
+    assert!(writer.await.unwrap_err().is_cancelled());
+    let second = tokio::time::timeout(HANG, reader)
+        .await
+        .expect("the reader waited out its pause: the intent's removal woke nobody")
+        .unwrap()
+        .unwrap();
+    assert_eq!(second.access(), Access::Read);
+    assert_eq!(b.stats().paused, 0, "woken, not paused");
+    assert!(b.stats().woken >= 1);
+    assert!(w.settle(HANG).await, "every node answered");
+    assert_eq!(intents().await, 0, "the intent is gone from every node");
+    second.release().await.unwrap();
+    reading.release().await.unwrap();
 }
 
 /// One node of five holds a lock's value at a semaphore's key. Its answer comes first (the

@@ -25,7 +25,8 @@ use crate::error::Error;
 /// **Writers first.** A writer refused because others hold leaves an intent on the nodes,
 /// renewed by each of its attempts and dropped when its call ends: readers arriving after it
 /// are refused until it is through, so a stream of readers cannot starve it. Readers already
-/// in finish first.
+/// in finish first. A writer that gives up or is cancelled announces the drop as a release
+/// is announced, so readers waiting for a release come in at once.
 ///
 /// ```
 /// # #[cfg(feature = "testkit")]

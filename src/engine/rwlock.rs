@@ -7,7 +7,9 @@
 //! ([`Coordinator::acquiring`]). A writer refused because others hold records an intent on
 //! the nodes that refused it, which keeps new readers out until the writer is through; each
 //! of its attempts renews the intent, so its pauses are at most a third of the ttl, and the
-//! intent is dropped everywhere once the writer's call ends, however it ends.
+//! intent is dropped everywhere once the writer's call ends, however it ends: announced as a
+//! release when the writer ends without the write side, so that readers waiting for it
+//! attempt at once.
 
 use std::time::Duration;
 
@@ -54,11 +56,19 @@ const READ_WRITE: Option<u32> = Some(0);
 
 /// Drops a writer's intent on every node when its call ends, granted, refused or cancelled
 /// (unless disarmed: it recorded none).
+///
+/// A writer that ends without the write side (it gave up, or was cancelled) announces the
+/// drop as a release is announced (PERMIT_RELEASE of the member `i:waiter`, on the lock's
+/// release channel): readers of other clients that only the intent kept out are waiting for
+/// a release, and attempt at once instead of after their pause. A writer granted drops it
+/// silently: readers wait for its release.
 struct Intent {
     redlock: Coordinator,
     keys: Vec<Key>,
     waiter: Value,
     armed: bool,
+    /// Whether the writer got the write side.
+    granted: bool,
 }
 
 impl Drop for Intent {
@@ -66,10 +76,17 @@ impl Drop for Intent {
         if !self.armed {
             return;
         }
-        let args = vec![self.waiter.clone(), Value::from("")];
-        self.redlock.detached(u64::MAX, |node| {
-            node.discard(Primitive::Permit, self.keys.clone(), args.clone())
-        });
+        if self.granted {
+            let args = vec![self.waiter.clone(), Value::from("")];
+            self.redlock.detached(u64::MAX, |node| {
+                node.discard(Primitive::Permit, self.keys.clone(), args.clone())
+            });
+        } else {
+            let waiter = self.waiter.as_str().unwrap_or_default();
+            let intent = Value::from(format!("i:{waiter}"));
+            self.redlock
+                .release_detached(Primitive::Permit, self.keys.clone(), intent);
+        }
     }
 }
 
@@ -105,6 +122,7 @@ impl Coordinator {
                 keys: spec.keys.locks().to_vec(),
                 waiter: Value::from(Token::generate()?.as_str()),
                 armed: true,
+                granted: false,
             });
         }
         let waiter = intent
@@ -142,6 +160,7 @@ impl Coordinator {
                 .any(|f| f.kind == crate::NodeErrorKind::Refused)
         };
         if let (Ok(held), Some(mut dropped)) = (&held, intent.take()) {
+            dropped.granted = true;
             if attempts == 1 && !refused(held) {
                 dropped.armed = false;
             }
