@@ -183,3 +183,41 @@ async fn one_node_of_another_kind_is_a_refusal_not_a_kind_mismatch() {
     }
     permit.release().await.unwrap();
 }
+
+/// The list of holders, as an acquisition: one node of five holding another kind at the key
+/// holds no permit of the semaphore, and the list is read from the others; only where more
+/// nodes than a majority may do without hold another kind is it a kind mismatch. Before, one
+/// such node made `holders()` fail with `KindMismatch`.
+#[tokio::test]
+async fn one_node_of_another_kind_does_not_hide_the_holders() {
+    let q = LocalQuorum::start(5).await.unwrap();
+    let redlock = client(&q).await;
+    let semaphore = redlock.semaphore("pool", 2).unwrap();
+    let permit = semaphore.try_acquire().await.expect("a permit");
+    assert!(redlock.settle(HANG).await, "every node answered");
+    // Node 0's sorted set replaced by another kind.
+    q.node(0).command(&["DEL", "pool"]).await.expect("DEL");
+    q.node(0)
+        .command(&["SET", "pool", "a-lock-token"])
+        .await
+        .expect("SET");
+    let holders = semaphore
+        .holders()
+        .await
+        .expect("the holders, from nodes 1 to 4");
+    assert_eq!(holders.len(), 1, "{holders:?}");
+    assert_eq!(holders[0].slot, permit.slot());
+    // Three nodes of five: no permit could be granted; the kind is what is there.
+    for i in 1..3 {
+        q.node(i).command(&["DEL", "pool"]).await.expect("DEL");
+        q.node(i)
+            .command(&["SET", "pool", "a-lock-token"])
+            .await
+            .expect("SET");
+    }
+    match semaphore.holders().await {
+        Err(Error::KindMismatch { .. }) => {}
+        outcome => panic!("three nodes of five hold a lock's value: {outcome:?}"),
+    }
+    drop(permit);
+}

@@ -112,7 +112,8 @@ impl RwLock {
     ///
     /// # Errors
     /// [`Error::NoQuorum`] when too few nodes answered; [`Error::KindMismatch`] when the
-    /// name is in use as another kind; [`Error::ShutDown`] after the client's shutdown.
+    /// name is in use as another kind on more nodes than a majority may do without (fewer
+    /// such nodes hold no claim of it); [`Error::ShutDown`] after the client's shutdown.
     pub async fn holders(&self) -> Result<Vec<RwHolder>, Error> {
         self.redlock.rw_holders(&self.spec).await
     }

@@ -188,8 +188,9 @@ impl Semaphore {
     /// # Errors
     /// - [`Error::NoQuorum`] when fewer than a quorum of nodes answered: the list could miss
     ///   holders.
-    /// - [`Error::KindMismatch`] when a node that answered holds something else at the
-    ///   semaphore's key: a lock, or a semaphore of another number of permits.
+    /// - [`Error::KindMismatch`] when more nodes than a majority may do without hold
+    ///   something else at the semaphore's key: a lock, or a semaphore of another number of
+    ///   permits. Fewer such nodes hold no permit of it, and the list is read from the rest.
     /// - [`Error::ShutDown`] once the client is [shut down](crate::RedLock::shutdown).
     pub async fn holders(&self) -> Result<Vec<PermitHolder>, Error> {
         self.redlock.holders(&self.spec).await

@@ -10,6 +10,8 @@ use std::time::Duration;
 
 use fred::types::{Key, Value};
 
+use crate::algo::quorum::Tally;
+use crate::algo::slots;
 use crate::engine::coordinator::Coordinator;
 use crate::engine::rwlock::{Access, RwSpec};
 use crate::engine::semaphore::Spec;
@@ -132,17 +134,8 @@ impl Coordinator {
             })
         }))
         .await;
-        let spare = self.node_list().len() - self.quorum();
-        let mut seen: Vec<(FoundKind, usize)> = Vec::new();
-        for found in answers.into_iter().filter_map(|a| a.ok().flatten()) {
-            match seen.iter_mut().find(|(kind, _)| *kind == found) {
-                Some((_, n)) => *n += 1,
-                None => seen.push((found, 1)),
-            }
-        }
-        seen.into_iter()
-            .find(|(_, n)| *n > spare)
-            .map(|(kind, _)| kind)
+        let found = answers.into_iter().filter_map(|a| a.ok().flatten());
+        slots::kind_in_the_way(&Tally::presuming(self.node_list().len(), 0), found)
     }
 
     /// The claims of the sorted set at `key` on every node, put together: a semaphore of
@@ -164,15 +157,17 @@ impl Coordinator {
         .await;
         let mut failures = Vec::new();
         let mut claims = Vec::new();
+        let mut others = Vec::new();
         let mut answered = 0;
         for answer in answers {
             match answer {
                 Err(e) => failures.push(e),
+                // Another kind at the key: that node holds no claim of this primitive. A
+                // kind mismatch only where too many nodes say so for any claim to be granted
+                // (`slots::kind_in_the_way`), as for an acquisition.
                 Ok(Record::Other(found)) => {
-                    return Err(Error::KindMismatch {
-                        resource: name.to_string(),
-                        found,
-                    })
+                    others.push(found);
+                    answered += 1;
                 }
                 Ok(Record::Empty) => answered += 1,
                 Ok(Record::Claims(found)) => {
@@ -180,6 +175,13 @@ impl Coordinator {
                     claims.extend(found);
                 }
             }
+        }
+        let nodes = Tally::presuming(self.node_list().len(), 0);
+        if let Some(found) = slots::kind_in_the_way(&nodes, others) {
+            return Err(Error::KindMismatch {
+                resource: name.to_string(),
+                found,
+            });
         }
         let quorum = self.quorum();
         if answered < quorum {
