@@ -65,7 +65,8 @@ tell (ACLs) is printed as `unknown` (null in JSON), never guessed.
 
 Findings about the client rather than a node follow, as `client: ...` (`client` in JSON):
 unsafe if this binary's RESP decoder does not bound the nesting of replies (one hostile node
-could abort the process; the finding gives the Cargo.toml lines that fix it), and notes about
+could abort the process; the finding gives the Cargo.toml lines that fix it, and the verdict
+names it), and notes about
 fragile settings: fewer than three nodes, an even number of nodes, a node timeout large
 against the validity of a lock of $QUORUMLOCK_TTL.
 
@@ -93,7 +94,7 @@ pub(crate) async fn doctor(args: DoctorArgs) -> Result<u8, Failure> {
         findings: builder.validate()?.findings(),
     };
     let reports = builder.inspect(args.window).await?;
-    let overall = Overall::of(&reports, client.verdict());
+    let overall = Overall::of(&reports, client.verdict(), client.decoder_bounded);
     if args.json {
         let document = to_json(&reports, &client, &overall);
         let text =
@@ -136,8 +137,9 @@ struct Overall {
 
 impl Overall {
     /// The verdict across the nodes' reports and `client`, the most serious finding about the
-    /// client itself (its build, its settings), if any.
-    fn of(reports: &[NodeReport], client: Option<Severity>) -> Overall {
+    /// client itself (its build, its settings), if any; `decoder_bounded` says whether this
+    /// binary's RESP decoder bounds nesting (the unsafe finding when it does not).
+    fn of(reports: &[NodeReport], client: Option<Severity>, decoder_bounded: bool) -> Overall {
         let nodes = reports.len();
         let quorum = quorum(nodes);
         let with = |wanted: Severity| -> Vec<usize> {
@@ -175,12 +177,19 @@ impl Overall {
         };
         let counts_and_availability = format!("{counts}{availability}");
         let client_unsafe = client == Some(Severity::Unsafe);
+        // What makes the client unsafe, named where a reader who skips the findings looks.
+        let client_is = if decoder_bounded {
+            "this client is unsafe"
+        } else {
+            "this binary's RESP decoder is unbounded, so one hostile node can abort it"
+        };
         let (verdict, code, summary) = if !unsafe_nodes.is_empty() || client_unsafe {
             let which = match (unsafe_nodes.is_empty(), client_unsafe) {
-                (true, _) => "this client is unsafe".to_string(),
-                (false, true) => {
+                (true, _) => client_is.to_string(),
+                (false, true) if decoder_bounded => {
                     format!("{}, and so is this client", listed(&unsafe_nodes, "unsafe"))
                 }
+                (false, true) => format!("{}, and {client_is}", listed(&unsafe_nodes, "unsafe")),
                 (false, false) => listed(&unsafe_nodes, "unsafe"),
             };
             let summary = format!("UNSAFE: {which} ({counts_and_availability})");
@@ -593,7 +602,7 @@ mod tests {
 
     #[test]
     fn an_unsafe_client_makes_the_verdict_unsafe_and_a_note_is_a_note() {
-        let unsafe_client = Overall::of(&[], Some(Severity::Unsafe));
+        let unsafe_client = Overall::of(&[], Some(Severity::Unsafe), true);
         assert_eq!(
             (unsafe_client.verdict, unsafe_client.code),
             ("unsafe", UNSAFE)
@@ -605,15 +614,29 @@ mod tests {
             "{}",
             unsafe_client.summary
         );
-        let noted = Overall::of(&[], Some(Severity::Note));
+        let noted = Overall::of(&[], Some(Severity::Note), true);
         assert_eq!((noted.verdict, noted.code), ("safe", 0));
         assert!(
             noted.summary.starts_with("safe, with notes ("),
             "{}",
             noted.summary
         );
-        let clean = Overall::of(&[], None);
+        let clean = Overall::of(&[], None, true);
         assert!(clean.summary.starts_with("safe ("), "{}", clean.summary);
+    }
+
+    /// The verdict is the line a reader sees last (and a script greps): an unbounded decoder
+    /// is named there, not only in its finding above.
+    #[test]
+    fn an_unbounded_decoder_is_named_in_the_verdict() {
+        let unbounded = Overall::of(&[], Some(Severity::Unsafe), false);
+        assert_eq!((unbounded.verdict, unbounded.code), ("unsafe", UNSAFE));
+        assert_eq!(
+            unbounded.summary,
+            "UNSAFE: this binary's RESP decoder is unbounded, so one hostile node can abort it \
+             (0 of 0 nodes safe, quorum 1: too few safe nodes for a quorum, locks need unsafe \
+             votes or fail)"
+        );
     }
 
     #[test]
