@@ -383,6 +383,7 @@ fn the_environment_sets_every_option() {
         ("QUORUMLOCK_RETRY_DELAY", "10ms"),
         ("QUORUMLOCK_RETRY_JITTER", "5ms"),
         ("QUORUMLOCK_KEY_PREFIX", "locks:"),
+        ("QUORUMLOCK_DECODER_WARNING", "off"),
     ]))
     .unwrap();
     let c = b.validate().unwrap();
@@ -398,6 +399,7 @@ fn the_environment_sets_every_option() {
             .jitter(Duration::from_millis(5))
     );
     assert_eq!(c.key_prefix(), "locks:");
+    assert!(!c.decoder_warning());
 
     let c = RedLockBuilder::from_vars(vars(&[
         ("QUORUMLOCK_NODES", THREE.join(",").as_str()),
@@ -407,6 +409,7 @@ fn the_environment_sets_every_option() {
     .validate()
     .unwrap();
     assert_eq!(c.retry(), Retry::attempts(7));
+    assert!(c.decoder_warning(), "on by default");
 }
 
 #[test]
@@ -417,6 +420,7 @@ fn bad_environment_values_name_the_variable() {
         ("QUORUMLOCK_NODE_TIMEOUT", "-5ms"),
         ("QUORUMLOCK_DRIFT_FACTOR", "one"),
         ("QUORUMLOCK_RETRY_ATTEMPTS", "-1"),
+        ("QUORUMLOCK_DECODER_WARNING", "quiet"),
     ] {
         match RedLockBuilder::from_vars(vars(&[(var, value)])) {
             Err(e @ ConfigError::Env { var: v, .. }) => {

@@ -22,6 +22,7 @@ key_prefix = "locks:"
 fencing = false
 quarantine = false
 max_ttl = "2m"
+decoder_warning = false
 
 [retry]
 within = "5s"
@@ -71,6 +72,7 @@ fn every_field_reaches_the_configuration() {
     assert!(!config.fencing());
     assert!(!config.quarantine());
     assert_eq!(config.max_ttl(), Duration::from_secs(120));
+    assert!(!config.decoder_warning());
 
     let attempts: RedLockBuilder =
         serde_json::from_str(r#"{"nodes": ["redis://a"], "retry": {"attempts": 7}}"#).unwrap();
@@ -91,6 +93,7 @@ fn absent_fields_keep_the_defaults() {
     assert_eq!(config.max_ttl(), defaults.max_ttl());
     assert_eq!(config.fencing(), defaults.fencing());
     assert_eq!(config.quarantine(), defaults.quarantine());
+    assert!(config.decoder_warning());
 }
 
 #[test]

@@ -24,9 +24,7 @@ impl RedLockBuilder {
         if tokio::runtime::Handle::try_current().is_err() {
             return Err(ConfigError::NoRuntime);
         }
-        for finding in config.findings() {
-            tracing::warn!(severity = %finding.severity, "{}", finding.message);
-        }
+        config.announce_findings();
         Ok(RedLock(Coordinator::connect(config, true)?))
     }
 

@@ -137,6 +137,7 @@ pub struct Config {
     pub(crate) fencing: bool,
     pub(crate) quarantine: bool,
     pub(crate) max_ttl: Duration,
+    pub(crate) decoder_warning: bool,
     /// Set when a node is `rediss://` or TLS files are given.
     pub(crate) tls: Option<Tls>,
     /// Set only by the test kit's deliberately broken client.
@@ -199,14 +200,21 @@ impl Config {
     pub fn max_ttl(&self) -> Duration {
         self.max_ttl
     }
+    /// Whether [`build`](RedLockBuilder::build) prints the warning about an unbounded RESP
+    /// decoder on stderr ([`RedLockBuilder::decoder_warning`]).
+    pub fn decoder_warning(&self) -> bool {
+        self.decoder_warning
+    }
 
     /// What is fragile about this client, none of it refused by
     /// [`validate`](RedLockBuilder::validate): its settings (fewer than three nodes, an even
     /// number of nodes, a node timeout large against the validity of a lock of the ttl:
     /// notes) and its build (a RESP decoder that does not bound nesting, see
     /// [`decoder_is_bounded`](crate::decoder_is_bounded): unsafe, with the `[patch]` lines
-    /// that fix it). [`build`](RedLockBuilder::build) logs each one as a `tracing` warning;
-    /// `quorumlock doctor` prints them under `client`.
+    /// that fix it). [`build`](RedLockBuilder::build) logs each one as a `tracing` warning,
+    /// and prints the decoder's on stderr too, once per process, unless
+    /// [`decoder_warning`](RedLockBuilder::decoder_warning) is off; `quorumlock doctor`
+    /// prints them under `client`, and names the decoder in its verdict.
     pub fn findings(&self) -> Vec<Finding> {
         self.findings_with(crate::report::decoder::decoder_is_bounded())
     }
@@ -225,6 +233,22 @@ impl Config {
             ));
         }
         found
+    }
+
+    /// Says what [`findings`](Self::findings) found, when a client is built: each one as a
+    /// `tracing` warning, and the unbounded decoder's on stderr as well (once per process,
+    /// unless [`decoder_warning`](Self::decoder_warning) is off), since a new application
+    /// often has no `tracing` subscriber and would see nothing.
+    pub(crate) fn announce_findings(&self) {
+        for finding in self.findings() {
+            tracing::warn!(severity = %finding.severity, "{}", finding.message);
+        }
+        if self.decoder_warning {
+            let bounded = crate::report::decoder::decoder_is_bounded();
+            if let Some(finding) = crate::report::decoder::finding(bounded) {
+                crate::report::decoder::print_once(&finding);
+            }
+        }
     }
 
     /// Checks a ttl for use with this configuration.
@@ -316,6 +340,7 @@ pub struct RedLockBuilder {
     pub(crate) fencing: bool,
     pub(crate) quarantine: bool,
     pub(crate) max_ttl: Option<Duration>,
+    pub(crate) decoder_warning: bool,
     pub(crate) tls: TlsFiles,
     pub(crate) votes_needed: Option<usize>,
 }
@@ -333,6 +358,7 @@ impl Default for RedLockBuilder {
             fencing: true,
             quarantine: true,
             max_ttl: None,
+            decoder_warning: true,
             tls: TlsFiles::default(),
             votes_needed: None,
         }
@@ -340,7 +366,7 @@ impl Default for RedLockBuilder {
 }
 
 /// The environment variables read by [`RedLockBuilder::from_env`].
-pub const ENV_VARS: [&str; 16] = [
+pub const ENV_VARS: [&str; 17] = [
     "QUORUMLOCK_NODES",
     "QUORUMLOCK_TTL",
     "QUORUMLOCK_DRIFT_FACTOR",
@@ -357,6 +383,7 @@ pub const ENV_VARS: [&str; 16] = [
     "QUORUMLOCK_TLS_CA_FILE",
     "QUORUMLOCK_TLS_CERT_FILE",
     "QUORUMLOCK_TLS_KEY_FILE",
+    "QUORUMLOCK_DECODER_WARNING",
 ];
 
 impl RedLockBuilder {
@@ -385,6 +412,7 @@ impl RedLockBuilder {
     /// | `QUORUMLOCK_TLS_CA_FILE` | PEM CA bundle trusted for `rediss://` nodes, besides the system's | `/etc/redis/ca.pem` |
     /// | `QUORUMLOCK_TLS_CERT_FILE` | PEM client certificate (chain) for `rediss://` nodes | `/etc/redis/client.pem` |
     /// | `QUORUMLOCK_TLS_KEY_FILE` | its PEM private key | `/etc/redis/client-key.pem` |
+    /// | `QUORUMLOCK_DECODER_WARNING` | the stderr warning about an unbounded RESP decoder on or off | `true`, `false` |
     ///
     /// Durations are [humantime](https://docs.rs/humantime) strings: `250ms`, `10s`, `2m`.
     ///
@@ -424,7 +452,7 @@ impl RedLockBuilder {
     /// As [`from_env`](Self::from_env).
     pub fn from_vars(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
         let mut b = RedLockBuilder::default();
-        let [nodes, ttl, drift, node_to, conn_to, attempts, within, delay, jitter, prefix, fencing, quarantine, max_ttl, ca, cert, key] =
+        let [nodes, ttl, drift, node_to, conn_to, attempts, within, delay, jitter, prefix, fencing, quarantine, max_ttl, ca, cert, key, decoder_warning] =
             ENV_VARS;
         if let Some(v) = lookup(nodes) {
             b.nodes = split_nodes(&v)
@@ -483,6 +511,9 @@ impl RedLockBuilder {
         }
         if let Some(d) = env_duration(&lookup, max_ttl)? {
             b.max_ttl = Some(d);
+        }
+        if let Some(v) = lookup(decoder_warning) {
+            b.decoder_warning = env_bool(decoder_warning, &v)?;
         }
         let path = |var| lookup(var).filter(|v| !v.is_empty()).map(PathBuf::from);
         b.tls = TlsFiles {
@@ -700,6 +731,20 @@ impl RedLockBuilder {
         self
     }
 
+    /// Whether [`build`](Self::build) prints a warning on stderr when this build's RESP decoder
+    /// does not bound the nesting of replies
+    /// ([`decoder_is_bounded`](crate::decoder_is_bounded) is false: one hostile node can then
+    /// abort the process). The warning says which `[patch]` lines fix it; it is printed once
+    /// per process, whatever the number of clients, and besides the `tracing` warning and
+    /// [`Config::findings`], which stay. Defaults to on: a new application often has no
+    /// `tracing` subscriber, and would otherwise not know. Turn it off once the process
+    /// reports [`Config::findings`] some other way (or accepts the risk); with a decoder that
+    /// is bounded, nothing is printed either way.
+    pub fn decoder_warning(mut self, on: bool) -> Self {
+        self.decoder_warning = on;
+        self
+    }
+
     /// Trusts the CA certificates in this PEM file (one or more `BEGIN CERTIFICATE`
     /// sections) for `rediss://` nodes, besides the system's root certificates (which
     /// honour `SSL_CERT_FILE` and `SSL_CERT_DIR`). For servers whose certificates a private
@@ -810,6 +855,7 @@ impl RedLockBuilder {
             fencing: self.fencing,
             quarantine: self.quarantine,
             max_ttl,
+            decoder_warning: self.decoder_warning,
             tls,
             votes_needed: self.votes_needed,
         })

@@ -86,6 +86,9 @@ pub struct ConfigFile {
     /// [`RedLockBuilder::max_ttl`].
     #[serde(with = "humantime_opt", skip_serializing_if = "Option::is_none")]
     pub max_ttl: Option<Duration>,
+    /// [`RedLockBuilder::decoder_warning`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decoder_warning: Option<bool>,
     /// [`RedLockBuilder::tls_ca_file`] and [`RedLockBuilder::tls_client_cert`].
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tls: Option<TlsFileSettings>,
@@ -142,6 +145,7 @@ impl fmt::Debug for ConfigFile {
             .field("fencing", &self.fencing)
             .field("quarantine", &self.quarantine)
             .field("max_ttl", &self.max_ttl)
+            .field("decoder_warning", &self.decoder_warning)
             .field("tls", &self.tls)
             .finish()
     }
@@ -173,6 +177,7 @@ impl TryFrom<ConfigFile> for RedLockBuilder {
             key_prefix: file.key_prefix.unwrap_or(default.key_prefix),
             fencing: file.fencing.unwrap_or(default.fencing),
             quarantine: file.quarantine.unwrap_or(default.quarantine),
+            decoder_warning: file.decoder_warning.unwrap_or(default.decoder_warning),
             tls: match file.tls {
                 Some(tls) => TlsFiles {
                     ca: tls.ca_file,

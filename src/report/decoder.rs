@@ -5,8 +5,11 @@
 //! aborts the process. This repository builds with a patched decoder that refuses more than
 //! 32 levels (`vendor/README.md`); an application that depends on the published crate gets the
 //! patch only if it applies it too. This module finds out which decoder was linked, by
-//! decoding one reply just past the bound, once per process.
+//! decoding one reply just past the bound, once per process, and says so where an application
+//! that logs nothing still sees it: once on stderr ([`print_once`]).
 
+use std::io::Write;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 
 use crate::report::{Finding, Severity};
@@ -26,11 +29,19 @@ pub fn decoder_is_bounded() -> bool {
     *BOUNDED.get_or_init(probe)
 }
 
+/// The commit of quorumlock's repository whose `vendor/redis-protocol` is the bounded decoder
+/// this version builds with: the last commit that changed it. Pinned, so that the `[patch]`
+/// of an application names one decoder, whatever the repository's branches become.
+/// tests/config_decoder.rs checks that it is an ancestor of the checkout and that
+/// `vendor/redis-protocol` has not changed since, and builds a new crate with the lines.
+pub(crate) const DECODER_REV: &str = "0b9fcc9479391ee63da3f7ed43b1ac393f2bd4fc";
+
 /// The `[patch]` section that gives an application the bounded decoder: the patched copy in
-/// quorumlock's repository (`vendor/redis-protocol`, found there by its package name).
+/// quorumlock's repository (`vendor/redis-protocol`, found there by its package name), at
+/// [`DECODER_REV`].
 pub(crate) fn patch_lines() -> String {
     format!(
-        "[patch.crates-io]\nredis-protocol = {{ git = \"{}\", branch = \"main\" }}",
+        "[patch.crates-io]\nredis-protocol = {{ git = \"{}\", rev = \"{DECODER_REV}\" }}",
         env!("CARGO_PKG_REPOSITORY")
     )
 }
@@ -50,14 +61,38 @@ pub(crate) fn finding(bounded: bool) -> Option<Finding> {
          the stack and aborts the whole process. quorumlock's repository builds with a \
          patched decoder, but a [patch] does not travel with a published crate: add these \
          lines to the Cargo.toml at the root of your application's workspace\n\n{}\n\n\
-         (or copy vendor/redis-protocol from that repository into your project and write \
-         `path = \"vendor/redis-protocol\"` instead of git and branch), run \
+         (or copy vendor/redis-protocol from that commit of the repository into your project \
+         and write `path = \"vendor/redis-protocol\"` instead of git and rev), run \
          `cargo update -p redis-protocol`, and check that `quorumlock::decoder_is_bounded()` \
          is true. The quorumlock binary gets the bounded decoder when installed from a \
          checkout of the repository: `cargo install --path . --features cli`",
         patch_lines()
     );
     Some(Finding::new(Severity::Unsafe, message))
+}
+
+/// Whether this process has printed the decoder's warning on stderr.
+static PRINTED: AtomicBool = AtomicBool::new(false);
+
+/// Prints `finding` (the unbounded decoder's) on stderr, the first time it is called in this
+/// process only: an application that has no `tracing` subscriber sees it too. Called by
+/// [`RedLockBuilder::build`](crate::RedLockBuilder::build) unless the application turned it
+/// off ([`RedLockBuilder::decoder_warning`](crate::RedLockBuilder::decoder_warning)).
+pub(crate) fn print_once(finding: &Finding) {
+    print_once_to(&PRINTED, finding, &mut std::io::stderr().lock());
+}
+
+fn print_once_to(printed: &AtomicBool, finding: &Finding, out: &mut dyn Write) {
+    if printed.swap(true, Ordering::Relaxed) {
+        return;
+    }
+    // Nothing to do if stderr is closed: the finding is still logged and listed.
+    let _ = writeln!(
+        out,
+        "quorumlock: warning: {}\n(printed once per process; turn it off with \
+         RedLockBuilder::decoder_warning(false) or QUORUMLOCK_DECODER_WARNING=false)",
+        finding.message
+    );
 }
 
 fn probe() -> bool {
@@ -93,7 +128,7 @@ mod tests {
         for fragment in [
             "does not bound the nesting of replies",
             "aborts the whole process",
-            "\n\n[patch.crates-io]\nredis-protocol = { git = \"https://github.com/quorumlock/quorumlock\", branch = \"main\" }\n\n",
+            "\n\n[patch.crates-io]\nredis-protocol = { git = \"https://github.com/quorumlock/quorumlock\", rev = \"0b9fcc9479391ee63da3f7ed43b1ac393f2bd4fc\" }\n\n",
             "the root of your application's workspace",
             "path = \"vendor/redis-protocol\"",
             "cargo update -p redis-protocol",
@@ -103,6 +138,25 @@ mod tests {
         }
         // Nothing in it points at a file that the published crate does not ship.
         assert!(!unbounded.message.contains("vendor/README.md"));
+    }
+
+    #[test]
+    fn the_warning_is_printed_once_per_process() {
+        let printed = AtomicBool::new(false);
+        let unbounded = finding(false).expect("a finding");
+        let mut out = Vec::new();
+        print_once_to(&printed, &unbounded, &mut out);
+        print_once_to(&printed, &unbounded, &mut out);
+        let text = String::from_utf8(out).unwrap();
+        assert_eq!(text.matches("quorumlock: warning: ").count(), 1, "{text}");
+        assert!(text.contains(&patch_lines()), "{text}");
+        assert!(
+            text.ends_with(
+                "turn it off with RedLockBuilder::decoder_warning(false) or \
+                 QUORUMLOCK_DECODER_WARNING=false)\n"
+            ),
+            "{text}"
+        );
     }
 
     /// The README's first screen and vendor/README.md give the same lines as the warning.
