@@ -429,9 +429,10 @@ fn a_young_node_flushed_is_quarantined_from_the_flush_once_its_votes_may_count()
 /// takes the crate's rules.
 #[test]
 fn a_reseed_after_a_flush_unseen_by_its_check_lets_two_processes_hold() {
-    // The figure plays no part: one phase.
+    // The figure plays no part, and one process started is enough: one phase, one process.
     let bounds = Bounds {
         phases: &[0],
+        processes: 1,
         ..YOUNG_FLUSH
     };
     let path = assert_caught(
@@ -456,10 +457,12 @@ fn a_young_nodes_record_dated_back_at_the_figures_boundary_lets_two_processes_ho
         record_start: RecordStart::FigureLessResolution,
         ..Rules::RESEED_CHECKED
     };
-    // The lowest figure is the one it needs (4 s, for a server up 4.4 s): one phase, half
-    // the states (the crate's run above takes both).
+    // The lowest figure is the one it needs (4 s, for a server up 4.4 s), and one process
+    // started: a third of the states (the crate's run above takes both phases, two more
+    // processes).
     let bounds = Bounds {
         phases: &[0],
+        processes: 1,
         ..YOUNG_FLUSH
     };
     let path = assert_caught(
