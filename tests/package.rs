@@ -1,8 +1,9 @@
 //! What operators install: the Debian package (scripts/package-deb) installed into an empty
 //! root, and the container image (scripts/build-cli-image) run by Docker; each runs
-//! `quorumlock --version` and `doctor` against real servers.
+//! `quorumlock --version` and `doctor` against real servers. The package is also checked by
+//! lintian.
 //!
-//! Those two need a tool that the README's test command does not provide (dpkg, a Docker
+//! Those need a tool that the README's test command does not provide (dpkg, lintian, a Docker
 //! engine), so they are ignored with that reason, as the interop tests are, rather than
 //! passing without running where the tool is missing: `cargo test --all-features --test
 //! package -- --ignored` runs them (CI does, in .ci/run), and fails where the tool is missing.
@@ -76,18 +77,24 @@ fn doctor_is_safe(mut binary: Command, quorum: &LocalQuorum) {
     );
 }
 
+/// Builds the .deb of [`BIN`] into `out` with scripts/package-deb: its path.
+fn debian_package(out: &Path) -> PathBuf {
+    let (code, deb, stderr) = run(Command::new(repository().join("scripts/package-deb"))
+        .args(["--binary", BIN, "--out"])
+        .arg(out));
+    assert_eq!(code, Some(0), "{stderr}");
+    let deb = PathBuf::from(deb.trim());
+    assert!(deb.exists(), "{deb:?}");
+    deb
+}
+
 #[tokio::test]
 #[ignore = "needs dpkg and dpkg-deb; run with --ignored (CI does)"]
 async fn the_debian_package_installs_and_runs() {
     require("dpkg-deb", &["--version"], "dpkg-deb");
     require("dpkg", &["--version"], "dpkg");
     let out = tempfile::tempdir().expect("a directory");
-    let (code, deb, stderr) = run(Command::new(repository().join("scripts/package-deb"))
-        .args(["--binary", BIN, "--out"])
-        .arg(out.path()));
-    assert_eq!(code, Some(0), "{stderr}");
-    let deb = PathBuf::from(deb.trim());
-    assert!(deb.exists(), "{deb:?}");
+    let deb = debian_package(out.path());
 
     // An empty root with an empty package database: nothing there but what the package puts.
     let root = tempfile::tempdir().expect("a directory");
@@ -119,6 +126,8 @@ async fn the_debian_package_installs_and_runs() {
         "usr/share/bash-completion/completions/quorumlock",
         "usr/share/zsh/vendor-completions/_quorumlock",
         "usr/share/fish/vendor_completions.d/quorumlock.fish",
+        "usr/share/doc/quorumlock/copyright",
+        "usr/share/doc/quorumlock/changelog.gz",
     ] {
         assert!(installed(file).exists(), "{file} not installed");
     }
@@ -143,6 +152,28 @@ fn check_page(page: &Path) {
             page.display()
         );
     }
+}
+
+/// lintian, Debian's package checker, finds no error and no warning in the package (its
+/// first complaints were the missing copyright file and changelog). Informational tags are
+/// shown in the message of a failure, but allowed: `hardening-no-fortify-functions`, which
+/// a Rust binary that calls no fortifiable libc function always gets.
+#[test]
+#[ignore = "needs dpkg-deb and lintian; run with --ignored (CI does)"]
+fn the_debian_package_passes_lintian() {
+    require("dpkg-deb", &["--version"], "dpkg-deb");
+    require("lintian", &["--version"], "lintian");
+    let out = tempfile::tempdir().expect("a directory");
+    let deb = debian_package(out.path());
+    let (code, stdout, stderr) = run(Command::new("lintian")
+        .args(["--info", "--display-info", "--pedantic"])
+        .arg(&deb));
+    let complaints: Vec<&str> = stdout
+        .lines()
+        .filter(|line| line.starts_with("E: ") || line.starts_with("W: "))
+        .collect();
+    assert_eq!(complaints, Vec::<&str>::new(), "{stdout}{stderr}");
+    assert_eq!(code, Some(0), "{stdout}{stderr}");
 }
 
 #[tokio::test]
