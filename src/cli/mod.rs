@@ -64,7 +64,7 @@ enum Command {
     Release(release::ReleaseArgs),
     /// Print the shell completion script for SHELL (bash, zsh, fish, elvish, powershell)
     Completions(generate::CompletionsArgs),
-    /// Print the man page, or write one per command into --dir
+    /// Show the man page of quorumlock or of COMMAND, or write every page into --dir
     Man(generate::ManArgs),
     /// Started by `run`: stops the command if `run` dies (not for use by hand)
     #[command(name = watchdog::SUBCOMMAND, hide = true)]
