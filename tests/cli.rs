@@ -160,6 +160,26 @@ async fn exits_75_when_the_resource_is_held_elsewhere_and_leaves_the_holders_key
     held.release().await.unwrap();
 }
 
+/// A routine conflict names a node still connecting as such, in its one line, rather than as
+/// a failed node with a connection error: node 2 is frozen (its kernel completes the TCP
+/// handshake; its connection is never made nor checked) while nodes 0 and 1 refuse.
+#[tokio::test]
+async fn a_conflict_names_a_node_still_connecting() {
+    let mut q = LocalQuorum::start(3).await.unwrap();
+    let redlock = client(&q).await;
+    let held = redlock.lock("busy").await.unwrap();
+    q.node_mut(2).freeze().unwrap();
+    let out = outcome(&mut run_sh(&q, &["-n"], "busy", "true")).await;
+    q.node_mut(2).resume().unwrap();
+    assert_eq!(out.code, Some(75), "{out:?}");
+    assert_eq!(
+        out.stderr,
+        "quorumlock: `busy` is held by another owner (2 of 3 nodes refused; node 2 still \
+         connecting)\n"
+    );
+    held.release().await.unwrap();
+}
+
 #[tokio::test]
 async fn with_wait_it_takes_the_lock_once_the_holder_lets_it_expire() {
     let q = LocalQuorum::start(3).await.unwrap();

@@ -9,8 +9,8 @@ use clap::Args;
 use humantime::format_duration;
 use nix::sys::signal::Signal;
 use quorumlock::{
-    Access, ConfigError, Error, KeepAlive, KeptLock, Lock, LockHandle, LostReason, Permit, RedLock,
-    Retry, RwGuard, RwLock, Semaphore, ENV_VARS, MAX_PERMITS,
+    Access, ConfigError, Error, KeepAlive, KeptLock, Lock, LockHandle, LostReason, NodeError,
+    NodeErrorKind, Permit, RedLock, Retry, RwGuard, RwLock, Semaphore, ENV_VARS, MAX_PERMITS,
 };
 
 use super::child::{exit_code, Relay, Running, Spec};
@@ -683,11 +683,59 @@ async fn acquire(
 
 /// A lock error as a failure, with `conflict_exit_code` when the resource is held elsewhere.
 fn conflict(error: Error, conflict_exit_code: u8) -> Failure {
-    let code = match error {
-        Error::Taken { .. } => conflict_exit_code,
-        _ => code_of(&error),
-    };
-    Failure::new(code, error)
+    match error {
+        Error::Taken {
+            resource,
+            held_elsewhere,
+            nodes,
+            failures,
+            ..
+        } => Failure::new(
+            conflict_exit_code,
+            held_elsewhere_line(&resource, held_elsewhere, nodes, &failures),
+        ),
+        _ => Failure::new(code_of(&error), error),
+    }
+}
+
+/// A routine conflict in one line: the library's message for [`Error::Taken`], except that a
+/// node still connecting when the refusals decided (its first connection not made, or not
+/// checked yet) is named as such, `node 2 still connecting`, rather than as a failed node
+/// with a connection error: a node that is coming up, not one that is down.
+fn held_elsewhere_line(
+    resource: &str,
+    held_elsewhere: usize,
+    nodes: usize,
+    failures: &[NodeError],
+) -> String {
+    let (connecting, failed): (Vec<&NodeError>, Vec<&NodeError>) =
+        failures.iter().partition(|f| still_connecting(f));
+    let mut line =
+        format!("`{resource}` is held by another owner ({held_elsewhere} of {nodes} nodes refused");
+    if !connecting.is_empty() {
+        let indexes: Vec<String> = connecting.iter().map(|f| f.index.to_string()).collect();
+        let nodes = if indexes.len() == 1 { "node" } else { "nodes" };
+        line.push_str(&format!(
+            "; {nodes} {} still connecting",
+            indexes.join(", ")
+        ));
+    }
+    if !failed.is_empty() {
+        let failed: Vec<String> = failed.iter().map(ToString::to_string).collect();
+        line.push_str(&format!("; {} failed: {}", failed.len(), failed.join("; ")));
+    }
+    line.push(')');
+    line
+}
+
+/// Whether a node's failure is only that its connection was not made, or not checked, yet:
+/// no connection error known (the library's `not connected yet`), or `Unchecked`.
+fn still_connecting(failure: &NodeError) -> bool {
+    match failure.kind {
+        NodeErrorKind::Unchecked => true,
+        NodeErrorKind::Io => failure.message.starts_with("not connected yet"),
+        _ => false,
+    }
 }
 
 /// Stops the command after the lock was lost: SIGTERM now, SIGKILL after `grace` if it has
@@ -838,6 +886,51 @@ mod tests {
         use clap::CommandFactory;
         let help = Cli::command().render_long_help().to_string();
         assert!(help.contains("or 10s as in the library"), "{help}");
+    }
+
+    #[test]
+    fn a_conflict_names_a_node_still_connecting_as_such() {
+        let node = |index: usize, kind: NodeErrorKind, message: &str| NodeError {
+            index,
+            node: format!("redis://n{index}"),
+            kind,
+            message: format!("{message}; decided without its answer"),
+        };
+        let taken = |failures: Vec<NodeError>| Error::Taken {
+            resource: "job".into(),
+            held_elsewhere: 2,
+            nodes: 5,
+            failures,
+        };
+        let line = |failures| conflict(taken(failures), 3);
+        let plain = line(Vec::new());
+        assert_eq!(plain.code, 3);
+        assert_eq!(
+            plain.message,
+            "`job` is held by another owner (2 of 5 nodes refused)"
+        );
+        let connecting = line(vec![
+            node(2, NodeErrorKind::Io, "not connected yet"),
+            node(3, NodeErrorKind::Unchecked, "connected, not yet checked"),
+        ]);
+        assert_eq!(
+            connecting.message,
+            "`job` is held by another owner (2 of 5 nodes refused; nodes 2, 3 still connecting)"
+        );
+        let down = node(4, NodeErrorKind::Io, "not connected: connection refused");
+        let both = line(vec![node(2, NodeErrorKind::Io, "not connected yet"), down]);
+        assert_eq!(
+            both.message,
+            "`job` is held by another owner (2 of 5 nodes refused; node 2 still connecting; \
+             1 failed: node 4 (redis://n4): connection error: not connected: connection \
+             refused; decided without its answer)"
+        );
+        // As the library says it, but for the nodes still connecting.
+        let down = node(4, NodeErrorKind::Io, "not connected: connection refused");
+        assert_eq!(
+            line(vec![down.clone()]).message,
+            taken(vec![down]).to_string()
+        );
     }
 
     #[test]
