@@ -9,6 +9,7 @@ mod doctor;
 mod elect;
 mod exit;
 mod generate;
+mod holder;
 mod leader;
 mod ls;
 mod options;

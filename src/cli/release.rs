@@ -10,7 +10,7 @@ use quorumlock::{ConfigError, Error};
 use serde::Serialize;
 
 use super::exit::{code_of, Failure, SOFTWARE, TAKEN, USAGE};
-use super::ls::sha1_short;
+use super::holder::holder_id;
 use super::options::{duration, NodesArg, Vars, NODES};
 use super::status::{expiry, probe, Seen};
 
@@ -236,7 +236,7 @@ fn tokens(seen: &[Seen]) -> Vec<Token> {
             }
             None => tokens.push(Token {
                 token: token.clone(),
-                sha1: sha1_short(token),
+                sha1: holder_id(token),
                 nodes: vec![i],
                 ttl_ms: *pttl,
             }),

@@ -16,6 +16,7 @@ use quorumlock::{quorum, Config};
 use serde::Serialize;
 
 use super::exit::{Failure, SOFTWARE, UNAVAILABLE};
+use super::holder::holder_id;
 use super::options::{NodesArg, Vars, NODES};
 use super::status::{describe, reader};
 
@@ -306,7 +307,7 @@ async fn scan(
 struct Listed {
     resource: String,
     key: String,
-    /// The first 12 hex digits of the SHA1 of the token on the most nodes.
+    /// The holder id (`holder.rs`) of the token on the most nodes.
     holder_sha1: String,
     /// The greatest fencing counter of the resource on the nodes that answered.
     fencing_token: Option<u64>,
@@ -353,7 +354,7 @@ fn aggregate(config: &Config, seen: &[Result<Scanned, String>]) -> Vec<Listed> {
                 key: key.to_string(),
                 holder_sha1: tokens
                     .first()
-                    .map(|(token, _)| sha1_short(token))
+                    .map(|(token, _)| holder_id(token))
                     .unwrap_or_default(),
                 fencing_token: held.iter().filter_map(|(_, e)| e.fence).max(),
                 ttl_ms,
@@ -361,19 +362,13 @@ fn aggregate(config: &Config, seen: &[Result<Scanned, String>]) -> Vec<Listed> {
                 tokens: tokens
                     .iter()
                     .map(|(token, nodes)| Holding {
-                        sha1: sha1_short(token),
+                        sha1: holder_id(token),
                         nodes: nodes.iter().map(|(i, _)| *i).collect(),
                     })
                     .collect(),
             }
         })
         .collect()
-}
-
-/// The first 12 hex digits of a token's SHA1: enough to tell holders apart, and not the
-/// token (whoever has the token can release the lock).
-pub(super) fn sha1_short(token: &str) -> String {
-    fred::util::sha1_hash(token)[..12].to_string()
 }
 
 /// `text` with the glob characters of `SCAN MATCH` escaped.
@@ -416,10 +411,5 @@ mod tests {
     fn glob_characters_are_escaped() {
         assert_eq!(glob_escape("app:*[x]?\\"), "app:\\*\\[x\\]\\?\\\\");
         assert_eq!(glob_escape("plain:key"), "plain:key");
-    }
-
-    #[test]
-    fn a_token_shows_as_the_start_of_its_sha1() {
-        assert_eq!(sha1_short("abc"), "a9993e364706");
     }
 }

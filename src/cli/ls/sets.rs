@@ -10,8 +10,9 @@ use fred::types::CustomCommand;
 use quorumlock::Config;
 use serde::Serialize;
 
+use super::super::holder::holder_id;
 use super::super::status::Claimed;
-use super::{sha1_short, Scanned};
+use super::Scanned;
 
 /// What a sorted set of quorumlock's is, by its record member.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -35,7 +36,7 @@ pub(super) struct SetEntry {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct ClaimSeen {
     claimed: Claimed,
-    /// The first 12 hex digits of the SHA1 of its token.
+    /// Its holder id (`holder.rs`).
     sha1: String,
     /// Its ttl left in milliseconds by the node's clock; `None`: it never expires.
     left_ms: Option<u64>,
@@ -165,7 +166,7 @@ fn parse_set(members: &[Value], now_ms: u64, pttl: i64) -> Option<(SetKind, Vec<
         let Some((prefix, token)) = member.split_once(':') else {
             continue;
         };
-        claims.push((prefix.to_string(), sha1_short(token), left_ms));
+        claims.push((prefix.to_string(), holder_id(token), left_ms));
     }
     let kind = kind?;
     let claims = claims
@@ -348,7 +349,7 @@ mod tests {
     fn seen(claimed: Claimed, token: &str, left_ms: Option<u64>) -> ClaimSeen {
         ClaimSeen {
             claimed,
-            sha1: sha1_short(token),
+            sha1: holder_id(token),
             left_ms,
         }
     }
@@ -499,11 +500,11 @@ mod tests {
                 "fencing_token": null,
                 "nodes": [0, 1, 2],
                 "holders": [
-                    {"access": "read", "waiting": false, "sha1": sha1_short("a"),
+                    {"access": "read", "waiting": false, "sha1": holder_id("a"),
                      "nodes": [0, 1, 2], "ttl_ms": 1000},
-                    {"access": "read", "waiting": false, "sha1": sha1_short("b"),
+                    {"access": "read", "waiting": false, "sha1": holder_id("b"),
                      "nodes": [0, 1], "ttl_ms": 1000},
-                    {"access": "write", "waiting": true, "sha1": sha1_short("w"),
+                    {"access": "write", "waiting": true, "sha1": holder_id("w"),
                      "nodes": [0], "ttl_ms": 0},
                 ],
             })
