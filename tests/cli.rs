@@ -11,6 +11,7 @@ use common::cli::{
     appears, assert_bad_input, commands_that_cannot_run, finished, nowhere, outcome, quorumlock,
     without_our_variables, BadInput, BIN, UNTIL_STOP,
 };
+use common::primitives::sha1_short;
 use common::{calls, client, eventually, get};
 use quorumlock::testkit::{LocalQuorum, Reply};
 use quorumlock::{Error, RedLock, Retry};
@@ -789,8 +790,13 @@ async fn status_reports_free_and_held_without_writing() {
     let before = writes(&q).await;
     let out = outcome(&mut status(&q)).await;
     assert_eq!(out.code, Some(75), "{out:?}");
-    let holder = format!("held by {}…", &held.token().as_str()[..8]);
+    let holder = format!("held by {} (", sha1_short(held.token().as_str()));
     assert_eq!(out.stdout.matches(&holder).count(), 4, "{}", out.stdout);
+    assert!(
+        !out.stdout.contains(&held.token().as_str()[..8]),
+        "the token stays secret: {}",
+        out.stdout
+    );
     assert_eq!(writes(&q).await, before, "status wrote to a node");
     held.release().await.unwrap();
 
@@ -900,7 +906,7 @@ async fn status_json_is_one_document_with_the_exit_code() {
     assert_eq!(doc["resource"], "doc");
     assert_eq!(doc["verdict"], "free");
     assert_eq!(doc["quorum"], 2);
-    assert_eq!(doc["holder"], serde_json::Value::Null);
+    assert_eq!(doc["holder_sha1"], serde_json::Value::Null);
     for i in 0..3 {
         assert_eq!(doc["nodes"][i]["state"], "free", "{doc:#}");
         assert_eq!(doc["nodes"][i]["node"], q.node(i).url());
@@ -912,12 +918,15 @@ async fn status_json_is_one_document_with_the_exit_code() {
     let doc = parse(&out);
     assert_eq!(out.code, Some(75), "{doc:#}");
     assert_eq!(doc["verdict"], "held");
-    assert_eq!(doc["holder"], held.token().as_str());
+    // The holder id `ls` and `release` print, never the token.
+    let id = sha1_short(held.token().as_str());
+    assert_eq!(doc["holder_sha1"], id.as_str());
+    assert!(!out.stdout.contains(held.token().as_str()), "{doc:#}");
     assert_eq!(doc["held_on"], 2);
     for i in 0..2 {
         let node = &doc["nodes"][i];
         assert_eq!(node["state"], "held", "{doc:#}");
-        assert_eq!(node["token"], held.token().as_str());
+        assert_eq!(node["holder_sha1"], id.as_str());
         let pttl = node["pttl_ms"].as_i64().expect("a ttl");
         assert!(pttl > 0, "{doc:#}");
     }

@@ -1,18 +1,16 @@
-//! The operator's verbs: `quorumlock ls` lists the locks held without taking any, and
-//! `quorumlock release --force` breaks the lock of a holder that is gone.
+//! The operator's verbs: `quorumlock ls` lists the locks held without taking any,
+//! `quorumlock release --force` breaks the lock of a holder that is gone, and all three with
+//! `quorumlock status` name a holder alike.
 
 mod common;
 
 use std::time::Duration;
 
-use common::cli::{outcome, quorumlock};
+use common::cli::{outcome, quorumlock, Outcome};
+use common::primitives::sha1_short;
 use common::{client, get, holders};
 use quorumlock::testkit::LocalQuorum;
 use quorumlock::{KeepAlive, RedLock, Retry};
-
-fn sha1_short(token: &str) -> String {
-    quorumlock::fred::util::sha1_hash(token)[..12].to_string()
-}
 
 #[tokio::test]
 async fn ls_lists_the_held_locks_with_their_holders_and_fencing_tokens() {
@@ -165,4 +163,85 @@ async fn release_force_refuses_a_lock_kept_alive_unless_told_twice() {
         .await
         .expect("the loss is signalled");
     assert_eq!(kept.handle().lost_reason(), Some(reason));
+}
+
+/// One holder id everywhere: `status`, `ls` and `release --force`, in their text and their
+/// JSON, name a holder by the first 12 hex digits of the SHA1 of its token, and none prints
+/// the token (whoever has it can release the lock).
+#[tokio::test]
+async fn status_ls_and_release_name_a_holder_alike_and_never_by_its_token() {
+    let q = LocalQuorum::start(3).await.unwrap();
+    let holder = client(&q).await;
+    let mut tokens = Vec::new();
+    for resource in ["nightly", "weekly"] {
+        let lock = holder.lock(resource).await.unwrap();
+        tokens.push(lock.token().as_str().to_string());
+        // Gone without releasing.
+        std::mem::forget(lock);
+    }
+    drop(holder);
+    let (nightly, weekly) = (sha1_short(&tokens[0]), sha1_short(&tokens[1]));
+    let run = |args: &[&str]| {
+        let mut c = quorumlock(&q.urls());
+        c.args(args);
+        c
+    };
+    let json = |out: &Outcome| -> serde_json::Value {
+        serde_json::from_str(&out.stdout).expect("one JSON document")
+    };
+    let mut outs = Vec::new();
+
+    let out = outcome(&mut run(&["status", "nightly"])).await;
+    assert_eq!(out.code, Some(75), "{out:?}");
+    let by = format!("held by {nightly} (");
+    assert_eq!(out.stdout.matches(&by).count(), 4, "{out:?}");
+    outs.push(out);
+    let out = outcome(&mut run(&["status", "--json", "nightly"])).await;
+    let doc = json(&out);
+    assert_eq!(doc["holder_sha1"], nightly.as_str(), "{doc:#}");
+    for node in doc["nodes"].as_array().expect("nodes") {
+        assert_eq!(node["holder_sha1"], nightly.as_str(), "{doc:#}");
+    }
+    outs.push(out);
+
+    let out = outcome(&mut run(&["ls"])).await;
+    assert!(
+        out.stdout
+            .contains(&format!("nightly  holder {nightly}  fencing")),
+        "{out:?}"
+    );
+    outs.push(out);
+    let out = outcome(&mut run(&["ls", "--json"])).await;
+    let doc = json(&out);
+    assert_eq!(doc["locks"][0]["holder_sha1"], nightly.as_str(), "{doc:#}");
+    assert_eq!(
+        doc["locks"][0]["tokens"][0]["sha1"],
+        nightly.as_str(),
+        "{doc:#}"
+    );
+    outs.push(out);
+
+    let out = outcome(&mut run(&["release", "-f", "--watch", "100ms", "nightly"])).await;
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let said = format!("`nightly` is held by {nightly} on nodes [0, 1, 2]");
+    assert!(out.stdout.starts_with(&said), "{out:?}");
+    outs.push(out);
+    let out = outcome(&mut run(&[
+        "release", "-f", "--watch", "100ms", "--json", "weekly",
+    ]))
+    .await;
+    let doc = json(&out);
+    assert_eq!(doc["tokens"][0]["sha1"], weekly.as_str(), "{doc:#}");
+    assert_eq!(doc["released"][0]["sha1"], weekly.as_str(), "{doc:#}");
+    outs.push(out);
+
+    for out in &outs {
+        for token in &tokens {
+            let secret = &token[..8];
+            assert!(
+                !out.stdout.contains(secret) && !out.stderr.contains(secret),
+                "the token stays secret: {out:?}"
+            );
+        }
+    }
 }

@@ -11,9 +11,7 @@ use std::time::Duration;
 
 use common::cli::{appears, outcome, quorumlock, scratch, Background, Outcome};
 use common::primitives::snapshot;
-use common::primitives::{
-    census, members, settled_permit, settled_side, sha1, sha1_short, slot_claims,
-};
+use common::primitives::{census, members, settled_permit, settled_side, sha1_short, slot_claims};
 use common::{client, eventually, keys, HANG};
 use quorumlock::testkit::LocalQuorum;
 use quorumlock::{Access, RedLock, Retry, RwGuard};
@@ -159,7 +157,7 @@ async fn two_permits_let_two_commands_run_and_the_third_skip_or_wait() {
     assert_eq!(doc["permits"], 2);
     assert_eq!(doc["verdict"], "full");
     assert_eq!(doc["exit_code"], 75);
-    assert_eq!(doc["holder"], serde_json::Value::Null);
+    assert_eq!(doc["holder_sha1"], serde_json::Value::Null);
     assert_eq!(doc["error"], serde_json::Value::Null);
     assert_eq!(
         (doc["quorum"].as_u64(), doc["held_on"].as_u64()),
@@ -175,10 +173,15 @@ async fn two_permits_let_two_commands_run_and_the_third_skip_or_wait() {
         .iter()
         .map(|h| {
             let slot = h["slot"].as_u64().expect("slot") as u32;
-            (slot, h["token_sha1"].as_str().expect("sha1").to_string())
+            (slot, h["sha1"].as_str().expect("sha1").to_string())
         })
         .collect();
-    assert_eq!(listed, held, "{doc}");
+    // The holder id `ls` names it by too.
+    let ids: BTreeSet<(u32, String)> = held
+        .iter()
+        .map(|(slot, sha1)| (*slot, sha1[..12].to_string()))
+        .collect();
+    assert_eq!(listed, ids, "{doc}");
     for h in holders {
         assert_eq!(h["nodes"], 3, "{doc}");
         assert_eq!(h["held"], true, "{doc}");
@@ -304,7 +307,7 @@ async fn bad_permits_and_a_resource_of_another_kind_are_refused_and_change_nothi
         (doc["kind"].as_str(), doc["verdict"].as_str()),
         (Some("lock"), Some("held"))
     );
-    assert_eq!(doc["holder"], lock.token().as_str());
+    assert_eq!(doc["holder_sha1"], sha1_short(lock.token().as_str()));
     assert_eq!(doc["holders"], serde_json::Value::Null);
     // A semaphore with a permit free: available (0).
     let out = outcome(quorumlock(&q.urls()).args(["status", "exports"])).await;
@@ -504,7 +507,7 @@ async fn status_lists_a_read_write_locks_sides_and_release_force_refuses_it() {
     assert_eq!(holders[0]["access"], "write");
     assert_eq!(holders[0]["waiting"], false);
     assert_eq!(holders[0]["held"], true);
-    assert_eq!(holders[0]["token_sha1"], sha1(w.token().as_str()));
+    assert_eq!(holders[0]["sha1"], sha1_short(w.token().as_str()));
     let out = outcome(quorumlock(&q.urls()).args(["release", "--force", "shelf"])).await;
     assert_eq!(out.code, Some(64), "{out:?}");
     assert!(out.stderr.contains("is a read-write lock"), "{out:?}");

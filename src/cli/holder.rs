@@ -8,7 +8,13 @@ const DIGITS: usize = 12;
 
 /// The holder id of `token`.
 pub(super) fn holder_id(token: &str) -> String {
-    fred::util::sha1_hash(token)[..DIGITS].to_string()
+    of_sha1(&fred::util::sha1_hash(token))
+}
+
+/// The holder id of a token whose SHA1 the library gave (40 hex digits, as
+/// [`PermitHolder::token_sha1`](quorumlock::PermitHolder::token_sha1)).
+pub(super) fn of_sha1(sha1: &str) -> String {
+    sha1.chars().take(DIGITS).collect()
 }
 
 #[cfg(test)]
@@ -18,5 +24,8 @@ mod tests {
     #[test]
     fn a_holder_is_named_by_the_start_of_its_tokens_sha1() {
         assert_eq!(holder_id("abc"), "a9993e364706");
+        let sha1 = fred::util::sha1_hash("abc");
+        assert_eq!(sha1.len(), 40);
+        assert_eq!(of_sha1(&sha1), holder_id("abc"));
     }
 }

@@ -3,7 +3,18 @@
 //! [`RwLock::holders`](quorumlock::RwLock::holders)), printed as lines or as JSON beside the
 //! nodes.
 
-use super::*;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use humantime::format_duration;
+use quorumlock::{quorum, Access, PermitHolder, RedLock, RwHolder};
+use serde::Serialize;
+
+use super::super::exit::{Failure, SOFTWARE, TAKEN, UNAVAILABLE};
+use super::super::holder;
+use super::document::{json_nodes, HolderJson, StatusDocument};
+use super::{node_line, Found, Seen};
 
 /// The number of permits of the semaphore the nodes hold at the key, when more of them
 /// hold a semaphore than a lock's token: the number recorded on the most nodes.
@@ -28,25 +39,25 @@ pub(super) fn semaphore_of(seen: &[Seen]) -> Option<u32> {
         .map(|(permits, _)| permits)
 }
 
-/// `status` of a semaphore of `permits` permits: the nodes as `seen`, then its holders read
-/// with the library's census.
+/// `status` of a semaphore of `permits` permits: the nodes as `found`, then its holders
+/// read with the library's census through `redlock`.
 pub(super) async fn semaphore_status(
-    args: &StatusArgs,
-    vars: &Vars,
-    key: &str,
-    seen: &[Seen],
+    found: &Found<'_>,
+    redlock: &RedLock,
     permits: u32,
 ) -> Result<u8, Failure> {
-    let redlock = census_client(vars).await?;
-    let census = redlock.semaphore(&args.resource, permits)?.holders().await;
-    let needed = quorum(seen.len());
-    let holders: Vec<Holder<'_>> = census
+    let read = redlock
+        .semaphore(&found.args.resource, permits)?
+        .holders()
+        .await;
+    let needed = quorum(found.seen.len());
+    let holders: Vec<Holder> = read
         .as_deref()
         .unwrap_or_default()
         .iter()
         .map(|h: &PermitHolder| Holder {
             claimed: Claimed::Slot { slot: h.slot },
-            token_sha1: &h.token_sha1,
+            id: holder::of_sha1(&h.token_sha1),
             nodes: h.nodes,
             ttl: h.ttl,
             held: h.nodes >= needed,
@@ -62,14 +73,13 @@ pub(super) async fn semaphore_status(
             format!(" of {permits} permits, {held} held"),
         )
     };
-    let found = Census {
+    let census = Census {
         kind: Kind::Semaphore,
         permits: Some(permits),
         holders,
         verdict,
     };
-    let error = census.as_ref().err();
-    report(args, key, redlock.config().nodes(), seen, &found, error)
+    report(found, &census, read.as_ref().err())
 }
 
 /// Whether the nodes hold a read-write lock at the key: more of them than a lock's token.
@@ -79,25 +89,19 @@ pub(super) fn read_write(seen: &[Seen]) -> bool {
     rw > 0 && rw >= count(|s| matches!(s, Seen::Held { .. }))
 }
 
-/// `status` of a read-write lock: the nodes as `seen`, then its readers, writer and writers
-/// waiting, read with the library's census. Exit 75 while a writer holds it (a reader
-/// would wait), 0 otherwise.
-pub(super) async fn rw_status(
-    args: &StatusArgs,
-    vars: &Vars,
-    key: &str,
-    seen: &[Seen],
-) -> Result<u8, Failure> {
-    let redlock = census_client(vars).await?;
-    let census = redlock.rw_lock(&args.resource)?.holders().await;
-    let needed = quorum(seen.len());
-    let holders: Vec<Holder<'_>> = census
+/// `status` of a read-write lock: the nodes as `found`, then its readers, writer and writers
+/// waiting, read with the library's census through `redlock`. Exit 75 while a writer holds
+/// it (a reader would wait), 0 otherwise.
+pub(super) async fn rw_status(found: &Found<'_>, redlock: &RedLock) -> Result<u8, Failure> {
+    let read = redlock.rw_lock(&found.args.resource)?.holders().await;
+    let needed = quorum(found.seen.len());
+    let holders: Vec<Holder> = read
         .as_deref()
         .unwrap_or_default()
         .iter()
         .map(|h: &RwHolder| Holder {
             claimed: Claimed::side(h.access == Access::Write, h.waiting),
-            token_sha1: &h.token_sha1,
+            id: holder::of_sha1(&h.token_sha1),
             nodes: h.nodes,
             ttl: h.ttl,
             held: !h.waiting && h.nodes >= needed,
@@ -120,24 +124,13 @@ pub(super) async fn rw_status(
         let verdict = if readers > 0 { "read" } else { "free" };
         (verdict, 0, format!(", {readers} readers{behind}"))
     };
-    let found = Census {
+    let census = Census {
         kind: Kind::ReadWrite,
         permits: None,
         holders,
         verdict,
     };
-    let error = census.as_ref().err();
-    report(args, key, redlock.config().nodes(), seen, &found, error)
-}
-
-/// A client for the library's census of a semaphore or a read-write lock, once a quorum of
-/// its nodes is connected (or the connect timeout passed).
-async fn census_client(vars: &Vars) -> Result<quorumlock::RedLock, Failure> {
-    let redlock = vars.builder()?.build()?;
-    redlock
-        .wait_for_quorum(redlock.config().connect_timeout())
-        .await;
-    Ok(redlock)
+    report(found, &census, read.as_ref().err())
 }
 
 /// Which claim a holder of a semaphore or a read-write lock has, in the JSON documents of
@@ -185,10 +178,10 @@ impl Claimed {
 
 /// One holder of a semaphore's permit or of a read-write lock's side, as the census found it.
 #[derive(Debug)]
-struct Holder<'a> {
+struct Holder {
     claimed: Claimed,
-    /// The SHA1 of its token, 40 hex digits.
-    token_sha1: &'a str,
+    /// Its holder id (`holder.rs`).
+    id: String,
     nodes: usize,
     ttl: Duration,
     /// On a quorum of nodes (and, for a read-write lock, not a writer waiting): it holds.
@@ -230,32 +223,30 @@ impl Kind {
 
 /// What `status` found of a semaphore or a read-write lock.
 #[derive(Debug)]
-struct Census<'a> {
+struct Census {
     kind: Kind,
     permits: Option<u32>,
-    holders: Vec<Holder<'a>>,
+    holders: Vec<Holder>,
     /// Once its holders are read: the verdict, the exit code, and what the summary line says
     /// after the kind's name (` of 2 permits, all held`).
     verdict: (&'static str, u8, String),
 }
 
-/// Prints what `status` found, as lines or as JSON: the nodes as `seen`, the holders, then
+/// Prints what `status` found, as lines or as JSON: the nodes as `found`, the holders, then
 /// the summary (`unknown` if the holders could not be read, for `error`).
 fn report(
-    args: &StatusArgs,
-    key: &str,
-    nodes: &[quorumlock::NodeUrl],
-    seen: &[Seen],
-    census: &Census<'_>,
+    found: &Found<'_>,
+    census: &Census,
     error: Option<&quorumlock::Error>,
 ) -> Result<u8, Failure> {
+    let seen = found.seen;
     let on = seen.iter().filter(|s| census.kind.on(s)).count();
     let counts = format!(
         "key on {on} of {} nodes, quorum {}",
         seen.len(),
         quorum(seen.len())
     );
-    let (resource, words) = (&args.resource, census.kind.words());
+    let (resource, words) = (&found.args.resource, census.kind.words());
     let (verdict, code, line) = match error {
         None => {
             let (verdict, code, says) = &census.verdict;
@@ -267,16 +258,16 @@ fn report(
             ("unknown", UNAVAILABLE, line)
         }
     };
-    if args.json {
+    if found.args.json {
         let document = StatusDocument {
             resource,
-            key,
+            key: found.key,
             kind: census.kind.json(),
-            nodes: json_nodes(nodes, seen),
+            nodes: json_nodes(found.nodes, seen),
             quorum: quorum(seen.len()),
             held_on: on,
             free_on: seen.iter().filter(|s| **s == Seen::Free).count(),
-            holder: None,
+            holder_sha1: None,
             permits: census.permits,
             holders: Some(
                 census
@@ -284,7 +275,7 @@ fn report(
                     .iter()
                     .map(|h| HolderJson {
                         claimed: h.claimed,
-                        token_sha1: h.token_sha1,
+                        sha1: h.id.clone(),
                         nodes: h.nodes,
                         ttl_ms: h.ttl.as_millis(),
                         held: h.held,
@@ -301,12 +292,11 @@ fn report(
         return Ok(code);
     }
     let mut out = String::new();
-    for (i, (node, seen)) in nodes.iter().zip(seen).enumerate() {
-        let _ = node_line(&mut out, i, node, seen);
+    for (i, (node, seen)) in found.nodes.iter().zip(seen).enumerate() {
+        let _ = node_line(&mut out, i, node, seen, false);
     }
     for h in &census.holders {
-        let sha1 = &h.token_sha1[..12.min(h.token_sha1.len())];
-        let line = h.claimed.line(sha1, h.nodes, seen.len(), h.ttl, h.held);
+        let line = h.claimed.line(&h.id, h.nodes, seen.len(), h.ttl, h.held);
         let _ = writeln!(out, "{line}");
     }
     let _ = writeln!(out, "{line}");
@@ -323,7 +313,7 @@ mod tests {
         let json = |claimed: Claimed, held: bool| {
             let holder = HolderJson {
                 claimed,
-                token_sha1: "ab",
+                sha1: "ab".to_string(),
                 nodes: 2,
                 ttl_ms: 1500,
                 held,
@@ -332,11 +322,11 @@ mod tests {
         };
         assert_eq!(
             json(Claimed::Slot { slot: 3 }, true),
-            r#"{"slot":3,"token_sha1":"ab","nodes":2,"ttl_ms":1500,"held":true}"#
+            r#"{"slot":3,"sha1":"ab","nodes":2,"ttl_ms":1500,"held":true}"#
         );
         assert_eq!(
             json(Claimed::side(true, true), false),
-            r#"{"access":"write","waiting":true,"token_sha1":"ab","nodes":2,"ttl_ms":1500,"held":false}"#
+            r#"{"access":"write","waiting":true,"sha1":"ab","nodes":2,"ttl_ms":1500,"held":false}"#
         );
         let ttl = Duration::from_millis(1500);
         let line = |claimed: Claimed, held: bool| claimed.line("ab", 2, 3, ttl, held);
