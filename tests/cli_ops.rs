@@ -1,12 +1,13 @@
 //! The operator's verbs: `quorumlock ls` lists the locks held without taking any,
 //! `quorumlock release --force` breaks the lock of a holder that is gone, and all three with
-//! `quorumlock status` name a holder alike.
+//! `quorumlock status` name a holder alike; `status` says what `run` would meet where no
+//! quorum counts.
 
 mod common;
 
 use std::time::Duration;
 
-use common::cli::{outcome, quorumlock, Outcome};
+use common::cli::{binary, outcome, quorumlock, Outcome};
 use common::primitives::sha1_short;
 use common::{client, get, holders};
 use quorumlock::testkit::LocalQuorum;
@@ -244,4 +245,90 @@ async fn status_ls_and_release_name_a_holder_alike_and_never_by_its_token() {
             );
         }
     }
+}
+
+/// The summary line of `status`'s text.
+fn summary(out: &Outcome) -> &str {
+    out.stdout.lines().last().unwrap_or_default()
+}
+
+/// During the nodes' quarantine (new servers flushed: none holds its marker), `status` says
+/// what `run -n` meets instead of `free`: the quarantine, when it ends, and exit 69, in text
+/// and in JSON. Once it has ended, `free`, and `run -n` locks.
+#[tokio::test]
+async fn status_tells_a_quarantine_as_run_meets_it() {
+    let q = LocalQuorum::start(3).await.unwrap();
+    for node in q.nodes() {
+        node.command(&["FLUSHALL"]).await.expect("FLUSHALL");
+    }
+    // Quarantine on (the default), for the longest ttl: 2 s.
+    let cli = |args: &[&str]| {
+        let mut c = binary(&q.urls());
+        c.env("QUORUMLOCK_TTL", "2s")
+            .env("QUORUMLOCK_NODE_TIMEOUT", "500ms")
+            .args(args);
+        c
+    };
+    let out = outcome(&mut cli(&["status", "job"])).await;
+    assert_eq!(out.code, Some(69), "{out:?}");
+    let line = summary(&out);
+    assert!(
+        line.starts_with(
+            "`job`: quarantined: the nodes' quarantine keeps them from a quorum and ends in "
+        ) && line.ends_with(": `run -n` exits 69 until then (key on 0 of 3 nodes, quorum 2)"),
+        "{out:?}"
+    );
+    assert_eq!(out.stdout.matches(": free\n").count(), 3, "{out:?}");
+    let run = outcome(&mut cli(&["run", "-n", "job", "--", "true"])).await;
+    assert_eq!(run.code, out.code, "{run:?}");
+
+    let out = outcome(&mut cli(&["status", "--json", "job"])).await;
+    let doc: serde_json::Value = serde_json::from_str(&out.stdout).expect("one JSON document");
+    assert_eq!(doc["verdict"], "quarantined", "{doc:#}");
+    assert_eq!(doc["exit_code"], 69, "{doc:#}");
+    let left = doc["quorum_in_s"].as_f64().expect("seconds left");
+    assert!(left > 0.0 && left <= 3.0, "{doc:#}");
+
+    tokio::time::sleep(Duration::from_secs_f64(left)).await;
+    common::eventually("status says free", || async {
+        outcome(&mut cli(&["status", "job"])).await.code == Some(0)
+    })
+    .await;
+    let out = outcome(&mut cli(&["status", "job"])).await;
+    assert_eq!(summary(&out), "`job`: free (key on 0 of 3 nodes, quorum 2)");
+    let run = outcome(&mut cli(&["run", "-n", "job", "--", "true"])).await;
+    assert_eq!(run.code, Some(0), "{run:?}");
+}
+
+/// Where too few nodes count (two of three are replicas: their keys answer, their votes never
+/// count), `status` says `no quorum` and exits 69, as `run -n` does, instead of `free`.
+#[tokio::test]
+async fn status_tells_no_quorum_where_too_few_nodes_count() {
+    let q = LocalQuorum::start(3).await.unwrap();
+    let primary = q.node(0).port().to_string();
+    for i in [1, 2] {
+        let ok = q
+            .node(i)
+            .command(&["REPLICAOF", "127.0.0.1", &primary])
+            .await;
+        assert_eq!(ok.expect("REPLICAOF").as_str(), Some("OK"));
+    }
+    let run = |args: &[&str]| {
+        let mut c = quorumlock(&q.urls());
+        c.args(args);
+        c
+    };
+    let out = outcome(&mut run(&["status", "job"])).await;
+    assert_eq!(out.code, Some(69), "{out:?}");
+    assert_eq!(out.stdout.matches(": free\n").count(), 3, "{out:?}");
+    assert!(
+        summary(&out).starts_with("`job`: no quorum: fewer than 2 of 3 nodes count ("),
+        "{out:?}"
+    );
+    let doc = outcome(&mut run(&["status", "--json", "job"])).await;
+    let doc: serde_json::Value = serde_json::from_str(&doc.stdout).expect("one JSON document");
+    assert_eq!(doc["verdict"], "no_quorum", "{doc:#}");
+    assert_eq!(doc["quorum_in_s"], serde_json::Value::Null, "{doc:#}");
+    let locked = outcome(&mut run(&["run", "-n", "job", "--", "true"])).await;
+    assert_eq!(locked.code, out.code, "{locked:?}");
 }

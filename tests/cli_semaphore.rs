@@ -158,6 +158,7 @@ async fn two_permits_let_two_commands_run_and_the_third_skip_or_wait() {
     assert_eq!(doc["verdict"], "full");
     assert_eq!(doc["exit_code"], 75);
     assert_eq!(doc["holder_sha1"], serde_json::Value::Null);
+    assert_eq!(doc["quorum_in_s"], 0.0);
     assert_eq!(doc["error"], serde_json::Value::Null);
     assert_eq!(
         (doc["quorum"].as_u64(), doc["held_on"].as_u64()),

@@ -233,7 +233,8 @@ struct Census {
 }
 
 /// Prints what `status` found, as lines or as JSON: the nodes as `found`, the holders, then
-/// the summary (`unknown` if the holders could not be read, for `error`).
+/// the summary: what `run` would meet where no quorum counts; `unknown` if the holders
+/// could not be read, for `error`.
 fn report(
     found: &Found<'_>,
     census: &Census,
@@ -247,13 +248,19 @@ fn report(
         quorum(seen.len())
     );
     let (resource, words) = (&found.args.resource, census.kind.words());
-    let (verdict, code, line) = match error {
-        None => {
+    let unavailable = found.counting.unavailable(quorum(seen.len()), seen.len());
+    let (verdict, code, line) = match (unavailable, error) {
+        (Some((verdict, code, says)), _) => (
+            verdict,
+            code,
+            format!("`{resource}`: {words}: {says} ({counts})"),
+        ),
+        (None, None) => {
             let (verdict, code, says) = &census.verdict;
             let line = format!("`{resource}`: {words}{says} ({counts})");
             (*verdict, *code, line)
         }
-        Some(e) => {
+        (None, Some(e)) => {
             let line = format!("`{resource}`: {words}: unknown: {e} ({counts})");
             ("unknown", UNAVAILABLE, line)
         }
@@ -265,6 +272,7 @@ fn report(
             kind: census.kind.json(),
             nodes: json_nodes(found.nodes, seen),
             quorum: quorum(seen.len()),
+            quorum_in_s: found.counting.quorum_in_s(),
             held_on: on,
             free_on: seen.iter().filter(|s| **s == Seen::Free).count(),
             holder_sha1: None,

@@ -16,6 +16,8 @@ pub(super) struct StatusDocument<'a> {
     pub(super) kind: &'static str,
     pub(super) nodes: Vec<StatusNode<'a>>,
     pub(super) quorum: usize,
+    /// Seconds until a quorum of nodes counts for `run`: 0 now, `null` when it cannot.
+    pub(super) quorum_in_s: Option<f64>,
     pub(super) held_on: usize,
     pub(super) free_on: usize,
     /// The holder id of the lock's token on a quorum.

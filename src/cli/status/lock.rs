@@ -5,12 +5,13 @@ use quorumlock::quorum;
 
 use super::super::exit::{Failure, SOFTWARE, TAKEN, UNAVAILABLE};
 use super::super::holder::holder_id;
+use super::counting::Counting;
 use super::document::{json_nodes, StatusDocument};
 use super::{node_line, Found, Seen};
 
 /// `status` of a lock: the nodes as `found`, then the verdict.
 pub(super) fn lock_status(found: &Found<'_>) -> Result<u8, Failure> {
-    let summary = summarize(&found.args.resource, found.seen);
+    let summary = summarize(&found.args.resource, found.seen, found.counting);
     if found.args.json {
         let document = StatusDocument {
             resource: &found.args.resource,
@@ -18,6 +19,7 @@ pub(super) fn lock_status(found: &Found<'_>) -> Result<u8, Failure> {
             kind: "lock",
             nodes: json_nodes(found.nodes, found.seen),
             quorum: summary.quorum,
+            quorum_in_s: found.counting.quorum_in_s(),
             held_on: summary.held_on,
             free_on: summary.free_on,
             holder_sha1: summary.holder,
@@ -44,7 +46,7 @@ pub(super) fn lock_status(found: &Found<'_>) -> Result<u8, Failure> {
 /// The verdict across the nodes.
 #[derive(Debug)]
 struct Summary {
-    /// `free`, `held` or `unknown`.
+    /// `free`, `held`, `unknown`, `quarantined` or `no_quorum`.
     verdict: &'static str,
     code: u8,
     quorum: usize,
@@ -56,8 +58,9 @@ struct Summary {
     line: String,
 }
 
-/// The summary: held or free when a majority says so.
-fn summarize(resource: &str, seen: &[Seen]) -> Summary {
+/// The summary: what `run` would meet where no quorum counts (`counting`); otherwise held or
+/// free when a majority says so.
+fn summarize(resource: &str, seen: &[Seen], counting: Counting) -> Summary {
     let nodes = seen.len();
     let needed = quorum(nodes);
     let held: Vec<&str> = seen
@@ -88,7 +91,10 @@ fn summarize(resource: &str, seen: &[Seen]) -> Summary {
     summary.holder = top
         .filter(|(_, n)| *n >= needed)
         .map(|(token, _)| holder_id(token));
-    if held.len() >= needed {
+    if let Some((verdict, code, says)) = counting.unavailable(needed, nodes) {
+        summary.line = format!("`{resource}`: {says} ({counts})\n");
+        (summary.verdict, summary.code) = (verdict, code);
+    } else if held.len() >= needed {
         let by = match &summary.holder {
             Some(id) => format!("by {id}"),
             None => "by several owners, none on a quorum".to_string(),
@@ -109,6 +115,8 @@ fn summarize(resource: &str, seen: &[Seen]) -> Summary {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     fn held(token: &str) -> Seen {
@@ -121,8 +129,9 @@ mod tests {
     #[test]
     fn a_majority_decides_held_or_free() {
         let down = || Seen::Failed("down".into());
+        let now = Counting::Now;
         let seen = [held("aaaaaaaaaaaa"), held("aaaaaaaaaaaa"), down()];
-        let s = summarize("r", &seen);
+        let s = summarize("r", &seen, now);
         assert_eq!((s.code, s.verdict), (TAKEN, "held"));
         let id = holder_id("aaaaaaaaaaaa");
         assert_eq!(s.holder.as_deref(), Some(id.as_str()));
@@ -133,16 +142,35 @@ mod tests {
             s.line
         );
         let seen = [held("a"), held("b"), Seen::Free];
-        let s = summarize("r", &seen);
+        let s = summarize("r", &seen, now);
         assert_eq!((s.code, s.verdict, s.holder), (TAKEN, "held", None));
         assert!(s.line.contains("several owners"), "{}", s.line);
         let seen = [held("a"), Seen::Free, Seen::Free];
-        let s = summarize("r", &seen);
+        let s = summarize("r", &seen, now);
         assert_eq!((s.code, s.verdict, s.held_on, s.free_on), (0, "free", 1, 2));
         let seen = [held("a"), Seen::Free, down()];
-        let s = summarize("r", &seen);
+        let s = summarize("r", &seen, now);
         assert_eq!((s.code, s.verdict), (UNAVAILABLE, "unknown"));
         let seen = [down(), Seen::Free, down()];
-        assert_eq!(summarize("r", &seen).code, UNAVAILABLE);
+        assert_eq!(summarize("r", &seen, now).code, UNAVAILABLE);
+    }
+
+    #[test]
+    fn keys_that_say_free_or_held_do_not_hide_a_quorum_that_does_not_count() {
+        let quarantined = Counting::Quarantined(Duration::from_secs(8));
+        let free = [Seen::Free, Seen::Free, Seen::Free];
+        let s = summarize("job", &free, quarantined);
+        assert_eq!((s.code, s.verdict), (UNAVAILABLE, "quarantined"));
+        assert!(
+            s.line.starts_with("`job`: quarantined: ") && s.line.ends_with("quorum 2)\n"),
+            "{}",
+            s.line
+        );
+        assert_eq!(s.line.lines().count(), 1, "{}", s.line);
+        let seen = [held("a"), held("a"), Seen::Free];
+        let s = summarize("job", &seen, Counting::NoQuorum);
+        assert_eq!((s.code, s.verdict), (UNAVAILABLE, "no_quorum"));
+        assert_eq!(s.holder, Some(holder_id("a")));
+        assert!(s.line.starts_with("`job`: no quorum: "), "{}", s.line);
     }
 }

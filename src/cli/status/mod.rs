@@ -1,9 +1,10 @@
-//! `quorumlock status`: who holds a resource's lock, node by node, as lines or as JSON.
-//! Read-only: TYPE, then GET and PTTL per node, over a connection of its own (a `RedLock`
-//! would load its scripts). Where the nodes hold a semaphore or a read-write lock instead,
-//! its holders are read with the library's census
-//! ([`Semaphore::holders`](quorumlock::Semaphore::holders)). Every holder is named by its
-//! holder id (`holder.rs`), never by its token.
+//! `quorumlock status`: who holds a resource's lock, node by node, as lines or as JSON, and
+//! whether `run` could take it now. Reads the key with TYPE, then GET and PTTL per node,
+//! over a connection of its own; beside it, a client checks the nodes as `run`'s does
+//! (`counting.rs`), so that a quarantine or a quorum that does not count is told, not
+//! `free`. Where the nodes hold a semaphore or a read-write lock instead, its holders are
+//! read with the library's census ([`Semaphore::holders`](quorumlock::Semaphore::holders)).
+//! Every holder is named by its holder id (`holder.rs`), never by its token.
 
 use std::fmt::{self, Write as _};
 use std::time::Duration;
@@ -19,11 +20,13 @@ use super::holder::holder_id;
 use super::options::{NodesArg, Vars, NODES};
 
 mod census;
+mod counting;
 mod document;
 mod lock;
 
 pub(super) use census::Claimed;
 use census::{read_write, rw_status, semaphore_of, semaphore_status};
+use counting::Counting;
 use lock::lock_status;
 
 /// `quorumlock status`.
@@ -46,7 +49,12 @@ const AFTER_HELP: &str = "\
 Prints one line per node (whether the key exists, its holder and its remaining ttl), then
 a summary. A holder is named by the first 12 hex digits of the SHA1 of its token, as ls and
 release name it; the token itself stays secret (whoever has it can release the lock).
-Sends only TYPE, GET and PTTL, each node under $QUORUMLOCK_CONNECT_TIMEOUT (default 1s).
+Reads the key with TYPE, GET and PTTL, each node under $QUORUMLOCK_CONNECT_TIMEOUT
+(default 1s). Beside it, checks the nodes' connections as run does (waiting up to the same
+timeout for a quorum), which loads the scripts and, on a node that may have lost data,
+records its quarantine as any client does; it takes no lock. Where the nodes' quarantine,
+or too few nodes that count, would keep run from the lock, the summary says so instead of
+free or held (exit 69, as run -n); -v shows each node's reason.
 
 When the nodes hold a semaphore at the key (run --permits), each node's line gives its
 number of permits N, then one line per holder: its slot, its holder id, on how many nodes,
@@ -57,20 +65,23 @@ writers waiting alike. The holders are read with one read-only script per node.
 With --json, one document: resource, key (with the prefix), kind (lock, semaphore or
 rwlock), nodes (index, node with any password hidden, state: free, held, semaphore, rwlock
 or unreachable, holder_sha1: the holder id there, pttl_ms as PTTL answered it, -1 for a
-key without expiry, permits: a semaphore's N on that node, error), quorum, held_on,
-free_on, holder_sha1 (the holder id on a quorum, or null), permits (a semaphore's N, or
-null), holders (a semaphore's or read-write lock's: slot, or access and waiting; sha1: the
-holder id; nodes, ttl_ms, held: on a quorum; null for a lock), verdict (free, held or
-unknown for a lock; available, full or unknown for a semaphore; free, read, written or
-unknown for a read-write lock), error (why the holders could not be read, or null) and
-exit_code.
+key without expiry, permits: a semaphore's N on that node, error), quorum, quorum_in_s
+(seconds until a quorum of nodes counts: 0 now, null when none can, as in doctor --json),
+held_on, free_on, holder_sha1 (the holder id on a quorum, or null), permits (a
+semaphore's N, or null), holders (a semaphore's or read-write lock's: slot, or access and
+waiting; sha1: the holder id; nodes, ttl_ms, held: on a quorum; null for a lock), verdict
+(free, held or unknown for a lock; available, full or unknown for a semaphore; free, read,
+written or unknown for a read-write lock; quarantined or no_quorum for any), error (why
+the holders could not be read, or null) and exit_code.
 
 Exit status (the same with --json):
-  0   free: a majority of nodes has no key (a lock attempt would not be refused); for a
-      semaphore, available: fewer than N permits are held on a majority; for a read-write
-      lock, no writer holds it
-  64  usage or configuration error
-  69  too few nodes answered to tell (for a semaphore, or they disagree on its N)
+  0   free: a majority of nodes has no key and counts (a lock attempt would not be
+      refused); for a semaphore, available: fewer than N permits are held on a majority;
+      for a read-write lock, no writer holds it
+  64  usage or configuration error (two URLs of one server, as run)
+  69  what run -n exits with: the nodes' quarantine keeps them from a quorum (quarantined:
+      the summary says when it ends), too few nodes count (no_quorum), or too few answered
+      to tell (unknown)
   75  held: a majority of nodes has a key; for a semaphore, full: all N permits are held;
       for a read-write lock, a writer holds it";
 
@@ -96,7 +107,8 @@ pub(super) enum Seen {
     Failed(String),
 }
 
-/// What `status` found before it looks at the kind of key: the nodes' answers.
+/// What `status` found before it looks at the kind of key: the nodes' answers, and whether
+/// a quorum of them counts for `run`.
 #[derive(Debug)]
 struct Found<'a> {
     args: &'a StatusArgs,
@@ -104,6 +116,7 @@ struct Found<'a> {
     key: &'a str,
     nodes: &'a [NodeUrl],
     seen: &'a [Seen],
+    counting: Counting,
 }
 
 pub(crate) async fn status(args: StatusArgs) -> Result<u8, Failure> {
@@ -112,44 +125,38 @@ pub(crate) async fn status(args: StatusArgs) -> Result<u8, Failure> {
     }
     let mut vars = Vars::from_env()?;
     vars.flag(NODES, args.nodes.nodes.clone());
-    let config = vars.builder()?.validate()?;
+    let builder = vars.builder()?;
+    let config = builder.validate()?;
     let key = config.lock_key(&args.resource);
     let timeout = config.connect_timeout();
     let clients = (0..config.nodes().len())
         .map(|i| config.node_client_config(i).transpose())
         .collect::<Result<Vec<_>, _>>()?;
-    let seen = futures::future::join_all(
-        clients
-            .into_iter()
-            .flatten()
-            .map(|client| probe(client, &key, timeout)),
-    )
-    .await;
+    // The client `run` would be, checking the nodes while the key is read.
+    let redlock = builder.build()?;
+    let (seen, counting) = tokio::join!(
+        futures::future::join_all(
+            clients
+                .into_iter()
+                .flatten()
+                .map(|client| probe(client, &key, timeout)),
+        ),
+        Counting::of(&redlock)
+    );
     let found = Found {
         args: &args,
         key: &key,
         nodes: config.nodes(),
         seen: &seen,
+        counting: counting?,
     };
     if let Some(permits) = semaphore_of(&seen) {
-        let redlock = census_client(&vars).await?;
         return semaphore_status(&found, &redlock, permits).await;
     }
     if read_write(&seen) {
-        let redlock = census_client(&vars).await?;
         return rw_status(&found, &redlock).await;
     }
     lock_status(&found)
-}
-
-/// A client for the library's census of a semaphore or a read-write lock, once a quorum of
-/// its nodes is connected (or the connect timeout passed).
-async fn census_client(vars: &Vars) -> Result<quorumlock::RedLock, Failure> {
-    let redlock = vars.builder()?.build()?;
-    redlock
-        .wait_for_quorum(redlock.config().connect_timeout())
-        .await;
-    Ok(redlock)
 }
 
 /// Reads the key on one node; never writes.
