@@ -141,13 +141,15 @@ fn cargo(app: &Path, args: &[&str]) -> (bool, String, String) {
         .args(args))
 }
 
-/// The new crate's Cargo.toml, as an application writes it after the README.
+/// The new crate's Cargo.toml, as an application writes it after the README, without the
+/// default feature `tls` (rustls and ring, minutes of a cold build on two cores, and nothing
+/// to do with the decoder).
 fn manifest(repo: &Path) -> String {
     format!(
         "[package]\nname = \"decoder-patch-app\"\nversion = \"0.0.0\"\nedition = \"2021\"\n\
          publish = false\n\n\
          # Not a member of the workspace of the directories above.\n[workspace]\n\n\
-         [dependencies]\nquorumlock = {{ path = {:?} }}\n\
+         [dependencies]\nquorumlock = {{ path = {:?}, default-features = false }}\n\
          tokio = {{ version = \"1\", features = [\"macros\", \"rt-multi-thread\"] }}\n",
         repo.display().to_string()
     )
