@@ -251,12 +251,28 @@ async fn exits_69_when_a_majority_of_nodes_is_down() {
         .current_dir(dir.path());
     let out = outcome(&mut cli).await;
     assert_eq!(out.code, Some(69), "{out:?}");
-    assert!(
-        out.stderr.starts_with("quorumlock: no quorum"),
+    // One line for a cron mail: the nodes by index and kind, each node's detail with -v.
+    assert_eq!(
+        out.stderr.lines().collect::<Vec<_>>(),
+        [
+            "quorumlock: no quorum for `majority-down`: 1 of 2 needed nodes agreed; nodes 0, 2 \
+             connection error (-v: each node's detail)"
+        ],
         "{}",
         out.stderr
     );
     assert!(!dir.path().join("ran").exists(), "the command ran");
+    let mut verbose = run_sh(&q, &["-v"], "majority-down", "touch ran");
+    verbose
+        .env("QUORUMLOCK_CONNECT_TIMEOUT", "200ms")
+        .current_dir(dir.path());
+    let out = outcome(&mut verbose).await;
+    assert_eq!(out.code, Some(69), "{out:?}");
+    let last = out.stderr.lines().last().unwrap_or_default();
+    for node in [0, 2] {
+        assert!(last.contains(&q.node(node).url()), "{last}");
+    }
+    assert!(!last.contains("-v:"), "{last}");
 
     let mut status = quorumlock(&q.urls());
     status.args(["status", "majority-down"]);
@@ -454,6 +470,10 @@ async fn run_status_and_doctor_take_the_tls_files_from_the_environment() {
         assert_eq!(node["error_kind"], "tls", "{node:#}");
     }
     let out = outcome(quorumlock(&urls).args(["run", "over-tls", "--", "true"])).await;
+    assert_eq!(out.code, Some(69), "{out:?}");
+    assert!(out.stderr.contains("nodes 0, 1, 2 TLS error"), "{out:?}");
+    // Each node's reason with -v.
+    let out = outcome(quorumlock(&urls).args(["-v", "run", "over-tls", "--", "true"])).await;
     assert_eq!(out.code, Some(69), "{out:?}");
     assert!(
         out.stderr

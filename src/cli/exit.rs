@@ -2,10 +2,11 @@
 //! the error that carries one to `main`.
 
 use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use humantime::format_duration;
-use quorumlock::{ConfigError, Error, RedLock};
+use quorumlock::{ConfigError, Error, NodeError, RedLock};
 
 /// Nothing to report: `leader` found no leader (as grep and pgrep when nothing matches).
 pub(crate) const NO_LEADER: u8 = 1;
@@ -60,9 +61,64 @@ pub(crate) fn code_of(error: &Error) -> u8 {
     }
 }
 
+/// Whether a failure names each node with its URL and the whole reason (`-v`), or only its
+/// index and the kind of failure: one line that fits a cron mail.
+static DETAIL: AtomicBool = AtomicBool::new(false);
+
+/// Names each failed node in full from now on (`-v`).
+pub(crate) fn name_nodes_in_full(detail: bool) {
+    DETAIL.store(detail, Ordering::Relaxed);
+}
+
+/// The failed nodes of a round on one line: with `-v`, each with its URL and reason, as the
+/// library says them; otherwise by index, grouped by the kind of failure, in the order met:
+/// `nodes 0, 1 quarantined; node 2 timeout (-v: each node's detail)`.
+pub(crate) fn nodes_line(failures: &[NodeError]) -> String {
+    if DETAIL.load(Ordering::Relaxed) {
+        let each: Vec<String> = failures.iter().map(ToString::to_string).collect();
+        return each.join("; ");
+    }
+    let mut kinds: Vec<(String, Vec<usize>)> = Vec::new();
+    for failure in failures {
+        let kind = failure.kind.to_string();
+        match kinds.iter_mut().find(|(k, _)| *k == kind) {
+            Some((_, indexes)) => indexes.push(failure.index),
+            None => kinds.push((kind, vec![failure.index])),
+        }
+    }
+    let groups: Vec<String> = kinds
+        .into_iter()
+        .map(|(kind, indexes)| {
+            let nodes = if indexes.len() == 1 { "node" } else { "nodes" };
+            let indexes: Vec<String> = indexes.iter().map(usize::to_string).collect();
+            format!("{nodes} {} {kind}", indexes.join(", "))
+        })
+        .collect();
+    match groups.is_empty() {
+        true => String::new(),
+        false => format!("{} (-v: each node's detail)", groups.join("; ")),
+    }
+}
+
 impl From<Error> for Failure {
     fn from(error: Error) -> Failure {
-        Failure::new(code_of(&error), error)
+        let code = code_of(&error);
+        match error {
+            Error::NoQuorum {
+                resource,
+                needed,
+                agreed,
+                failures,
+                ..
+            } => Failure::new(
+                code,
+                format!(
+                    "no quorum for `{resource}`: {agreed} of {needed} needed nodes agreed; {}",
+                    nodes_line(&failures)
+                ),
+            ),
+            error => Failure::new(code, error),
+        }
     }
 }
 

@@ -78,6 +78,7 @@ pub(crate) fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => return ExitCode::from(parse_error(&e)),
     };
+    exit::name_nodes_in_full(cli.verbose > 0);
     let code = match init_logging(cli.verbose).and_then(|()| runtime(cli.command)) {
         Ok(code) => code,
         Err(failure) => {

@@ -14,7 +14,7 @@ use quorumlock::{
 };
 
 use super::child::{exit_code, Relay, Running, Spec};
-use super::exit::{code_of, unavailable_for, whole_secs, Failure, LOST, TAKEN, UNAVAILABLE};
+use super::exit::{unavailable_for, whole_secs, Failure, LOST, TAKEN, UNAVAILABLE};
 use super::options::{
     flag_duration, positive_duration, var_duration, NodesArg, Vars, MAX_TTL, NODES, RETRY_ATTEMPTS,
     RETRY_DELAY, RETRY_WITHIN, TTL,
@@ -694,7 +694,7 @@ fn conflict(error: Error, conflict_exit_code: u8) -> Failure {
             conflict_exit_code,
             held_elsewhere_line(&resource, held_elsewhere, nodes, &failures),
         ),
-        _ => Failure::new(code_of(&error), error),
+        error => Failure::from(error),
     }
 }
 
@@ -721,8 +721,12 @@ fn held_elsewhere_line(
         ));
     }
     if !failed.is_empty() {
-        let failed: Vec<String> = failed.iter().map(ToString::to_string).collect();
-        line.push_str(&format!("; {} failed: {}", failed.len(), failed.join("; ")));
+        let count = failed.len();
+        let failed: Vec<NodeError> = failed.into_iter().cloned().collect();
+        line.push_str(&format!(
+            "; {count} failed: {}",
+            crate::cli::exit::nodes_line(&failed)
+        ));
     }
     line.push(')');
     line
