@@ -173,6 +173,12 @@ impl Checked {
             recorded.map(|r| &r.0),
         ))
     }
+
+    /// The `RUN_ID:START_MS` of the record the check found, if any (`Checked::record`): what
+    /// a re-seed holds the node to (`Admission::lost`, the SEED script).
+    pub fn record(&self) -> Option<&str> {
+        self.0.record.as_deref()
+    }
 }
 
 /// `algo::lineage::still_checked`: whether the votes of a command count, given the node's

@@ -59,7 +59,7 @@ pub const FLUSH_SEEN: &str = "a vote of a node flushed under the process is refu
 pub const GRANT_AFTER_FLUSH_SEEN: &str = "a grant after a flush seen by a vote";
 pub const DATED_BACK: &str = "a young node's record dated back to its start";
 pub const AT_THE_BOUNDARY: &str = "a record written where the rule before 91b693e dates otherwise";
-pub const RESEED_STALE: &str = "a re-seed by a process whose check no longer holds";
+pub const RESEED_STALE: &str = "a re-seed after the record its check found is gone";
 
 impl Model for System {
     type State = State;

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use quorumlock::__model::{self as algo, Ballot};
 
-use super::node::record_text;
+use super::node::{record_text, Seeded};
 use super::system::{
     run_id, seen, Bounds, Channel, Held, Marker, Quarantine, RecordStart, Reply, Rules, State,
     View, NODES, TTL,
@@ -120,16 +120,6 @@ impl State {
         let now_node = self.node_ms();
         let view = self.clients[c].views[n];
         let node = &self.nodes[n];
-        let (marker, record) = (node.marker_text(), node.record_text());
-        if !algo::still_checked(&view.checked(), marker.as_deref(), record.as_deref()) {
-            // The node lost data since this process checked it (a flush).
-            self.seen |= seen::RESEED_STALE;
-            if rules.reseed_checked {
-                self.check(rules, c, n);
-                return true;
-            }
-        }
-        let node = &self.nodes[n];
         let run = run_id(view.run);
         if algo::Lineage::of(node.marker_text().as_deref(), Some(&run))
             .intact()
@@ -166,9 +156,22 @@ impl State {
             floor,
             fresh: false,
         };
+        // The record the check found (`Admission::lost`), which SEED holds the node to.
+        let checked = view.checked();
+        let record = checked.record();
+        if record.is_some_and(|record| !self.nodes[n].holds(record)) {
+            // The node lost data again since this process checked it (a flush).
+            self.seen |= seen::RESEED_STALE;
+        }
         let old = self.nodes[n].marker;
-        if !self.nodes[n].seed(old, marker) {
-            return false;
+        match self.nodes[n].seed(old, marker, record.filter(|_| rules.reseed_checked)) {
+            Seeded::Written => {}
+            Seeded::MarkerChanged => return false,
+            Seeded::RecordGone => {
+                // Checked again, which records the new loss's quarantine.
+                self.check(rules, c, n);
+                return true;
+            }
         }
         let view = &mut self.clients[c].views[n];
         view.marker = Some(marker);

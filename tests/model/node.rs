@@ -151,16 +151,38 @@ impl Node {
         record_text(self.record)
     }
 
-    /// The SEED script: if the marker is still `old`, writes `marker` and raises the hwm to
-    /// its floor.
-    pub fn seed(&mut self, old: Option<Marker>, marker: Marker) -> bool {
+    /// The SEED script: if the marker is still `old` and, where `record` is given (the
+    /// `RUN_ID:START_MS` of the record the re-seeding check found), the node still holds that
+    /// record, writes `marker` and raises the hwm to its floor.
+    pub fn seed(&mut self, old: Option<Marker>, marker: Marker, record: Option<&str>) -> Seeded {
         if self.marker != old {
-            return false;
+            return Seeded::MarkerChanged;
+        }
+        if record.is_some_and(|record| !self.holds(record)) {
+            return Seeded::RecordGone;
         }
         self.marker = Some(marker);
         self.hwm = self.hwm.max(marker.floor);
-        true
+        Seeded::Written
     }
+
+    /// Whether the node's record is `record` (`RUN_ID:START_MS`), whatever its wait: SEED's
+    /// compare of the record's text with `record` and a colon.
+    pub fn holds(&self, record: &str) -> bool {
+        self.record_text()
+            .is_some_and(|text| text.starts_with(&format!("{record}:")))
+    }
+}
+
+/// What the SEED script answers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Seeded {
+    /// 1: written.
+    Written,
+    /// 0: the marker is no longer the one the survey read.
+    MarkerChanged,
+    /// -1: the node no longer holds the record the check found (a loss since).
+    RecordGone,
 }
 
 /// A record `(run, START_MS, WAIT_MS)` as stored, `RUN_ID:START_MS:WAIT_MS`.

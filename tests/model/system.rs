@@ -77,11 +77,10 @@ pub struct Rules {
     /// still holds the marker or the record its check found (`lineage::still_checked`): what
     /// sees a FLUSHALL under a connected process.
     pub votes_checked: bool,
-    /// Whether a re-seed goes ahead only where the node still holds what the re-seeding
-    /// process's check found (`still_checked` on the marker and record the survey reads,
-    /// which SEED would compare in its atomic step), the node being checked again otherwise.
-    /// The crate's seeder compares the marker alone (none, on a node that lost data): not
-    /// yet (docs/model.md, "What the model found").
+    /// Whether SEED holds the node to the quarantine record the re-seeding process's check
+    /// found (34d1a41): a record gone is a loss since the check, and the node is checked
+    /// again instead. Without, the seeder before, which compared the marker alone (none,
+    /// before and after a flush): docs/model.md, "What the model found".
     pub reseed_checked: bool,
 }
 
@@ -96,13 +95,7 @@ impl Rules {
         fence_needed: None,
         floor: true,
         votes_checked: true,
-        reseed_checked: false,
-    };
-
-    /// The crate's rules with the re-seed that [`Rules::reseed_checked`] describes.
-    pub const RESEED_CHECKED: Rules = Rules {
         reseed_checked: true,
-        ..Rules::CRATE
     };
 }
 
@@ -328,7 +321,8 @@ pub mod seen {
     /// A record written at a figure that `record_age` and the rule before 91b693e date
     /// differently.
     pub const AT_THE_BOUNDARY: u16 = 1024;
-    /// A re-seed by a process whose check no longer holds (the node lost data since).
+    /// A re-seed by a process whose check's record the node no longer holds (it lost data
+    /// again since).
     pub const RESEED_STALE: u16 = 2048;
 }
 

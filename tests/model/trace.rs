@@ -117,8 +117,8 @@ pub fn label(sys: &System) -> String {
     if !rules.votes_checked {
         changed.push("votes not checked".into());
     }
-    if rules.reseed_checked {
-        changed.push("re-seed checked (not yet the crate's)".into());
+    if !rules.reseed_checked {
+        changed.push("re-seed without the record".into());
     }
     if changed.is_empty() {
         "the crate's rules".into()
