@@ -401,8 +401,8 @@ fn votes_counted_without_reading_back_the_marker_let_a_flush_under_a_connection_
 }
 
 /// A flush of a node restarted a moment ago, at every tick of its youth, with every
-/// `uptime_in_seconds` the truncation allows: the record is dated back to the node's latest
-/// possible start only while no process can have counted the node's votes; and a process
+/// `uptime_in_seconds` the truncation allows: the record starts at the flush (the crate no
+/// longer dates a young node's record back, where the rules before did); and a process
 /// whose re-seed comes after a flush that its check did not see checks the node again.
 #[test]
 fn a_young_node_flushed_is_quarantined_from_the_flush_once_its_votes_may_count() {
@@ -411,7 +411,6 @@ fn a_young_node_flushed_is_quarantined_from_the_flush_once_its_votes_may_count()
         system(Rules::CRATE, YOUNG_FLUSH),
         &[
             explore::GRANT,
-            explore::DATED_BACK,
             explore::AT_THE_BOUNDARY,
             explore::RESEED_STALE,
         ],
