@@ -166,6 +166,17 @@ impl Error {
                 | Error::FencingUnavailable { .. }
         )
     }
+
+    /// The nodes this error names as failed, each with why: none for an error that names
+    /// no node.
+    pub(crate) fn node_failures(&self) -> &[NodeError] {
+        match self {
+            Error::Taken { failures, .. }
+            | Error::NoQuorum { failures, .. }
+            | Error::FencingUnavailable { failures, .. } => failures,
+            _ => &[],
+        }
+    }
 }
 
 /// What a resource was found in use as, when it was asked for as another kind of primitive
@@ -594,6 +605,10 @@ pub enum LostReason {
     NotExtended {
         /// The last extension's error, if one returned before the deadline.
         last_error: Option<String>,
+        /// The nodes that failed in that extension, each with why (as
+        /// [`Error::NoQuorum`] names them): empty when none did or none returned. A message
+        /// of one line names them by index from here.
+        failures: Vec<NodeError>,
     },
     /// The hold limit ([`KeepAlive::max_hold`](crate::KeepAlive::max_hold)) was reached.
     HoldLimit {
@@ -619,11 +634,12 @@ impl fmt::Display for LostReason {
                 f,
                 "a majority no longer holds it ({held} of {nodes} nodes still had our token)"
             ),
-            LostReason::NotExtended { last_error: None } => {
-                f.write_str("it could not be extended in time: no quorum answered")
-            }
+            LostReason::NotExtended {
+                last_error: None, ..
+            } => f.write_str("it could not be extended in time: no quorum answered"),
             LostReason::NotExtended {
                 last_error: Some(e),
+                ..
             } => write!(f, "it could not be extended in time: {e}"),
             LostReason::HoldLimit { limit } => write!(
                 f,

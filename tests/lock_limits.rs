@@ -95,7 +95,13 @@ async fn a_kept_lock_that_would_retry_after_forever_is_lost_in_time() {
     match within("the loss signal", kept.lost()).await {
         LostReason::NotExtended {
             last_error: Some(e),
-        } => assert!(e.contains("no quorum"), "{e}"),
+            failures,
+        } => {
+            assert!(e.contains("no quorum"), "{e}");
+            let mut failed: Vec<usize> = failures.iter().map(|f| f.index).collect();
+            failed.sort_unstable();
+            assert_eq!(failed, [0, 1], "{failures:?}");
+        }
         other => panic!("{other:?}"),
     }
     q.node_mut(0).resume().unwrap();

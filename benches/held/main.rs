@@ -274,7 +274,9 @@ async fn measure(quorum: &LocalQuorum, settings: &Settings, locks: usize) -> Row
         let (mut silent, mut failed, mut other) = (0, 0, 0);
         for reason in handles.iter().filter_map(|h| h.lost_reason()) {
             match reason {
-                LostReason::NotExtended { last_error: None } => silent += 1,
+                LostReason::NotExtended {
+                    last_error: None, ..
+                } => silent += 1,
                 LostReason::NotExtended { .. } => failed += 1,
                 _ => other += 1,
             }

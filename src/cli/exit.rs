@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use humantime::format_duration;
-use quorumlock::{ConfigError, Error, NodeError, RedLock};
+use quorumlock::{ConfigError, Error, LostReason, NodeError, RedLock};
 
 /// Nothing to report: `leader` found no leader (as grep and pgrep when nothing matches).
 pub(crate) const NO_LEADER: u8 = 1;
@@ -100,6 +100,19 @@ pub(crate) fn nodes_line(failures: &[NodeError]) -> String {
     }
 }
 
+/// Why a lock was lost, on one line: an extension's failed nodes by index (`-v`: in full,
+/// as the library says them).
+pub(crate) fn lost_line(reason: &LostReason) -> String {
+    match reason {
+        LostReason::NotExtended { failures, .. }
+            if !failures.is_empty() && !DETAIL.load(Ordering::Relaxed) =>
+        {
+            format!("it could not be extended in time: {}", nodes_line(failures))
+        }
+        reason => reason.to_string(),
+    }
+}
+
 impl From<Error> for Failure {
     fn from(error: Error) -> Failure {
         let code = code_of(&error);
@@ -116,6 +129,10 @@ impl From<Error> for Failure {
                     "no quorum for `{resource}`: {agreed} of {needed} needed nodes agreed; {}",
                     nodes_line(&failures)
                 ),
+            ),
+            Error::Lost { resource, reason } => Failure::new(
+                code,
+                format!("the lock on `{resource}` was lost: {}", lost_line(&reason)),
             ),
             error => Failure::new(code, error),
         }

@@ -563,7 +563,11 @@ pub(super) async fn supervise(
             watchdog.dismiss();
             Err(Failure::new(
                 LOST,
-                format!("lost the lock on `{}`: {reason}; {stopped}", spec.resource),
+                format!(
+                    "lost the lock on `{}`: {}; {stopped}",
+                    spec.resource,
+                    crate::cli::exit::lost_line(&reason)
+                ),
             ))
         }
     }

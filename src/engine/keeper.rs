@@ -29,7 +29,7 @@ use crate::algo::schedule::{KeepSchedule, COALESCE_MAX};
 use crate::engine::held::{Extension, Held};
 use crate::engine::kept::Publisher;
 use crate::error::Error;
-use crate::error::LostReason;
+use crate::error::{LostReason, NodeError};
 
 /// The channel to the running keeper task, if one runs.
 type TaskSlot = Arc<Mutex<Option<UnboundedSender<Command>>>>;
@@ -160,6 +160,8 @@ struct KeptEntry {
     hold_until: Option<Instant>,
     next_try: Instant,
     last_error: Option<String>,
+    /// The nodes that failed in that extension.
+    last_failures: Vec<NodeError>,
     hold_reached: bool,
     phase: Phase,
     /// The last sequence number handed out (timers and extensions).
@@ -198,6 +200,7 @@ impl KeptEntry {
             status,
             schedule,
             last_error: None,
+            last_failures: Vec::new(),
             hold_reached: false,
             phase: Phase::Waiting,
             seq: 0,
@@ -280,6 +283,7 @@ impl KeptEntry {
         match self.lock.settle_extension(extension) {
             Ok(_) => {
                 self.last_error = None;
+                self.last_failures.clear();
                 if !self.status.extended(self.lock.valid_until()) {
                     // A handle published the loss first: it stays lost.
                     self.phase = Phase::Lost;
@@ -308,6 +312,7 @@ impl KeptEntry {
         crate::stats::extension_failed();
         self.phase = Phase::Waiting;
         self.last_error = Some(error.to_string());
+        self.last_failures = error.node_failures().to_vec();
         self.status.shortened(self.lock.valid_until());
         // A retry later than any instant is no retry: the loss instant comes first.
         self.next_try = self.schedule.retry_at(now, self.lost_at(now));
@@ -326,6 +331,7 @@ impl KeptEntry {
             Some(limit) if self.hold_reached => LostReason::HoldLimit { limit },
             _ => LostReason::NotExtended {
                 last_error: self.last_error.take(),
+                failures: std::mem::take(&mut self.last_failures),
             },
         };
         self.lose(reason);

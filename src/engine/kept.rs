@@ -98,6 +98,7 @@ impl Shared {
 fn released() -> LostReason {
     LostReason::NotExtended {
         last_error: Some("the lock was released".into()),
+        failures: Vec::new(),
     }
 }
 
@@ -287,6 +288,7 @@ impl Kept {
                 resource: self.resource().to_string(),
                 reason: LostReason::NotExtended {
                     last_error: Some("the keep-alive task failed".into()),
+                    failures: Vec::new(),
                 },
             }),
         };
@@ -315,6 +317,7 @@ impl Kept {
                 resource,
                 reason: LostReason::NotExtended {
                     last_error: Some("the keep-alive task failed".into()),
+                    failures: Vec::new(),
                 },
             }),
         }
