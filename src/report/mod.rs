@@ -1,6 +1,6 @@
 //! What the client reports about nodes and about itself: the facts a node's `INFO` and
 //! `CONFIG` give ([`facts`]), the release path they allow ([`capabilities`]), the per-node
-//! report and its findings (`node_report`), and whether the build's protocol decoder is
+//! report (`node_report`) and the rules that find what is wrong (`findings`), and whether the build's protocol decoder is
 //! bounded ([`decoder`]). Data and rules only; the probes that gather the facts are in
 //! `node::probe`.
 //!
@@ -9,6 +9,7 @@
 pub(crate) mod capabilities;
 pub(crate) mod decoder;
 pub(crate) mod facts;
+pub(crate) mod findings;
 pub(crate) mod node_report;
 
 pub(crate) use node_report::*;
