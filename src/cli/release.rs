@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use clap::Args;
 use humantime::format_duration;
-use quorumlock::{ConfigError, Error};
+use quorumlock::{Config, ConfigError, Error, RedLock};
 use serde::Serialize;
 
 use super::exit::{code_of, Failure, SOFTWARE, TAKEN, USAGE};
@@ -100,126 +100,173 @@ pub(crate) async fn release(args: ReleaseArgs) -> Result<u8, Failure> {
     let builder = vars.builder()?;
     let config = builder.validate()?;
     let key = config.lock_key(&args.resource);
-    let read = || async {
-        let clients = (0..config.nodes().len())
-            .map(|i| config.node_client_config(i).transpose())
-            .collect::<Result<Vec<_>, _>>()?;
-        let timeout = config.connect_timeout();
-        Ok::<_, Failure>(
-            futures::future::join_all(
-                clients
-                    .into_iter()
-                    .flatten()
-                    .map(|client| probe(client, &key, timeout)),
-            )
-            .await,
-        )
-    };
     let first_read = std::time::Instant::now();
-    let before = read().await?;
-    if let Some(Seen::Semaphore { permits, .. }) =
-        before.iter().find(|s| matches!(s, Seen::Semaphore { .. }))
-    {
-        return Err(Failure::usage(format!(
-            "`{}` is a semaphore of {permits} permits: release --force breaks a lock only \
-             (`quorumlock status {}` lists its holders; their permits expire by their ttl)",
-            args.resource, args.resource
-        )));
-    }
-    if before.iter().any(|s| matches!(s, Seen::ReadWrite { .. })) {
-        return Err(Failure::usage(format!(
-            "`{}` is a read-write lock: release --force breaks a lock only \
-             (`quorumlock status {}` lists its holders; they expire by their ttl)",
-            args.resource, args.resource
-        )));
-    }
-    let mut out = String::new();
+    let before = read(&config, &key).await?;
+    only_a_lock(&before, &args.resource)?;
     let tokens = tokens(&before);
+    let mut said = Said::new(&args, &key);
     for token in &tokens {
-        let _ = writeln!(
-            out,
+        said.line(format_args!(
             "`{}` is held by {} on nodes {:?} ({})",
             args.resource,
             token.sha1,
             token.nodes,
             expiry(token.ttl_ms)
-        );
+        ));
     }
-    let report = |out: &str, tokens: &[Token], kept_alive, released: Vec<Outcome>, code| {
-        if args.json {
-            let document = ReleaseDocument {
-                resource: &args.resource,
-                key: &key,
-                tokens,
-                kept_alive,
-                released,
-                exit_code: code,
-            };
-            let text =
-                serde_json::to_string_pretty(&document).map_err(|e| Failure::new(SOFTWARE, e))?;
-            println!("{text}");
-        } else {
-            print!("{out}");
-        }
-        Ok(code)
-    };
     if tokens.is_empty() {
-        let _ = writeln!(out, "`{}` is not held: nothing to release", args.resource);
-        return report(&out, &tokens, false, Vec::new(), 0);
+        said.line(format_args!(
+            "`{}` is not held: nothing to release",
+            args.resource
+        ));
+        return said.report(&tokens, false, Vec::new(), 0);
     }
 
     tokio::time::sleep(args.watch).await;
     let elapsed = first_read.elapsed();
-    let after = read().await?;
+    let after = read(&config, &key).await?;
     let kept_alive = extended(&before, &after, elapsed);
     if kept_alive && args.force < 2 {
-        let _ = writeln!(
-            out,
+        said.line(format_args!(
             "its ttl grew within {}: a holder keeps it alive; nothing deleted (give --force twice to break it anyway)",
             format_duration(args.watch)
-        );
-        return report(&out, &tokens, true, Vec::new(), TAKEN);
+        ));
+        return said.report(&tokens, true, Vec::new(), TAKEN);
     }
 
-    let redlock = builder.connect().await?;
+    let client = builder.connect().await?;
     let mut released = Vec::new();
     let mut code = 0;
     for token in &tokens {
-        let outcome = match redlock.break_lock(&args.resource, &token.token).await {
-            Ok(done) => {
-                let _ = writeln!(
-                    out,
-                    "released {} on {} of {} nodes",
-                    token.sha1, done.released, done.nodes
-                );
-                Outcome {
-                    sha1: token.sha1.clone(),
-                    released_on: Some(done.released),
-                    error: None,
-                }
-            }
-            Err(e @ Error::NotHeld { .. }) => {
-                let _ = writeln!(out, "{}: {e}", token.sha1);
-                Outcome {
-                    sha1: token.sha1.clone(),
-                    released_on: None,
-                    error: Some(e.to_string()),
-                }
-            }
-            Err(e) => {
-                let _ = writeln!(out, "{}: {e}", token.sha1);
-                code = code.max(code_of(&e));
-                Outcome {
-                    sha1: token.sha1.clone(),
-                    released_on: None,
-                    error: Some(e.to_string()),
-                }
-            }
-        };
+        let (outcome, failed) = break_one(&client, &args.resource, token, &mut said).await;
+        code = code.max(failed);
         released.push(outcome);
     }
-    redlock.shutdown().await;
-    report(&out, &tokens, kept_alive, released, code)
+    client.shutdown().await;
+    said.report(&tokens, kept_alive, released, code)
+}
+
+/// Reads the key on every node, at once.
+async fn read(config: &Config, key: &str) -> Result<Vec<Seen>, Failure> {
+    let clients = (0..config.nodes().len())
+        .map(|i| config.node_client_config(i).transpose())
+        .collect::<Result<Vec<_>, _>>()?;
+    let timeout = config.connect_timeout();
+    let reads = clients
+        .into_iter()
+        .flatten()
+        .map(|client| probe(client, key, timeout));
+    Ok(futures::future::join_all(reads).await)
+}
+
+/// Refuses a semaphore or a read-write lock: `release --force` breaks a lock only.
+fn only_a_lock(seen: &[Seen], resource: &str) -> Result<(), Failure> {
+    let kind = seen.iter().find_map(|s| match s {
+        Seen::Semaphore { permits, .. } => Some(format!(
+            "a semaphore of {permits} permits: release --force breaks a lock only \
+             (`quorumlock status {resource}` lists its holders; their permits expire by their ttl)"
+        )),
+        Seen::ReadWrite { .. } => Some(format!(
+            "a read-write lock: release --force breaks a lock only \
+             (`quorumlock status {resource}` lists its holders; they expire by their ttl)"
+        )),
+        _ => None,
+    });
+    match kind {
+        Some(kind) => Err(Failure::usage(format!("`{resource}` is {kind}"))),
+        None => Ok(()),
+    }
+}
+
+/// Breaks one token's lock; says what happened and returns it with the exit code it
+/// calls for (0 unless the nodes failed).
+async fn break_one(
+    client: &RedLock,
+    resource: &str,
+    token: &Token,
+    said: &mut Said<'_>,
+) -> (Outcome, u8) {
+    let sha1 = token.sha1.clone();
+    match client.break_lock(resource, &token.token).await {
+        Ok(done) => {
+            said.line(format_args!(
+                "released {} on {} of {} nodes",
+                token.sha1, done.released, done.nodes
+            ));
+            let released_on = Some(done.released);
+            (
+                Outcome {
+                    sha1,
+                    released_on,
+                    error: None,
+                },
+                0,
+            )
+        }
+        Err(e) => {
+            said.line(format_args!("{}: {e}", token.sha1));
+            let code = match e {
+                Error::NotHeld { .. } => 0,
+                ref e => code_of(e),
+            };
+            let error = Some(e.to_string());
+            (
+                Outcome {
+                    sha1,
+                    released_on: None,
+                    error,
+                },
+                code,
+            )
+        }
+    }
+}
+
+/// What `release` says: its lines, or with `--json` one document at the end.
+struct Said<'a> {
+    args: &'a ReleaseArgs,
+    key: &'a str,
+    lines: String,
+}
+
+impl<'a> Said<'a> {
+    fn new(args: &'a ReleaseArgs, key: &'a str) -> Said<'a> {
+        Said {
+            args,
+            key,
+            lines: String::new(),
+        }
+    }
+
+    fn line(&mut self, line: std::fmt::Arguments<'_>) {
+        let _ = writeln!(self.lines, "{line}");
+    }
+
+    /// Prints what was said (or the document) and returns the exit code.
+    fn report(
+        self,
+        tokens: &[Token],
+        kept_alive: bool,
+        released: Vec<Outcome>,
+        code: u8,
+    ) -> Result<u8, Failure> {
+        if !self.args.json {
+            print!("{}", self.lines);
+            return Ok(code);
+        }
+        let document = ReleaseDocument {
+            resource: &self.args.resource,
+            key: self.key,
+            tokens,
+            kept_alive,
+            released,
+            exit_code: code,
+        };
+        let text =
+            serde_json::to_string_pretty(&document).map_err(|e| Failure::new(SOFTWARE, e))?;
+        println!("{text}");
+        Ok(code)
+    }
 }
 
 /// The tokens the nodes hold, the one on the most nodes first.
