@@ -100,13 +100,11 @@ pub(crate) async fn ls(args: LsArgs) -> Result<u8, Failure> {
     let clients = (0..config.nodes().len())
         .map(|i| config.node_client_config(i).transpose())
         .collect::<Result<Vec<_>, _>>()?;
-    let seen: Vec<Result<Scanned, String>> = futures::future::join_all(
-        clients
-            .into_iter()
-            .flatten()
-            .map(|client| scan(client, &config, &pattern, timeout)),
-    )
-    .await;
+    let scans = clients
+        .into_iter()
+        .flatten()
+        .map(|client| scan(client, &config, &pattern, timeout));
+    let seen: Vec<Result<Scanned, String>> = futures::future::join_all(scans).await;
 
     let nodes = seen.len();
     let answered = seen.iter().filter(|s| s.is_ok()).count();
@@ -120,56 +118,67 @@ pub(crate) async fn ls(args: LsArgs) -> Result<u8, Failure> {
         aggregate_sets(&config, &seen, quorum(nodes))
             .into_iter()
             .partition(|set| matches!(set.counts, Counts::Semaphore { .. }));
-    if args.json {
-        let document = LsDocument {
-            prefix: &args.prefix,
-            nodes: config
-                .nodes()
-                .iter()
-                .zip(&seen)
-                .enumerate()
-                .map(|(index, (node, seen))| LsNode {
-                    index,
-                    node: node.redacted(),
-                    error: seen.as_ref().err().map(String::as_str),
-                })
-                .collect(),
-            answered,
-            quorum: quorum(nodes),
-            locks: &locks,
-            semaphores: &semaphores,
-            rwlocks: &rwlocks,
-            exit_code: code,
-        };
-        let text =
-            serde_json::to_string_pretty(&document).map_err(|e| Failure::new(SOFTWARE, e))?;
-        println!("{text}");
+    if !args.json {
+        print!("{}", lines(&config, &seen, &locks, &semaphores, &rwlocks));
         return Ok(code);
     }
+    let document = LsDocument {
+        prefix: &args.prefix,
+        nodes: config
+            .nodes()
+            .iter()
+            .zip(&seen)
+            .enumerate()
+            .map(|(index, (node, seen))| LsNode {
+                index,
+                node: node.redacted(),
+                error: seen.as_ref().err().map(String::as_str),
+            })
+            .collect(),
+        answered,
+        quorum: quorum(nodes),
+        locks: &locks,
+        semaphores: &semaphores,
+        rwlocks: &rwlocks,
+        exit_code: code,
+    };
+    let text = serde_json::to_string_pretty(&document).map_err(|e| Failure::new(SOFTWARE, e))?;
+    println!("{text}");
+    Ok(code)
+}
+
+/// What `ls` prints without `--json`: the nodes that did not answer, a line a lock, a line a
+/// semaphore or read-write lock, and the count.
+fn lines(
+    config: &Config,
+    seen: &[Result<Scanned, String>],
+    locks: &[Listed],
+    semaphores: &[SetListed],
+    rwlocks: &[SetListed],
+) -> String {
+    let nodes = seen.len();
     let mut out = String::new();
     for (i, seen) in seen.iter().enumerate() {
         if let Err(why) = seen {
             let _ = writeln!(out, "node {i} {}: unreachable: {why}", config.nodes()[i]);
         }
     }
-    for lock in &locks {
-        let fencing = lock
-            .fencing_token
-            .map_or_else(|| "-".to_string(), |t| t.to_string());
+    let or_dash = |t: Option<u64>| t.map_or_else(|| "-".to_string(), |t| t.to_string());
+    for lock in locks {
         let ttl = u64::try_from(lock.ttl_ms)
             .map(|ms| format_duration(Duration::from_millis(ms)).to_string())
             .unwrap_or_else(|_| "-".to_string());
         let split = if lock.tokens.len() > 1 { ", split" } else { "" };
         let _ = writeln!(
             out,
-            "{}  holder {}  fencing {fencing}  ttl {ttl}  on {} of {nodes} nodes{split}",
-            lock.resource, lock.holder_sha1, lock.agreeing
+            "{}  holder {}  fencing {}  ttl {ttl}  on {} of {nodes} nodes{split}",
+            lock.resource,
+            lock.holder_sha1,
+            or_dash(lock.fencing_token),
+            lock.agreeing
         );
     }
-    for set in semaphores.iter().chain(&rwlocks) {
-        let fencing = set
-            .fencing_token
-            .map_or_else(|| "-".to_string(), |t| t.to_string());
+    for set in semaphores.iter().chain(rwlocks) {
         let counts = match set.counts {
             Counts::Semaphore { permits, held } => {
                 format!("semaphore of {permits} permits  held {held}")
@@ -184,8 +193,9 @@ pub(crate) async fn ls(args: LsArgs) -> Result<u8, Failure> {
         };
         let _ = writeln!(
             out,
-            "{}  {counts}  fencing {fencing}  on {} of {nodes} nodes",
+            "{}  {counts}  fencing {}  on {} of {nodes} nodes",
             set.resource,
+            or_dash(set.fencing_token),
             set.nodes.len()
         );
     }
@@ -199,6 +209,7 @@ pub(crate) async fn ls(args: LsArgs) -> Result<u8, Failure> {
         let n = rwlocks.len();
         let _ = write!(also, ", {n} read-write lock{}", plural(n));
     }
+    let answered = seen.iter().filter(|s| s.is_ok()).count();
     let _ = writeln!(
         out,
         "{} lock{}{also} on the {answered} of {nodes} nodes that answered (quorum {})",
@@ -206,8 +217,7 @@ pub(crate) async fn ls(args: LsArgs) -> Result<u8, Failure> {
         plural(locks.len()),
         quorum(nodes)
     );
-    print!("{out}");
-    Ok(code)
+    out
 }
 
 /// Every key of `kind` matching `pattern` on one node but quorumlock's own.
