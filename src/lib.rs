@@ -31,10 +31,13 @@ pub use api::lock::Lock;
 pub use api::redlock::RedLock;
 pub use api::rwlock::{RwGuard, RwLock};
 pub use api::semaphore::{Permit, Semaphore};
-pub use config::builder::{Config, RedLockBuilder, Retry, ENV_VARS};
+pub use config::builder::RedLockBuilder;
+pub use config::env::ENV_VARS;
 #[cfg(feature = "serde")]
 #[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
 pub use config::file::{ConfigFile, RetryFile, TlsFileSettings};
+pub use config::retry::Retry;
+pub use config::settings::Config;
 pub use config::url::NodeUrl;
 pub use config::Candidacy;
 pub use config::KeepAlive;

@@ -1,0 +1,233 @@
+//! The `QUORUMLOCK_*` environment variables, read into a builder.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::algo::schedule::RetryLimit;
+use crate::config::given::Given;
+use crate::config::tls::TlsFiles;
+use crate::config::url::{redact, GivenUrl};
+use crate::config::RedLockBuilder;
+use crate::error::ConfigError;
+
+/// The environment variables read by [`RedLockBuilder::from_env`].
+pub const ENV_VARS: [&str; 17] = [
+    "QUORUMLOCK_NODES",
+    "QUORUMLOCK_TTL",
+    "QUORUMLOCK_DRIFT_FACTOR",
+    "QUORUMLOCK_NODE_TIMEOUT",
+    "QUORUMLOCK_CONNECT_TIMEOUT",
+    "QUORUMLOCK_RETRY_ATTEMPTS",
+    "QUORUMLOCK_RETRY_WITHIN",
+    "QUORUMLOCK_RETRY_DELAY",
+    "QUORUMLOCK_RETRY_JITTER",
+    "QUORUMLOCK_KEY_PREFIX",
+    "QUORUMLOCK_FENCING",
+    "QUORUMLOCK_QUARANTINE",
+    "QUORUMLOCK_MAX_TTL",
+    "QUORUMLOCK_TLS_CA_FILE",
+    "QUORUMLOCK_TLS_CERT_FILE",
+    "QUORUMLOCK_TLS_KEY_FILE",
+    "QUORUMLOCK_DECODER_WARNING",
+];
+
+impl RedLockBuilder {
+    /// A builder from `QUORUMLOCK_*` environment variables (unset ones keep the defaults):
+    ///
+    /// | variable | meaning | example |
+    /// |---|---|---|
+    /// | `QUORUMLOCK_NODES` | comma-separated node URLs | `redis://a:6379,redis://b:6379,redis://c:6379` |
+    /// | `QUORUMLOCK_TTL` | default ttl | `10s` |
+    /// | `QUORUMLOCK_DRIFT_FACTOR` | clock-drift factor | `0.01` |
+    /// | `QUORUMLOCK_NODE_TIMEOUT` | per-node command timeout | `100ms` |
+    /// | `QUORUMLOCK_CONNECT_TIMEOUT` | per-node connect timeout | `1s` |
+    /// | `QUORUMLOCK_RETRY_ATTEMPTS` | attempts in all | `3` |
+    /// | `QUORUMLOCK_RETRY_WITHIN` | keep trying this long (instead of a count) | `5s` |
+    /// | `QUORUMLOCK_RETRY_DELAY` | fixed pause between attempts | `100ms` |
+    /// | `QUORUMLOCK_RETRY_JITTER` | random extra pause, up to | `100ms` |
+    /// | `QUORUMLOCK_KEY_PREFIX` | prefix for every Redis key | `locks:` |
+    /// | `QUORUMLOCK_FENCING` | fencing tokens on or off | `true`, `false` |
+    /// | `QUORUMLOCK_QUARANTINE` | quarantine of restarted nodes on or off | `true`, `false` |
+    /// | `QUORUMLOCK_MAX_TTL` | the longest ttl of any lock or extension | `1m` |
+    /// | `QUORUMLOCK_TLS_CA_FILE` | PEM CA bundle trusted for `rediss://` nodes, besides the system's | `/etc/redis/ca.pem` |
+    /// | `QUORUMLOCK_TLS_CERT_FILE` | PEM client certificate (chain) for `rediss://` nodes | `/etc/redis/client.pem` |
+    /// | `QUORUMLOCK_TLS_KEY_FILE` | its PEM private key | `/etc/redis/client-key.pem` |
+    /// | `QUORUMLOCK_DECODER_WARNING` | the stderr warning about an unbounded RESP decoder on or off | `true`, `false` |
+    ///
+    /// Durations are [humantime](https://docs.rs/humantime) strings: `250ms`, `10s`, `2m`.
+    ///
+    /// # Errors
+    /// [`ConfigError::Env`] naming the variable that does not parse or is not valid UTF-8
+    /// (its value is not shown then). The values themselves are checked by
+    /// [`build`](Self::build).
+    pub fn from_env() -> Result<Self, ConfigError> {
+        Self::from_os_vars(|name| std::env::var_os(name))
+    }
+
+    /// Like [`from_vars`](Self::from_vars), from values that may not be text, as the
+    /// environment's: one that is not valid UTF-8 is an error naming its variable, not an
+    /// unset variable.
+    pub(crate) fn from_os_vars(
+        lookup: impl Fn(&str) -> Option<OsString>,
+    ) -> Result<Self, ConfigError> {
+        let mut values = Vec::new();
+        for var in ENV_VARS {
+            if let Some(value) = lookup(var) {
+                let value = value.into_string().map_err(|_| not_utf8(var))?;
+                values.push((var, value));
+            }
+        }
+        Self::from_vars(|name| {
+            values
+                .iter()
+                .find(|(var, _)| *var == name)
+                .map(|(_, value)| value.clone())
+        })
+    }
+
+    /// Like [`from_env`](Self::from_env), reading variables through `lookup` (for tests and
+    /// for configuration held elsewhere).
+    ///
+    /// # Errors
+    /// As [`from_env`](Self::from_env).
+    pub fn from_vars(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let mut b = RedLockBuilder::default();
+        let [nodes, ttl, drift, node_to, conn_to, attempts, within, delay, jitter, prefix, fencing, quarantine, max_ttl, ca, cert, key, decoder_warning] =
+            ENV_VARS;
+        if let Some(v) = lookup(nodes) {
+            b.nodes = split_nodes(&v)
+                .into_iter()
+                .map(|url| Given::Url(GivenUrl(url)))
+                .collect();
+        }
+        if let Some(d) = env_duration(&lookup, ttl)? {
+            b.ttl = d;
+        }
+        if let Some(v) = lookup(drift) {
+            b.drift_factor = v
+                .trim()
+                .parse()
+                .map_err(|e: std::num::ParseFloatError| env_error(drift, &v, e.to_string()))?;
+        }
+        if let Some(d) = env_duration(&lookup, node_to)? {
+            b.node_timeout = d;
+        }
+        if let Some(d) = env_duration(&lookup, conn_to)? {
+            b.connect_timeout = d;
+        }
+        let mut retry = b.retry;
+        if let Some(v) = lookup(attempts) {
+            let n = v
+                .trim()
+                .parse()
+                .map_err(|e: std::num::ParseIntError| env_error(attempts, &v, e.to_string()))?;
+            retry.limit = RetryLimit::Attempts(n);
+        }
+        if let Some(d) = env_duration(&lookup, within)? {
+            if lookup(attempts).is_some() {
+                return Err(env_error(
+                    within,
+                    &humantime::format_duration(d).to_string(),
+                    format!("set either {attempts} or {within}, not both"),
+                ));
+            }
+            retry.limit = RetryLimit::Within(d);
+        }
+        if let Some(d) = env_duration(&lookup, delay)? {
+            retry.delay = d;
+        }
+        if let Some(d) = env_duration(&lookup, jitter)? {
+            retry.jitter = d;
+        }
+        b.retry = retry;
+        if let Some(v) = lookup(prefix) {
+            b.key_prefix = v;
+        }
+        if let Some(v) = lookup(fencing) {
+            b.fencing = env_bool(fencing, &v)?;
+        }
+        if let Some(v) = lookup(quarantine) {
+            b.quarantine = env_bool(quarantine, &v)?;
+        }
+        if let Some(d) = env_duration(&lookup, max_ttl)? {
+            b.max_ttl = Some(d);
+        }
+        if let Some(v) = lookup(decoder_warning) {
+            b.decoder_warning = env_bool(decoder_warning, &v)?;
+        }
+        let path = |var| lookup(var).filter(|v| !v.is_empty()).map(PathBuf::from);
+        b.tls = TlsFiles {
+            ca: path(ca),
+            cert: path(cert),
+            key: path(key),
+        };
+        Ok(b)
+    }
+}
+
+fn env_bool(var: &'static str, v: &str) -> Result<bool, ConfigError> {
+    match v.trim().to_ascii_lowercase().as_str() {
+        "1" | "true" | "on" | "yes" => Ok(true),
+        "0" | "false" | "off" | "no" => Ok(false),
+        _ => Err(env_error(var, v, "expected true or false".into())),
+    }
+}
+
+fn split_nodes(v: &str) -> Vec<String> {
+    v.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(String::from)
+        .collect()
+}
+
+/// The error for a variable whose value is not valid UTF-8 (and is not shown).
+pub(crate) fn not_utf8(var: &'static str) -> ConfigError {
+    ConfigError::Env {
+        var,
+        value: String::new(),
+        reason: "not valid UTF-8".into(),
+    }
+}
+
+fn env_error(var: &'static str, value: &str, reason: String) -> ConfigError {
+    // A value that may hold credentials (a URL in the wrong variable) is shown by shape.
+    let value = if value.contains([':', '@']) {
+        redact(value)
+    } else {
+        value.to_string()
+    };
+    ConfigError::Env { var, value, reason }
+}
+
+fn env_duration(
+    lookup: &impl Fn(&str) -> Option<String>,
+    var: &'static str,
+) -> Result<Option<Duration>, ConfigError> {
+    lookup(var)
+        .map(|v| humantime::parse_duration(v.trim()).map_err(|e| env_error(var, &v, e.to_string())))
+        .transpose()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::ffi::OsStringExt;
+
+    use super::*;
+
+    #[test]
+    fn a_variable_that_is_not_utf8_is_an_error_naming_it() {
+        let lookup =
+            |name: &str| (name == "QUORUMLOCK_TTL").then(|| OsString::from_vec(b"\xff1s".to_vec()));
+        let e = RedLockBuilder::from_os_vars(lookup).unwrap_err();
+        assert_eq!(e, not_utf8("QUORUMLOCK_TTL"));
+        assert_eq!(
+            e.to_string(),
+            "environment variable QUORUMLOCK_TTL: not valid UTF-8"
+        );
+        let text = |name: &str| (name == "QUORUMLOCK_TTL").then(|| OsString::from("2s"));
+        let b = RedLockBuilder::from_os_vars(text).unwrap();
+        assert_eq!(b.ttl, Duration::from_secs(2));
+    }
+}
