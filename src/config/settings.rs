@@ -11,7 +11,7 @@ use crate::config::{Retry, MAX_TTL};
 use crate::error::ConfigError;
 use crate::report::Finding;
 
-/// A validated configuration: what [`RedLockBuilder::build`] runs with.
+/// A validated configuration: what [`RedLockBuilder::build`](crate::RedLockBuilder::build) runs with.
 #[derive(Debug, Clone)]
 pub struct Config {
     pub(crate) nodes: Vec<NodeUrl>,
@@ -89,20 +89,20 @@ impl Config {
     pub fn max_ttl(&self) -> Duration {
         self.max_ttl
     }
-    /// Whether [`build`](RedLockBuilder::build) prints the warning about an unbounded RESP
-    /// decoder on stderr ([`RedLockBuilder::decoder_warning`]).
+    /// Whether [`build`](crate::RedLockBuilder::build) prints the warning about an unbounded RESP
+    /// decoder on stderr ([`RedLockBuilder::decoder_warning`](crate::RedLockBuilder::decoder_warning)).
     pub fn decoder_warning(&self) -> bool {
         self.decoder_warning
     }
 
     /// What is fragile about this client, none of it refused by
-    /// [`validate`](RedLockBuilder::validate): its settings (fewer than three nodes, an even
+    /// [`validate`](crate::RedLockBuilder::validate): its settings (fewer than three nodes, an even
     /// number of nodes, a node timeout large against the validity of a lock of the ttl:
     /// notes) and its build (a RESP decoder that does not bound nesting, see
     /// [`decoder_is_bounded`](crate::decoder_is_bounded): unsafe, with the `[patch]` lines
-    /// that fix it). [`build`](RedLockBuilder::build) logs each one as a `tracing` warning,
+    /// that fix it). [`build`](crate::RedLockBuilder::build) logs each one as a `tracing` warning,
     /// and prints the decoder's on stderr too, once per process, unless
-    /// [`decoder_warning`](RedLockBuilder::decoder_warning) is off; `quorumlock doctor`
+    /// [`decoder_warning`](crate::RedLockBuilder::decoder_warning) is off; `quorumlock doctor`
     /// prints them under `client`, and names the decoder in its verdict.
     pub fn findings(&self) -> Vec<Finding> {
         self.findings_with(crate::report::decoder::decoder_is_bounded())
