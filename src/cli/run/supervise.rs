@@ -2,6 +2,7 @@
 //! (SIGTERM, then SIGKILL) once the lock is lost.
 
 use std::future::Future;
+use std::process::ExitStatus;
 use std::time::Duration;
 
 use humantime::format_duration;
@@ -60,47 +61,37 @@ pub(in crate::cli) async fn supervise(
             }
         }
     };
-    match outcome {
-        Ok(Ok(status)) => {
-            if watchdog.dismiss() {
-                // This process stalled past its lease (stopped, frozen): the watchdog
-                // stopped the command before the validity ended; the lock may be gone.
-                return Err(Failure::new(
-                    LOST,
-                    format!(
-                        "quorumlock stalled past the lease it gave its watchdog, which stopped \
-                         the command on `{}` before the lock's validity could end (the \
-                         command {status})",
-                        spec.resource
-                    ),
-                ));
-            }
-            Ok(exit_code(status))
-        }
-        Ok(Err(e)) => {
-            // We no longer know whether the command runs: stop it as if the lock was lost.
-            watchdog.stopping();
-            let stopped = stop(&mut running, relay, grace).await;
-            watchdog.dismiss();
-            Err(Failure::new(
-                LOST,
-                format!("waiting for the command failed: {e}; {stopped}"),
-            ))
-        }
-        Err(reason) => {
-            watchdog.stopping();
-            let stopped = stop(&mut running, relay, grace).await;
-            watchdog.dismiss();
-            Err(Failure::new(
-                LOST,
-                format!(
-                    "lost the lock on `{}`: {}; {stopped}",
-                    spec.resource,
-                    lost_line(&reason)
-                ),
-            ))
-        }
+    let stopped = match outcome {
+        Ok(Ok(status)) => return ended(watchdog, spec, status),
+        Ok(Err(e)) => format!("waiting for the command failed: {e}"),
+        Err(reason) => format!(
+            "lost the lock on `{}`: {}",
+            spec.resource,
+            lost_line(&reason)
+        ),
+    };
+    // The lock is lost, or we no longer know whether the command runs: stop it.
+    watchdog.stopping();
+    let how = stop(&mut running, relay, grace).await;
+    watchdog.dismiss();
+    Err(Failure::new(LOST, format!("{stopped}; {how}")))
+}
+
+/// COMMAND ended on its own: its exit code, unless this process stalled past the lease it
+/// gave the watchdog, which then stopped the command before the validity ended (the lock
+/// may be gone).
+fn ended(watchdog: Watchdog, spec: &Spec<'_>, status: ExitStatus) -> Result<u8, Failure> {
+    if !watchdog.dismiss() {
+        return Ok(exit_code(status));
     }
+    Err(Failure::new(
+        LOST,
+        format!(
+            "quorumlock stalled past the lease it gave its watchdog, which stopped the command \
+             on `{}` before the lock's validity could end (the command {status})",
+            spec.resource
+        ),
+    ))
 }
 
 /// Stops the command after the lock was lost: SIGTERM now, SIGKILL after `grace` if it has
