@@ -66,7 +66,7 @@ pub enum NodeErrorKind {
     /// The node answered no: for an acquisition, a key holds another owner's token there;
     /// for an operation on a lock we hold (extension, release, fencing token), our token is
     /// not, or no longer, on every key there. A [`Lock`](crate::Lock) and
-    /// [`Error::NoQuorum`] list these nodes with the failed ones; [`Error::Taken`] counts
+    /// [`Error::NoQuorum`](crate::Error::NoQuorum) list these nodes with the failed ones; [`Error::Taken`](crate::Error::Taken) counts
     /// them in `held_elsewhere` instead.
     Refused,
     /// The round was decided before the node answered, and its previous command had got no
