@@ -8,7 +8,7 @@
 //! have counters known to be complete, `fencing_token()` refuses with
 //! `Error::FencingUnavailable`.
 
-use std::sync::{LazyLock, Weak};
+use std::sync::Weak;
 use std::time::Duration;
 
 use fred::types::{Key, Value};
@@ -19,10 +19,8 @@ use crate::algo::keys;
 use crate::algo::lineage::{self, Floor, Marker, Surveyed};
 use crate::node::admission::Reseed;
 use crate::node::probe::command;
-use crate::node::scripts::{self, Script};
+use crate::node::scripts::SEED;
 use crate::node::Node;
-
-static SEED: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::SEED));
 
 /// One node's survey: its marker, its largest fencing counter and its clock. `None` if it
 /// did not answer, is not checked, or answered something else.

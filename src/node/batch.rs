@@ -24,7 +24,7 @@
 //! our own keys, and a late one cleans up what a late acquisition may have left.
 
 use std::future::Future;
-use std::sync::{Arc, LazyLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use fred::clients::{Client, WithOptions};
@@ -37,33 +37,16 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use crate::node::admission::{Admission, Clearance};
-use crate::node::scripts::{self, BatchHeader, Natives, Script};
+use crate::node::scripts::{
+    self, BatchHeader, Natives, Script, ACQUIRE, BATCH, DISCARD, EXTEND, FENCE, HANDOVER, PEEK,
+    PERMIT_ACQUIRE, PERMIT_DISCARD, PERMIT_EXTEND, PERMIT_FENCE, PERMIT_HANDOVER, PERMIT_PEEK,
+    PERMIT_RELEASE, RELEASE, RESTORE, RW_ACQUIRE, SET_NX, SET_NX_ALONE,
+};
 use crate::report::facts::Excluded;
 
 /// Calls sent as one batch, at most (a batch runs atomically: the node serves nothing else
 /// meanwhile).
 pub(crate) const MAX_CALLS: usize = 256;
-
-static SET_NX: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::SET_NX));
-static ACQUIRE: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::ACQUIRE));
-static FENCE: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::FENCE));
-static EXTEND: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::EXTEND));
-static RESTORE: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::RESTORE));
-static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::RELEASE));
-static PEEK: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::PEEK));
-static HANDOVER: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::HANDOVER));
-static DISCARD: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::DISCARD));
-static PERMIT_ACQUIRE: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::PERMIT_ACQUIRE));
-static PERMIT_EXTEND: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::PERMIT_EXTEND));
-static PERMIT_RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::PERMIT_RELEASE));
-static PERMIT_DISCARD: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::PERMIT_DISCARD));
-static PERMIT_PEEK: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::PERMIT_PEEK));
-static PERMIT_FENCE: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::PERMIT_FENCE));
-static PERMIT_HANDOVER: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::PERMIT_HANDOVER));
-static RW_ACQUIRE: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::RW_ACQUIRE));
-pub(crate) static BATCH: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::batch()));
-pub(crate) static SET_NX_ALONE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(scripts::SET_NX_ALONE));
 
 /// What a call runs: one of the scripts (a vote, even alone, in the batch script).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

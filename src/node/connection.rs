@@ -19,9 +19,10 @@ use crate::config::given::Source;
 use crate::config::{Config, NodeUrl};
 use crate::error::{ConfigError, FoundKind, NodeError, NodeErrorKind};
 use crate::node::admission::{self, Admission, Clearance, Fleet};
-use crate::node::batch::{Batcher, Failure, List, Op, BATCH, SET_NX_ALONE};
+use crate::node::batch::{Batcher, Failure, List, Op};
 use crate::node::failure::{classify, describe};
 use crate::node::scripts;
+use crate::node::scripts::{BATCH, SET_NX_ALONE};
 use crate::node::subscriber::Listener;
 use crate::report::facts::Excluded;
 

@@ -559,7 +559,7 @@ mod tests {
             .iter()
             .chain(crate::node::scripts::BATCHED.iter())
             .filter(|body| !permit.contains(body))
-            .filter(|body| **body != crate::node::scripts::QUARANTINE);
+            .filter(|body| **body != crate::node::scripts::records::QUARANTINE);
         let mut all: Vec<String> = scripts.map(|body| body.to_string()).collect();
         all.push(crate::node::scripts::batch());
         all
@@ -627,7 +627,7 @@ mod tests {
         let names =
             |script: &'static str| crate::node::scripts::commands(script).collect::<Vec<_>>();
         assert_eq!(
-            names(crate::node::scripts::ACQUIRE),
+            names(crate::node::scripts::lock::ACQUIRE),
             [
                 ("get", false),
                 ("mget", false),
@@ -639,7 +639,7 @@ mod tests {
             ]
         );
         assert_eq!(
-            names(crate::node::scripts::RELEASE),
+            names(crate::node::scripts::lock::RELEASE),
             [("get", false), ("del", false), ("publish", true)]
         );
         assert_eq!(

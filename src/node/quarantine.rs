@@ -5,7 +5,6 @@
 //! record, and a restart or a failover makes it another server's, so any new loss starts a
 //! new wait. The rules are in `algo/lineage.rs`.
 
-use std::sync::LazyLock;
 use std::time::Duration;
 
 use fred::clients::Client;
@@ -14,9 +13,7 @@ use fred::types::{Key, Value};
 
 use crate::algo::keys;
 use crate::algo::lineage::Recorded;
-use crate::node::scripts::{self, Script};
-
-static QUARANTINE: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::QUARANTINE));
+use crate::node::scripts::QUARANTINE;
 
 /// What the node answered.
 #[derive(Debug, Clone, PartialEq, Eq)]
