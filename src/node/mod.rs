@@ -11,8 +11,10 @@ pub(crate) mod admission;
 pub(crate) mod batch;
 pub(crate) mod connection;
 pub(crate) mod failure;
+pub(crate) mod inspect;
 pub(crate) mod probe;
 pub(crate) mod quarantine;
+pub(crate) mod reseed;
 pub(crate) mod scripts;
 pub(crate) mod subscriber;
 

@@ -14,9 +14,10 @@
 //! ([`Admission::clearance`](crate::node::admission::Admission::clearance)); the queue waits
 //! for one, up to the call's deadline. A vote still waiting when the release of its own token
 //! is queued is dropped unsent. A vote goes as the batch script even alone: the script reads
-//! back the node's marker and quarantine record after its calls, and the votes count only if the node still holds what its check
-//! found ([`Admission::still_checked`](crate::node::admission::Admission::still_checked)): a
-//! flush breaks no connection, and is seen there.
+//! back the node's marker and quarantine record after its calls, and the votes count only if
+//! the node still holds what its check found
+//! ([`Admission::still_checked`](crate::node::admission::Admission::still_checked)): a flush
+//! breaks no connection, and is seen there.
 //!
 //! Order is kept: calls leave the queue in the order they came, one connection carries them,
 //! and the server runs a batch's calls in order, so a release still runs after the
