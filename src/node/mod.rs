@@ -8,8 +8,11 @@
 //! Imports `error`, `stats`, `algo`, `report` and `config`.
 
 pub(crate) mod admission;
+pub(crate) mod answers;
 pub(crate) mod batch;
+pub(crate) mod client;
 pub(crate) mod connection;
+pub(crate) mod context;
 pub(crate) mod failure;
 pub(crate) mod inspect;
 pub(crate) mod probe;
@@ -18,4 +21,5 @@ pub(crate) mod reseed;
 pub(crate) mod scripts;
 pub(crate) mod subscriber;
 
+pub(crate) use answers::*;
 pub(crate) use connection::*;

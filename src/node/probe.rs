@@ -184,7 +184,7 @@ enum On {
     Both,
 }
 
-/// Every command the scripts run (`node/scripts.rs`), with the arguments after the key that make
+/// Every command the scripts run (`node/scripts/`), with the arguments after the key that make
 /// it change nothing on a key that does not exist, and the keys it is run on. The test
 /// `the_probe_checks_every_command_the_scripts_run` reads the command names out of every
 /// script and fails when a script calls one that is not here (or when one here is called by

@@ -106,7 +106,7 @@ if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then out[1] = 0 end
 );
 
 /// The script that runs several calls of the scripts above in one: concurrent calls bound
-/// for one node are sent as one (see `node/batch.rs`). Each script becomes a function of
+/// for one node are sent as one (see `node/batch/`). Each script becomes a function of
 /// `(KEYS, ARGV)`, the parameters shadowing the globals, so its body is unchanged.
 ///
 /// `ARGV = [count, then per call: its header (`batch_header`), its arguments]`; `KEYS` = the
@@ -128,7 +128,7 @@ if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then out[1] = 0 end
 ///
 /// On a node that runs `MSETEX` ([`Natives::msetex`]), the client puts first the `SET NX`
 /// calls of one key that share the first one's ttl and whose key no other call of the batch
-/// names (`node/batch.rs`, `set_together`), and announces them as one group: `M`, their
+/// names (`node/batch/`, `set_together`), and announces them as one group: `M`, their
 /// count `n`, then `key token` for each, then `NX PX ttl` (their keys are also the first `n`
 /// of `KEYS`). The script sets them with one `MSETEX n key token ... NX PX ttl`: it sets
 /// every key, each as `SET key token NX PX ttl` would, if none exists, and answers 1; else it
