@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use crate::node::clock;
 use crate::node::failure::describe;
 use crate::node::probe::{self, KeySpace};
 use crate::node::Node;
@@ -59,7 +60,7 @@ async fn read(node: &Node, clock_window: Duration, keys: &KeySpace, seen: &mut O
     seen.unchecked.extend(election.unanswered);
     seen.refused_for_semaphores = semaphore.refused;
     seen.unchecked.extend(semaphore.unanswered);
-    seen.clock_rate = probe::clock_rate(client, clock_window, timeout).await;
+    seen.clock_rate = clock::clock_rate(client, clock_window, timeout).await;
     let (_, quarantined_for) = node.admission().snapshot();
     seen.quarantined_for = quarantined_for;
     if node.admission().marker().is_none() && node.admission().is_checked() {

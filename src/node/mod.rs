@@ -11,6 +11,7 @@ pub(crate) mod admission;
 pub(crate) mod answers;
 pub(crate) mod batch;
 pub(crate) mod client;
+pub(crate) mod clock;
 pub(crate) mod connection;
 pub(crate) mod context;
 pub(crate) mod failure;
