@@ -67,7 +67,7 @@ impl<T> From<&Arc<[T]>> for List<T> {
 pub(super) struct Call {
     pub(super) op: Op,
     /// Whether the call is a vote, sent only while the node's votes count (see
-    /// [`Queue::call`]).
+    /// [`Queue::call`](super::Queue::call)).
     pub(super) vote: bool,
     pub(super) keys: List<Key>,
     pub(super) args: List<Value>,

@@ -28,11 +28,13 @@
 //!
 //! By concept: what a call runs ([`op`]), the call and its answer ([`call`]), the queue and
 //! its task ([`queue`]), the deadlines ([`deadlines`]), the `MSETEX` groups ([`groups`]),
-//! the commands that carry calls ([`send`]) and the batch script's reply read back
+//! the commands that carry calls ([`send`]), a script's command with the NOSCRIPT fallback
+//! ([`eval`]) and the batch script's reply read back
 //! ([`reply`]).
 
 mod call;
 mod deadlines;
+mod eval;
 mod groups;
 mod op;
 mod queue;
@@ -40,6 +42,6 @@ mod reply;
 mod send;
 
 pub(crate) use call::{Failure, List};
+pub(crate) use eval::{run_script_if, sender};
 pub(crate) use op::Op;
 pub(crate) use queue::{Batcher, Queue};
-pub(crate) use send::{run_script_if, sender};

@@ -66,7 +66,7 @@ impl Queue {
     /// a tick of Tokio's timer: it sends each command with a timeout that ends at the last
     /// deadline of its calls, and answers earlier deadlines with a timer of its own, one per
     /// command and only when their deadlines differ by more than a tick (see
-    /// [`within_deadlines`]). The caller arms no timer.
+    /// [`within_deadlines`](super::deadlines::within_deadlines)). The caller arms no timer.
     pub(crate) fn call(
         &self,
         op: Op,

@@ -3,34 +3,19 @@
 
 use std::time::Duration;
 
-use fred::clients::{Client, WithOptions};
+use fred::clients::Client;
 use fred::error::{Error as FredError, ErrorKind};
-use fred::interfaces::ClientLike;
-use fred::types::config::Options;
-use fred::types::{CustomCommand, Key, Value};
+use fred::types::Value;
 use tokio::time::Instant;
 
 use super::call::{timed_out, Call, Failure};
 use super::deadlines::{command_timeout, expire, within_deadlines};
+use super::eval::{custom, eval_args, not_resent, script_command, sender, Form};
 use super::groups::{batch_command, put_together_first, set_together};
 use super::op::Op;
 use super::reply::Reply;
 use crate::node::admission::{Admission, Clearance};
 use crate::node::scripts::{self, Script, BATCH, SET_NX_ALONE};
-
-/// A node's client with the options of every command sent for a lock.
-pub(crate) type Sender = WithOptions<Client>;
-
-/// `client` with our own options on every command, whatever the client's defaults (an
-/// application's shared client may have none, or re-send commands after a reconnect: see
-/// `config/given.rs`).
-pub(crate) fn sender(client: &Client, timeout: Duration) -> Sender {
-    client.with_options(&Options {
-        timeout: Some(timeout),
-        max_attempts: Some(1),
-        ..Options::default()
-    })
-}
 
 /// One call alone (`calls` holds it), not a vote: its script.
 pub(super) async fn send_one(
@@ -57,17 +42,6 @@ fn single_command(calls: &[Call], first: Value) -> Vec<Value> {
     calls
         .first()
         .map_or_else(Vec::new, |call| eval_args(first, &call.keys, &call.args))
-}
-
-/// What EVALSHA and EVAL take: `first` (the script's SHA1 or body), the key count, the keys,
-/// the arguments.
-fn eval_args(first: Value, keys: &[Key], args: &[Value]) -> Vec<Value> {
-    let mut all = Vec::with_capacity(2 + keys.len() + args.len());
-    all.push(first);
-    all.push(Value::Integer(keys.len() as i64));
-    all.extend(keys.iter().cloned().map(Value::from));
-    all.extend(args.iter().cloned());
-    all
 }
 
 /// Several calls as one call of the batch script; each gets its own element of the reply.
@@ -120,7 +94,7 @@ pub(super) async fn send_batch(
 
 /// The command of `script` carrying `calls` (built by `command` from the script's SHA1 or
 /// body): EVALSHA, then EVAL on NOSCRIPT if `resend` says that it may still be sent (see
-/// [`run_script_if`]), each within the calls' deadlines. Before the EVAL, the calls whose
+/// [`run_script_if`](super::run_script_if)), each within the calls' deadlines. Before the EVAL, the calls whose
 /// callers stopped waiting are dropped (NOSCRIPT means that nothing ran).
 async fn run_calls(
     client: &Client,
@@ -149,26 +123,6 @@ async fn run_calls(
     }
 }
 
-/// A NOSCRIPT whose EVAL fallback may not be sent (see [`run_script_if`]).
-fn not_resent() -> FredError {
-    FredError::new(
-        ErrorKind::IO,
-        "the connection changed before the script could be sent again",
-    )
-}
-
-/// `name` (EVALSHA or EVAL) with `args` as a command of `client` itself (see
-/// [`script_command`]).
-async fn custom<R: fred::types::FromValue, C: ClientLike>(
-    client: &C,
-    name: &'static str,
-    args: Vec<Value>,
-) -> Result<R, FredError> {
-    client
-        .custom(CustomCommand::new_static(name, None, false), args)
-        .await
-}
-
 /// After a release (or discard) timed out: its EVALSHA may still run later, on a node that was frozen,
 /// and it answers NOSCRIPT there if the node never cached the script, when nobody waits to
 /// send the fallback. Queue the script body right behind it on the same connection, so that
@@ -191,60 +145,4 @@ fn clean_up_after<'a>(
                 script_command(&client, op.script(), Form::Body, &keys, &args).await;
         });
     }
-}
-
-/// EVALSHA, falling back to EVAL (which caches the script again) on NOSCRIPT if `resend`
-/// says that it may still be sent: a call that changes data is sent only on the checked
-/// connection, which may have been replaced while the EVALSHA was out. (NOSCRIPT means that
-/// nothing ran.)
-pub(crate) async fn run_script_if<R: fred::types::FromValue>(
-    client: &Sender,
-    script: &Script,
-    keys: Vec<Key>,
-    args: Vec<Value>,
-    resend: impl FnOnce() -> bool,
-) -> Result<R, FredError> {
-    match script_command::<R, _>(client, script, Form::Sha, &keys, &args).await {
-        Err(e) if scripts::is_noscript(&e) && resend() => {
-            script_command(client, script, Form::Body, &keys, &args).await
-        }
-        Err(e) if scripts::is_noscript(&e) => Err(not_resent()),
-        other => other,
-    }
-}
-
-/// How a script is named in its command: by SHA1 (EVALSHA) or by its body (EVAL).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Form {
-    Sha,
-    Body,
-}
-
-impl Form {
-    /// The command's name and its first argument: EVALSHA and the SHA1, or EVAL and the body.
-    fn head(self, script: &Script) -> (&'static str, Value) {
-        match self {
-            Form::Sha => ("EVALSHA", Value::from(script.sha.as_str())),
-            Form::Body => ("EVAL", Value::from(script.body.as_ref())),
-        }
-    }
-}
-
-/// EVALSHA or EVAL of `script` as a command of `client` itself, so that it carries
-/// `client`'s options (for a [`Sender`]: the node timeout, never re-sent after a reconnect).
-///
-/// fred implements its `LuaInterface` for `Client` but not for `WithOptions`: its `eval` and
-/// `evalsha`, reached on a `Sender` through `Deref`, would run with the inner client's own
-/// options. On an application's shared client those are the application's (fred's defaults:
-/// no timeout, and a command in flight re-sent on the new connection after a reconnect,
-/// before that connection is checked and after the caller gave up).
-pub(crate) async fn script_command<R: fred::types::FromValue, C: ClientLike>(
-    client: &C,
-    script: &Script,
-    form: Form,
-    keys: &[Key],
-    args: &[Value],
-) -> Result<R, FredError> {
-    let (name, first) = form.head(script);
-    custom(client, name, eval_args(first, keys, args)).await
 }
