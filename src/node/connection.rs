@@ -566,11 +566,12 @@ impl Node {
             ctx.cleared(deadline).await?;
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
             let sender =
-                crate::node::batch::sender(&ctx.client, left.max(Duration::from_millis(1)));
+                crate::node::batch::eval::sender(&ctx.client, left.max(Duration::from_millis(1)));
             let resend = || ctx.admission.clearance(&ctx.client) == Clearance::Clear;
-            let reply =
-                crate::node::batch::run_script_if::<Value>(&sender, script, keys, args, resend)
-                    .await;
+            let reply = crate::node::batch::eval::run_script_if::<Value>(
+                &sender, script, keys, args, resend,
+            )
+            .await;
             ctx.vote(reply.and_then(parse)).await
         }
     }

@@ -41,9 +41,9 @@ pub(crate) async fn record(
     ];
     let ms = |d: Duration| Value::Integer(i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
     let args = vec![Value::from(run_id), ms(wait), ms(age)];
-    let sender = crate::node::batch::sender(client, timeout);
+    let sender = crate::node::batch::eval::sender(client, timeout);
     let reply: Value =
-        crate::node::batch::run_script_if(&sender, &QUARANTINE, keys, args, || true).await?;
+        crate::node::batch::eval::run_script_if(&sender, &QUARANTINE, keys, args, || true).await?;
     answer(reply)
 }
 

@@ -7,7 +7,7 @@ use fred::types::{Key, Value};
 
 use crate::algo::keys;
 use crate::algo::lineage::{self, Surveyed};
-use crate::node::batch::{run_script_if, sender};
+use crate::node::batch::eval::{run_script_if, sender};
 use crate::node::probe::command;
 use crate::node::scripts::SEED;
 use crate::node::Node;

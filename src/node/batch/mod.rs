@@ -29,12 +29,12 @@
 //! By concept: what a call runs ([`op`]), the call and its answer ([`call`]), the queue and
 //! its task ([`queue`]), the deadlines ([`deadlines`]), the `MSETEX` groups ([`groups`]),
 //! the commands that carry calls ([`send`]), a script's command with the NOSCRIPT fallback
-//! ([`eval`]) and the batch script's reply read back
+//! ([`eval`], also for the scripts sent on their own) and the batch script's reply read back
 //! ([`reply`]).
 
 mod call;
 mod deadlines;
-mod eval;
+pub(crate) mod eval;
 mod groups;
 mod op;
 mod queue;
@@ -42,6 +42,5 @@ mod reply;
 mod send;
 
 pub(crate) use call::{Failure, List};
-pub(crate) use eval::{run_script_if, sender};
 pub(crate) use op::Op;
 pub(crate) use queue::{Batcher, Queue};

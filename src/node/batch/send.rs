@@ -94,7 +94,7 @@ pub(super) async fn send_batch(
 
 /// The command of `script` carrying `calls` (built by `command` from the script's SHA1 or
 /// body): EVALSHA, then EVAL on NOSCRIPT if `resend` says that it may still be sent (see
-/// [`run_script_if`](super::run_script_if)), each within the calls' deadlines. Before the EVAL, the calls whose
+/// [`run_script_if`](super::eval::run_script_if)), each within the calls' deadlines. Before the EVAL, the calls whose
 /// callers stopped waiting are dropped (NOSCRIPT means that nothing ran).
 async fn run_calls(
     client: &Client,
