@@ -58,6 +58,7 @@ impl RedLockBuilder {
         let timeout = config.connect_timeout;
         let redlock = Coordinator::connect(config, false)?;
         redlock.wait_for_nodes(timeout).await;
-        Ok(redlock.inspect(clock_window).await)
+        let nodes = redlock.node_list();
+        Ok(crate::engine::inspect::inspect(nodes, redlock.config(), clock_window).await)
     }
 }

@@ -322,7 +322,7 @@ impl RedLock {
     /// have lost data, the record of its quarantine that every client shares (design 2.6a),
     /// so that the wait it reports is the one the clients wait out.
     pub async fn inspect(&self, clock_window: Duration) -> Vec<NodeReport> {
-        self.0.inspect(clock_window).await
+        crate::engine::inspect::inspect(self.0.node_list(), self.0.config(), clock_window).await
     }
 
     /// Breaks the lock on `resource` held with `token`: deletes its key on every node where
@@ -352,7 +352,7 @@ impl RedLock {
     /// # Errors
     /// [`ConfigError::SameServer`] for the first repeat found.
     pub fn check_distinct(&self) -> Result<(), ConfigError> {
-        self.0.check_distinct()
+        crate::engine::inspect::check_distinct(self.0.node_list())
     }
 
     /// Campaigns for leadership of the election `name` with [`Candidacy::new`]'s defaults;

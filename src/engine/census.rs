@@ -5,7 +5,6 @@
 //! [`Semaphore::holders`]: crate::Semaphore::holders
 
 use std::collections::BTreeMap;
-use std::sync::LazyLock;
 use std::time::Duration;
 
 use fred::types::{Key, Value};
@@ -16,10 +15,8 @@ use crate::engine::coordinator::Coordinator;
 use crate::engine::rwlock::{Access, RwSpec};
 use crate::engine::semaphore::Spec;
 use crate::error::{Error, FoundKind, NodeError};
-use crate::node::scripts::{self, Script};
+use crate::node::scripts::PERMIT_HOLDERS;
 use crate::node::Node;
-
-static PERMIT_HOLDERS: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::PERMIT_HOLDERS));
 
 /// One claim of a [`Semaphore`](crate::Semaphore)'s slot, as
 /// [`Semaphore::holders`](crate::Semaphore::holders) found it on the nodes: who (by the hash

@@ -4,7 +4,6 @@
 //! who leads.
 
 use std::future::Future;
-use std::sync::LazyLock;
 use std::time::{Duration, Instant};
 
 use fred::types::{Key, Value};
@@ -19,11 +18,8 @@ use crate::engine::held::Released;
 use crate::engine::kept::{Kept, KeptHandle};
 use crate::error::LostReason;
 use crate::error::{ConfigError, Error};
-use crate::node::scripts::{self, Script};
+use crate::node::scripts::IDENTIFY;
 use crate::node::Node;
-
-static IDENTIFY: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::IDENTIFY));
-pub(crate) static OBSERVE: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::OBSERVE));
 
 #[derive(Debug)]
 pub(crate) struct Leading {

@@ -8,8 +8,9 @@ use fred::types::{Key, Value};
 use futures::Stream;
 
 use crate::engine::coordinator::Coordinator;
-use crate::engine::election::{election_keys, parse_record, OBSERVE};
+use crate::engine::election::{election_keys, parse_record};
 use crate::error::{ConfigError, Error, NodeError};
+use crate::node::scripts::OBSERVE;
 use crate::node::Node;
 
 /// Who leads an election, as a majority of nodes reports it.

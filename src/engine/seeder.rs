@@ -8,61 +8,16 @@
 //! have counters known to be complete, `fencing_token()` refuses with
 //! `Error::FencingUnavailable`.
 
-use std::sync::{LazyLock, Weak};
+use std::sync::Weak;
 use std::time::Duration;
 
-use fred::types::{Key, Value};
 use futures::future::join_all;
 use tokio::sync::mpsc::UnboundedReceiver;
 
-use crate::algo::keys;
 use crate::algo::lineage::{self, Floor, Marker, Surveyed};
 use crate::node::admission::Reseed;
-use crate::node::probe::command;
-use crate::node::scripts::{self, Script};
+use crate::node::reseed::{recheck, seed, survey, Seed};
 use crate::node::Node;
-
-static SEED: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::SEED));
-
-/// One node's survey: its marker, its largest fencing counter and its clock. `None` if it
-/// did not answer, is not checked, or answered something else.
-async fn survey(node: &Node) -> Option<(Option<String>, Surveyed)> {
-    let run_id = node.admission().run_id()?;
-    let (client, timeout) = (node.client(), node.timeout());
-    let keys = vec![Value::from(keys::NODE_KEY), Value::from(keys::HWM_KEY)];
-    let (values, time) = tokio::join!(
-        command(client, "MGET", keys, timeout),
-        command(client, "TIME", vec![], timeout)
-    );
-    let text = |v: &Value| v.as_string();
-    let (marker, hwm) = match values.ok()? {
-        Value::Array(v) if v.len() == 2 => (text(&v[0]), text(&v[1])),
-        _ => return None,
-    };
-    let hwm = match hwm {
-        None => 0,
-        Some(h) => h.parse().ok()?,
-    };
-    let clock_us = match time.ok()? {
-        Value::Array(v) if v.len() == 2 => {
-            let secs: u64 = text(&v[0])?.parse().ok()?;
-            let micros: u64 = text(&v[1])?.parse().ok()?;
-            secs.checked_mul(1_000_000)?.checked_add(micros)?
-        }
-        _ => return None,
-    };
-    let intact = lineage::lineage(marker.as_deref(), Some(&run_id))
-        .intact()
-        .is_some();
-    Some((
-        marker,
-        Surveyed {
-            intact,
-            hwm,
-            clock_us,
-        },
-    ))
-}
 
 /// What one re-seed attempt came to.
 #[derive(Debug, PartialEq, Eq)]
@@ -105,18 +60,6 @@ async fn reseed(nodes: &[Node], index: usize, generation: u64) -> Outcome {
         }
     };
     let marker = Marker::seeded(&run_id, floor).to_string();
-    let keys = vec![
-        Key::from_static_str(keys::NODE_KEY),
-        Key::from_static_str(keys::HWM_KEY),
-        Key::from_static_str(keys::QUARANTINE_KEY),
-    ];
-    let args = vec![
-        Value::from(old.unwrap_or_default()),
-        Value::from(marker.as_str()),
-        Value::from(floor.to_string()),
-        Value::from(record.as_deref().unwrap_or_default()),
-    ];
-    let sender = crate::node::batch::sender(node.client(), node.timeout());
     // Sent again after NOSCRIPT only while the check that found the loss still stands: a new
     // connection may lead to another server (a SEED there would name the wrong run_id, which
     // the next check would find and re-seed again, but nothing is gained by it).
@@ -125,7 +68,13 @@ async fn reseed(nodes: &[Node], index: usize, generation: u64) -> Outcome {
             .lost()
             .is_some_and(|(g, ..)| g == generation)
     };
-    match crate::node::batch::run_script_if::<i64>(&sender, &SEED, keys, args, same_check).await {
+    let request = Seed {
+        old,
+        marker: &marker,
+        floor,
+        record: record.as_deref(),
+    };
+    match seed(node, request, same_check).await {
         Ok(1) => {
             tracing::info!(
                 node = index,
@@ -144,7 +93,7 @@ async fn reseed(nodes: &[Node], index: usize, generation: u64) -> Outcome {
                 url = node.label(),
                 "node lost its data again before its re-seed (its quarantine record is gone): checking it again"
             );
-            node.admission().recheck(node.client(), false);
+            recheck(node);
             Outcome::Done
         }
         Ok(_) => Outcome::Retry("its marker changed during the re-seed".into()),

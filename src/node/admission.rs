@@ -549,82 +549,8 @@ impl Admission {
         state.found = lineage::Checked::found(&lineage, facts.run_id.as_deref(), recorded.as_ref());
         let since = (recorded, seen_for);
         let hold_back = lineage::hold_back(&lineage, facts.uptime, since, fleet.max_ttl);
-        match &hold_back {
-            Some((left, why)) if fleet.quarantine => {
-                tracing::warn!(node, url, quarantine = %humantime::format_duration(*left), %why, "node quarantined: its votes do not count until the longest ttl has passed since it may have lost data");
-                // Never shortened by a later check (another client may re-seed it sooner).
-                let until = now + *left;
-                state.quarantined_until = state.quarantined_until.max(Some(until));
-                state.quarantine_why.clone_from(why);
-            }
-            Some((_, why)) => {
-                tracing::warn!(node, url, %why, "node may have lost locks, and quarantine is off: two holders are possible");
-            }
-            None => {}
-        }
-        match lineage {
-            Lineage::Intact { text, .. } => {
-                state.marker = Some(Arc::from(text));
-                state.lineage_why.clear();
-                state.reseed_due = None;
-            }
-            Lineage::Lost { why } => {
-                tracing::warn!(node, url, %why, "node may have lost data: its fencing counters count again once it is re-seeded");
-                state.marker = None;
-                state.lineage_why = format!("{why}; re-seeded once its quarantine ends");
-                // With quarantine off, the operator vouches that a node that lost data came
-                // back only after the longest ttl: it may be re-seeded at once.
-                let wait = hold_back
-                    .filter(|_| fleet.quarantine)
-                    .map_or(Duration::ZERO, |(left, _)| left);
-                state.reseed_due = Some(now + wait);
-                let _ = fleet.reseed.send(Reseed {
-                    index: self.index,
-                    generation,
-                    due: now + wait,
-                });
-            }
-        }
-        if facts.run_id.is_none() {
-            tracing::warn!(
-                node,
-                url,
-                "INFO server refused: restarts of this node cannot be detected (unknown)"
-            );
-        }
-        if facts.not_redis {
-            tracing::error!(
-                node,
-                url,
-                "node answered INFO with something that is not INFO output: not a Redis \
-                 server; its votes do not count"
-            );
-        }
-        if facts.is_replica() {
-            tracing::error!(
-                node,
-                url,
-                "node is a replica, not an independent master: its votes do not count"
-            );
-        }
-        match facts.can_evict_lock_keys() {
-            Some(true) => tracing::warn!(
-                node,
-                url,
-                policy = facts.maxmemory_policy.as_deref().unwrap_or(""),
-                "maxmemory policy can evict lock keys"
-            ),
-            None => tracing::debug!(node, url, "eviction settings unknown"),
-            Some(false) => {}
-        }
-        if !refused.is_empty() {
-            tracing::error!(
-                node,
-                url,
-                refused = %refused.join(", "),
-                "the server's ACL refuses what the client needs: its votes do not count"
-            );
-        }
+        self.apply_lineage(&mut state, generation, lineage, hold_back, now);
+        warn_of(node, url, &facts, &refused);
         state.refused = refused;
         state.connection = connection;
         self.fleet.record_run_id(self.index, &facts.run_id);
@@ -640,6 +566,102 @@ impl Admission {
                 "node is the same server (run_id) as an earlier node: its votes do not count"
             );
         }
+    }
+
+    /// Applies a check's lineage: a node that may have lost data is quarantined for what
+    /// `hold_back` says is left (unless quarantine is off) and queued for its re-seed; one
+    /// that kept its data keeps its marker.
+    fn apply_lineage(
+        &self,
+        state: &mut State,
+        generation: u64,
+        lineage: Lineage,
+        hold_back: Option<(Duration, String)>,
+        now: Instant,
+    ) {
+        let fleet = &self.fleet;
+        match &hold_back {
+            Some((left, why)) if fleet.quarantine => {
+                tracing::warn!(node = self.index, url = &*self.label, quarantine = %humantime::format_duration(*left), %why, "node quarantined: its votes do not count until the longest ttl has passed since it may have lost data");
+                // Never shortened by a later check (another client may re-seed it sooner).
+                let until = now + *left;
+                state.quarantined_until = state.quarantined_until.max(Some(until));
+                state.quarantine_why.clone_from(why);
+            }
+            Some((_, why)) => {
+                tracing::warn!(node = self.index, url = &*self.label, %why, "node may have lost locks, and quarantine is off: two holders are possible");
+            }
+            None => {}
+        }
+        match lineage {
+            Lineage::Intact { text, .. } => {
+                state.marker = Some(Arc::from(text));
+                state.lineage_why.clear();
+                state.reseed_due = None;
+            }
+            Lineage::Lost { why } => {
+                tracing::warn!(node = self.index, url = &*self.label, %why, "node may have lost data: its fencing counters count again once it is re-seeded");
+                state.marker = None;
+                state.lineage_why = format!("{why}; re-seeded once its quarantine ends");
+                // With quarantine off, the operator vouches that a node that lost data came
+                // back only after the longest ttl: it may be re-seeded at once.
+                let wait = hold_back
+                    .filter(|_| fleet.quarantine)
+                    .map_or(Duration::ZERO, |(left, _)| left);
+                state.reseed_due = Some(now + wait);
+                let _ = fleet.reseed.send(Reseed {
+                    index: self.index,
+                    generation,
+                    due: now + wait,
+                });
+            }
+        }
+    }
+}
+
+/// Warns of what a check found that makes a node's votes not count or its locks unsafe: no
+/// run_id, not Redis, a replica, an eviction policy that can evict lock keys, the commands
+/// its ACL refuses (`refused`).
+fn warn_of(node: usize, url: &str, facts: &Facts, refused: &[String]) {
+    if facts.run_id.is_none() {
+        tracing::warn!(
+            node,
+            url,
+            "INFO server refused: restarts of this node cannot be detected (unknown)"
+        );
+    }
+    if facts.not_redis {
+        tracing::error!(
+            node,
+            url,
+            "node answered INFO with something that is not INFO output: not a Redis \
+             server; its votes do not count"
+        );
+    }
+    if facts.is_replica() {
+        tracing::error!(
+            node,
+            url,
+            "node is a replica, not an independent master: its votes do not count"
+        );
+    }
+    match facts.can_evict_lock_keys() {
+        Some(true) => tracing::warn!(
+            node,
+            url,
+            policy = facts.maxmemory_policy.as_deref().unwrap_or(""),
+            "maxmemory policy can evict lock keys"
+        ),
+        None => tracing::debug!(node, url, "eviction settings unknown"),
+        Some(false) => {}
+    }
+    if !refused.is_empty() {
+        tracing::error!(
+            node,
+            url,
+            refused = %refused.join(", "),
+            "the server's ACL refuses what the client needs: its votes do not count"
+        );
     }
 }
 

@@ -1,5 +1,5 @@
 //! Read-only questions to a node: who it is (`INFO`), how it is configured (`CONFIG GET`),
-//! which of the commands the client needs it allows, and how fast its clock runs (`TIME`).
+//! which of the commands the client needs it allows (how fast its clock runs: `node/clock.rs`).
 //! Nothing here changes a node: the permission probe sends writes, in forms that do nothing.
 
 use std::time::{Duration, Instant};
@@ -12,7 +12,7 @@ use fred::types::{ClusterHash, CustomCommand, Value};
 use crate::algo::keys::{self, FENCE_PREFIX, IDENTITY_PREFIX};
 use crate::config::Config;
 use crate::node::scripts::Natives;
-use crate::report::facts::{ClockRate, Facts};
+use crate::report::facts::Facts;
 
 /// Sends one command by name, under `timeout`.
 pub(crate) async fn command(
@@ -184,7 +184,7 @@ enum On {
     Both,
 }
 
-/// Every command the scripts run (`node/scripts.rs`), with the arguments after the key that make
+/// Every command the scripts run (`node/scripts/`), with the arguments after the key that make
 /// it change nothing on a key that does not exist, and the keys it is run on. The test
 /// `the_probe_checks_every_command_the_scripts_run` reads the command names out of every
 /// script and fails when a script calls one that is not here (or when one here is called by
@@ -270,41 +270,58 @@ pub(crate) async fn permissions(
         }
     }
     checks.extend(fenced);
-    // Not permissions the client needs: the batch script falls back to GET and DEL where
-    // DELIFEQ fails, and to SET NX where MSETEX does (`scripts::batch`).
-    let delifeq = command(
-        client,
-        "DELIFEQ",
-        vec![Value::from(lock.as_str()), Value::from("x")],
-        timeout,
-    );
-    let msetex = command(
-        client,
-        "MSETEX",
-        ["1", lock.as_str(), "x", "XX", "PX", "1"]
-            .map(Value::from)
-            .to_vec(),
-        timeout,
-    );
     let answers = futures::future::join_all(
         checks
             .iter()
             .map(|(name, _, args)| command(client, name, args.clone(), timeout)),
     );
-    let (answers, delifeq, msetex) = tokio::join!(answers, delifeq, msetex);
+    let (answers, natives) = tokio::join!(answers, natives(client, &lock, timeout));
     let mut found = Permissions {
-        natives: Natives {
-            delifeq: matches!(delifeq, Ok(Value::Integer(0))),
-            msetex: matches!(msetex, Ok(Value::Integer(0))),
-        },
+        natives,
         ..Permissions::default()
     };
+    read_refusals(&mut found, &checks, answers, !keys.prefix.is_empty());
+    found
+}
+
+/// The commands the node runs that spare it work (see [`Natives`]), probed on the key
+/// `lock`, which cannot exist. Not permissions the client needs: the batch script falls back
+/// to GET and DEL where DELIFEQ fails, and to SET NX where MSETEX does (`scripts::batch`).
+async fn natives(client: &Client, lock: &str, timeout: Duration) -> Natives {
+    let delifeq = command(
+        client,
+        "DELIFEQ",
+        vec![Value::from(lock), Value::from("x")],
+        timeout,
+    );
+    let msetex = command(
+        client,
+        "MSETEX",
+        ["1", lock, "x", "XX", "PX", "1"].map(Value::from).to_vec(),
+        timeout,
+    );
+    let (delifeq, msetex) = tokio::join!(delifeq, msetex);
+    Natives {
+        delifeq: matches!(delifeq, Ok(Value::Integer(0))),
+        msetex: matches!(msetex, Ok(Value::Integer(0))),
+    }
+}
+
+/// Reads the answers to the permission `checks` (a command, the key pattern it was sent
+/// on, its arguments) into `found`: a command refused by name, a key refused as `NAME on
+/// PATTERN` (only with a key prefix, `prefixed`), a command unanswered as unchecked.
+fn read_refusals(
+    found: &mut Permissions,
+    checks: &[(&'static str, &str, Vec<Value>)],
+    answers: Vec<Result<Value, FredError>>,
+    prefixed: bool,
+) {
     for ((name, pattern, _), answer) in checks.iter().zip(answers) {
         let Err(e) = answer else { continue };
         let what = match refusal(&e) {
             Some(Refusal::Command) => name.to_string(),
             // Without a prefix, the probe key says nothing about the resources' keys.
-            Some(Refusal::Key) if keys.prefix.is_empty() => continue,
+            Some(Refusal::Key) if !prefixed => continue,
             Some(Refusal::Key) => format!("{name} on {pattern}"),
             None if unanswered(&e) => {
                 found.unanswered.push(name.to_string());
@@ -317,7 +334,6 @@ pub(crate) async fn permissions(
             found.refused.push(what);
         }
     }
-    found
 }
 
 /// What leader elections need besides a lock's permissions: `GET` and `SET` of the identity
@@ -404,87 +420,6 @@ async fn keyed_permissions(
     found
 }
 
-/// Measures the clock rate: the fastest of a few `TIME` round trips at the start and at the
-/// end of `window`. A reading was taken somewhere between sending and receiving, so the rate
-/// lies between `Δnode / (received₂ − sent₁)` and `Δnode / (sent₂ − received₁)`; a stall
-/// widens that range instead of skewing the estimate unseen. `None` if `TIME` is refused or
-/// unanswered.
-pub(crate) async fn clock_rate(
-    client: &Client,
-    window: Duration,
-    timeout: Duration,
-) -> Option<ClockRate> {
-    let first = fastest_time(client, timeout).await?;
-    tokio::time::sleep(window).await;
-    let second = fastest_time(client, timeout).await?;
-    let node = second.node.checked_sub(first.node)?.as_secs_f64();
-    let widest = second
-        .received
-        .checked_duration_since(first.sent)?
-        .as_secs_f64();
-    let narrowest = second
-        .sent
-        .checked_duration_since(first.received)?
-        .as_secs_f64();
-    let middle = second
-        .mid()
-        .checked_duration_since(first.mid())?
-        .as_secs_f64();
-    (narrowest > 0.0 && middle > 0.0).then(|| ClockRate {
-        rate: node / middle,
-        low: node / widest,
-        high: node / narrowest,
-    })
-}
-
-/// One `TIME` reading and when it was asked for and answered.
-#[derive(Debug, Clone, Copy)]
-struct Reading {
-    node: Duration,
-    sent: Instant,
-    received: Instant,
-}
-
-impl Reading {
-    fn mid(&self) -> Instant {
-        self.sent + self.received.duration_since(self.sent) / 2
-    }
-}
-
-/// The reading with the shortest round trip of three.
-async fn fastest_time(client: &Client, timeout: Duration) -> Option<Reading> {
-    let mut best: Option<Reading> = None;
-    for _ in 0..3 {
-        if let Some(r) = time(client, timeout).await {
-            let rtt = r.received.duration_since(r.sent);
-            if best.is_none_or(|b| rtt < b.received.duration_since(b.sent)) {
-                best = Some(r);
-            }
-        }
-    }
-    best
-}
-
-async fn time(client: &Client, timeout: Duration) -> Option<Reading> {
-    let sent = Instant::now();
-    let reply = command(client, "TIME", Vec::new(), timeout).await.ok()?;
-    let received = Instant::now();
-    Some(Reading {
-        node: node_time(reply)?,
-        sent,
-        received,
-    })
-}
-
-/// `TIME`'s reply (seconds and microseconds) as a duration since the epoch; `None` for a
-/// reply of another shape, or one too large to add up (a peer may answer anything).
-fn node_time(reply: Value) -> Option<Duration> {
-    let parts = reply.into_array();
-    let secs: u64 = parts.first()?.as_string()?.parse().ok()?;
-    let micros: u64 = parts.get(1)?.as_string()?.parse().ok()?;
-    Duration::from_secs(secs).checked_add(Duration::from_micros(micros))
-}
-
 /// One `PING` round trip.
 pub(crate) async fn round_trip(client: &Client, timeout: Duration) -> Result<Duration, FredError> {
     let start = Instant::now();
@@ -545,10 +480,6 @@ pub(crate) async fn quarantine_record(client: &Client, timeout: Duration) -> Opt
 mod tests {
     use super::*;
 
-    fn time_reply(secs: &str, micros: &str) -> Value {
-        Value::Array(vec![Value::from(secs), Value::from(micros)])
-    }
-
     /// Every script the client can send to lock: each on its own, and the batch that runs
     /// them (the batch's permit scripts aside, checked with the semaphores' probe; and
     /// QUARANTINE, whose refusal costs only the record on the node: the client then counts
@@ -559,7 +490,7 @@ mod tests {
             .iter()
             .chain(crate::node::scripts::BATCHED.iter())
             .filter(|body| !permit.contains(body))
-            .filter(|body| **body != crate::node::scripts::QUARANTINE);
+            .filter(|body| **body != crate::node::scripts::records::QUARANTINE);
         let mut all: Vec<String> = scripts.map(|body| body.to_string()).collect();
         all.push(crate::node::scripts::batch());
         all
@@ -627,7 +558,7 @@ mod tests {
         let names =
             |script: &'static str| crate::node::scripts::commands(script).collect::<Vec<_>>();
         assert_eq!(
-            names(crate::node::scripts::ACQUIRE),
+            names(crate::node::scripts::lock::ACQUIRE),
             [
                 ("get", false),
                 ("mget", false),
@@ -639,7 +570,7 @@ mod tests {
             ]
         );
         assert_eq!(
-            names(crate::node::scripts::RELEASE),
+            names(crate::node::scripts::lock::RELEASE),
             [("get", false), ("del", false), ("publish", true)]
         );
         assert_eq!(
@@ -648,20 +579,6 @@ mod tests {
         );
         // A name that is not a literal is returned as it stands, and fails the check above.
         assert_eq!(names("redis.call(cmd, KEYS[1])"), [("cmd", false)]);
-    }
-
-    #[test]
-    fn a_time_reply_too_large_to_add_up_is_no_reading() {
-        assert_eq!(
-            node_time(time_reply("1700000000", "250")),
-            Some(Duration::new(1_700_000_000, 250_000))
-        );
-        assert_eq!(
-            node_time(time_reply(&u64::MAX.to_string(), "999999999")),
-            None
-        );
-        assert_eq!(node_time(time_reply("x", "1")), None);
-        assert_eq!(node_time(Value::from("OK")), None);
     }
 
     fn server(message: &'static str) -> FredError {

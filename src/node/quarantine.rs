@@ -5,7 +5,6 @@
 //! record, and a restart or a failover makes it another server's, so any new loss starts a
 //! new wait. The rules are in `algo/lineage.rs`.
 
-use std::sync::LazyLock;
 use std::time::Duration;
 
 use fred::clients::Client;
@@ -14,9 +13,7 @@ use fred::types::{Key, Value};
 
 use crate::algo::keys;
 use crate::algo::lineage::Recorded;
-use crate::node::scripts::{self, Script};
-
-static QUARANTINE: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::QUARANTINE));
+use crate::node::scripts::QUARANTINE;
 
 /// What the node answered.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,9 +41,9 @@ pub(crate) async fn record(
     ];
     let ms = |d: Duration| Value::Integer(i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
     let args = vec![Value::from(run_id), ms(wait), ms(age)];
-    let sender = crate::node::batch::sender(client, timeout);
+    let sender = crate::node::batch::eval::sender(client, timeout);
     let reply: Value =
-        crate::node::batch::run_script_if(&sender, &QUARANTINE, keys, args, || true).await?;
+        crate::node::batch::eval::run_script_if(&sender, &QUARANTINE, keys, args, || true).await?;
     answer(reply)
 }
 

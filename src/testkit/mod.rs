@@ -372,7 +372,7 @@ pub fn batch_script() -> (String, Vec<&'static str>) {
 /// answers as the batch script does for that one call: its answer, then the node's marker
 /// and quarantine record.
 pub fn set_nx_alone_script() -> &'static str {
-    crate::node::scripts::SET_NX_ALONE
+    crate::node::scripts::batched::SET_NX_ALONE
 }
 
 /// The arguments that announce one call in the batch script of [`batch_script`], before the
