@@ -9,6 +9,10 @@
 //!
 //! `cargo test --features model --test model -- --nocapture` prints the state counts.
 
+#[path = "model/claim_runs.rs"]
+mod claim_runs;
+#[path = "model/claims.rs"]
+mod claims;
 #[path = "model/client.rs"]
 mod client;
 #[path = "model/explore.rs"]
