@@ -3,7 +3,9 @@
 //! the docs, and not part of the API (no semver promise; it changes with `algo/`).
 //!
 //! Each item forwards to the crate's own function or type, unchanged, so that the model's
-//! steps take the decisions the client takes: no rule is written here.
+//! steps take the decisions the client takes: no rule is written here. Two node scripts are
+//! forwarded too, as text, for the refinement check that runs them on a real server against
+//! the model's node step.
 
 use std::time::Duration;
 
@@ -295,3 +297,11 @@ pub fn narrowed(tally: &Tally, on_slot: usize) -> Tally {
 pub fn slot_decision(tally: &Tally, granted: impl IntoIterator<Item = u32>) -> Decision {
     slots::decision(&tally.0, granted).into()
 }
+
+/// The Lua of PERMIT_ACQUIRE (`node::scripts`), `KEYS = [key]`,
+/// `ARGV = [token, ttl_ms, N, start, step]`.
+pub const PERMIT_ACQUIRE: &str = crate::node::scripts::PERMIT_ACQUIRE;
+
+/// The Lua of RW_ACQUIRE (`node::scripts`), `KEYS = [key]`,
+/// `ARGV = [token, ttl_ms, 'r' or 'w', waiter, intent_ttl_ms]`.
+pub const RW_ACQUIRE: &str = crate::node::scripts::RW_ACQUIRE;

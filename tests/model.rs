@@ -21,6 +21,8 @@ mod explore;
 mod loss;
 #[path = "model/node.rs"]
 mod node;
+#[path = "model/refinement.rs"]
+mod refinement;
 #[path = "model/system.rs"]
 mod system;
 #[path = "model/trace.rs"]

@@ -251,7 +251,7 @@ fn drift() -> Duration {
 }
 
 impl Claims {
-    fn permits(&self) -> u8 {
+    pub fn permits(&self) -> u8 {
         match self.bounds.resource {
             Resource::Semaphore(permits) => permits,
             Resource::RwLock => 1,
@@ -274,7 +274,13 @@ impl Claims {
 
 /// What node `n` does with a request (PERMIT_ACQUIRE, RW_ACQUIRE), at `now` on its clock:
 /// the expired claims pruned, then the claim recorded or refused.
-fn run(rules: &Rules, claims: &mut Vec<Claim>, request: Request, permits: u8, now: u64) -> Answer {
+pub fn run(
+    rules: &Rules,
+    claims: &mut Vec<Claim>,
+    request: Request,
+    permits: u8,
+    now: u64,
+) -> Answer {
     claims.retain(|c| c.expiry > now);
     let expiry = now + ms(TTL);
     let answer = match request.ask {
