@@ -7,6 +7,10 @@
 //! time and fencing tokens growing with the grants, and witness what the run is for (so that
 //! it is not vacuous); each known-bad rule must be caught, with its counterexample printed.
 //!
+//! The semaphore and the read-write lock are a model of their own on the same clocks
+//! (`claims.rs`, run by `claim_runs.rs`), whose node step is checked against the crate's Lua
+//! on a real server (`refinement.rs`).
+//!
 //! `cargo test --features model --test model -- --nocapture` prints the state counts.
 
 #[path = "model/claim_runs.rs"]
