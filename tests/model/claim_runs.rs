@@ -8,9 +8,10 @@ use std::time::Instant;
 use stateright::{Checker, HasDiscoveries, Model, Path};
 
 use super::claims::{
-    show, Action, Bounds, Claims, Resource, Rules, State, AT_MOST_N, N_HOLDERS, TWO_READERS,
+    Action, Bounds, Claims, Resource, Rules, State, AT_MOST_N, N_HOLDERS, TWO_READERS,
     WRITER_AFTER_READERS, WRITER_ALONE,
 };
+use super::claims_explore::show;
 use super::{CAP, LARGER_CAP};
 
 /// Two permits, three processes contending, replies late, releases.

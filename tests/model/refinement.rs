@@ -11,6 +11,7 @@ use quorumlock::testkit::{LocalNode, LocalQuorum, Reply};
 use stateright::Model;
 
 use super::claims::{self, Answer, Ask, Bounds, Claim, Claims, Member, Request, Resource, Rules};
+use super::claims_steps;
 use super::system::{NODE_MS_PER_TICK, TTL, UP_AT_START_MS};
 
 /// A node's claims, each with the milliseconds it has left (not the absolute expiry: the
@@ -48,7 +49,8 @@ fn node_steps(model: &Claims) -> (usize, Steps) {
             for (n, request) in client.requests.iter().enumerate() {
                 let Some(request) = *request else { continue };
                 let mut after = state.nodes[n].clone();
-                let answer = claims::run(&Rules::CRATE, &mut after, request, model.permits(), now);
+                let answer =
+                    claims_steps::run(&Rules::CRATE, &mut after, request, model.permits(), now);
                 steps.insert(
                     (left(&state.nodes[n], now), request),
                     (answer, left(&after, now)),
