@@ -3,7 +3,9 @@
 //! the docs, and not part of the API (no semver promise; it changes with `algo/`).
 //!
 //! Each item forwards to the crate's own function or type, unchanged, so that the model's
-//! steps take the decisions the client takes: no rule is written here.
+//! steps take the decisions the client takes: no rule is written here. Two node scripts are
+//! forwarded too, as text, for the refinement check that runs them on a real server against
+//! the model's node step.
 
 use std::time::Duration;
 
@@ -70,7 +72,13 @@ impl Tally {
 
     /// Whether the round is decided.
     pub fn decision(&self) -> Decision {
-        match self.0.decision() {
+        self.0.decision().into()
+    }
+}
+
+impl From<quorum::Decision> for Decision {
+    fn from(decision: quorum::Decision) -> Self {
+        match decision {
             quorum::Decision::Pending => Decision::Pending,
             quorum::Decision::Won => Decision::Won,
             quorum::Decision::Lost => Decision::Lost,
@@ -265,3 +273,35 @@ pub fn floor(nodes: usize, answers: &[Surveyed]) -> Floor {
 pub fn next_token(seen: u64, slot: Option<u32>) -> u64 {
     slots::next_token(seen, slot)
 }
+
+/// `algo::slots::preference`: an attempt's order of the `permits` slots, `(start, step)`,
+/// from two uniform samples.
+pub fn preference(permits: u32, start_sample: u32, step_sample: u32) -> (u32, u32) {
+    slots::preference(permits, start_sample, step_sample)
+}
+
+/// `algo::slots::most_recorded`: the slot recorded by the most nodes among `granted`, with
+/// how many recorded it.
+pub fn most_recorded(granted: impl IntoIterator<Item = u32>) -> Option<(u32, usize)> {
+    slots::most_recorded(granted)
+}
+
+/// `algo::slots::narrowed`: the tally of a permit's round as its verdict sees it, only the
+/// `on_slot` nodes that recorded the chosen slot saying yes.
+pub fn narrowed(tally: &Tally, on_slot: usize) -> Tally {
+    Tally(slots::narrowed(&tally.0, on_slot))
+}
+
+/// `algo::slots::decision`: whether a permit's (or a read-write lock's side's) round is
+/// decided, from its tally and the slot each node that recorded one recorded.
+pub fn slot_decision(tally: &Tally, granted: impl IntoIterator<Item = u32>) -> Decision {
+    slots::decision(&tally.0, granted).into()
+}
+
+/// The Lua of PERMIT_ACQUIRE (`node::scripts`), `KEYS = [key]`,
+/// `ARGV = [token, ttl_ms, N, start, step]`.
+pub const PERMIT_ACQUIRE: &str = crate::node::scripts::PERMIT_ACQUIRE;
+
+/// The Lua of RW_ACQUIRE (`node::scripts`), `KEYS = [key]`,
+/// `ARGV = [token, ttl_ms, 'r' or 'w', waiter, intent_ttl_ms]`.
+pub const RW_ACQUIRE: &str = crate::node::scripts::RW_ACQUIRE;

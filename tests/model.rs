@@ -7,8 +7,20 @@
 //! time and fencing tokens growing with the grants, and witness what the run is for (so that
 //! it is not vacuous); each known-bad rule must be caught, with its counterexample printed.
 //!
+//! The semaphore and the read-write lock are a model of their own on the same clocks
+//! (`claims.rs`, `claims_steps.rs`, `claims_explore.rs`, run by `claim_runs.rs`), whose node step is checked against the crate's Lua
+//! on a real server (`refinement.rs`).
+//!
 //! `cargo test --features model --test model -- --nocapture` prints the state counts.
 
+#[path = "model/claim_runs.rs"]
+mod claim_runs;
+#[path = "model/claims.rs"]
+mod claims;
+#[path = "model/claims_explore.rs"]
+mod claims_explore;
+#[path = "model/claims_steps.rs"]
+mod claims_steps;
 #[path = "model/client.rs"]
 mod client;
 #[path = "model/explore.rs"]
@@ -17,6 +29,8 @@ mod explore;
 mod loss;
 #[path = "model/node.rs"]
 mod node;
+#[path = "model/refinement.rs"]
+mod refinement;
 #[path = "model/system.rs"]
 mod system;
 #[path = "model/trace.rs"]
