@@ -298,10 +298,10 @@ pub fn slot_decision(tally: &Tally, granted: impl IntoIterator<Item = u32>) -> D
     slots::decision(&tally.0, granted).into()
 }
 
-/// The Lua of PERMIT_ACQUIRE (`node::scripts`), `KEYS = [key]`,
+/// The Lua of PERMIT_ACQUIRE (`node::scripts::permit`), `KEYS = [key]`,
 /// `ARGV = [token, ttl_ms, N, start, step]`.
-pub const PERMIT_ACQUIRE: &str = crate::node::scripts::PERMIT_ACQUIRE;
+pub const PERMIT_ACQUIRE: &str = crate::node::scripts::permit::PERMIT_ACQUIRE;
 
-/// The Lua of RW_ACQUIRE (`node::scripts`), `KEYS = [key]`,
+/// The Lua of RW_ACQUIRE (`node::scripts::permit`), `KEYS = [key]`,
 /// `ARGV = [token, ttl_ms, 'r' or 'w', waiter, intent_ttl_ms]`.
-pub const RW_ACQUIRE: &str = crate::node::scripts::RW_ACQUIRE;
+pub const RW_ACQUIRE: &str = crate::node::scripts::permit::RW_ACQUIRE;
