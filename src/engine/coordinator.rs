@@ -19,11 +19,11 @@ use tracing::Instrument;
 
 use crate::algo::keys;
 use crate::algo::quorum::{quorum, Ballot, Decision, Stake, Tally};
-use crate::algo::verdict::{self, Confirmation, Timed};
 use crate::config::KeepAlive;
 use crate::config::{Config, Retry, Ttl};
+use crate::engine::attempt::{self, ClaimKind, Grant, Target};
 use crate::engine::fencing::{self, Hints};
-use crate::engine::held::{Acquisition, Held, Keys, Released};
+use crate::engine::held::{Held, Keys, Released};
 use crate::engine::keeper::Keeper;
 use crate::engine::kept::KeptHandle;
 use crate::engine::shutdown::Holdings;
@@ -33,7 +33,7 @@ use crate::error::{ConfigError, Error, NodeError};
 use crate::node::admission::Fleet;
 use crate::node::probe::KeySpace;
 use crate::node::scripts::release_args;
-use crate::node::{Answer, Node, NodeResult, Primitive, SetNx};
+use crate::node::{Acquired, Answer, Node, NodeResult, Primitive, SetNx};
 use crate::report::facts::Excluded;
 use crate::stats::{self, Counters, Event, Stats};
 
@@ -120,15 +120,6 @@ impl Drop for Place {
                 }
             });
     }
-}
-
-/// What one lock call locks.
-#[derive(Debug)]
-struct Target {
-    /// The resources' names joined by commas, for messages.
-    name: String,
-    resources: Vec<String>,
-    keys: Keys,
 }
 
 /// The answers of one round, as far as they were awaited.
@@ -344,8 +335,8 @@ impl Coordinator {
             [resource] => Some(keys::lock_key(&self.config().key_prefix, resource)),
             _ => None,
         };
-        self.acquiring(&target.name, key, None, ttl, retry, || async {
-            self.attempt(&target, ttl).await.map(|lock| (lock, false))
+        self.acquiring(&target.name, key, None, ttl, retry, || {
+            attempt::attempt(self, &target, ttl, Locking::default())
         })
         .await
     }
@@ -537,23 +528,7 @@ impl Coordinator {
                 node.release(Primitive::Lock, locks.clone(), args.clone())
             })
             .await;
-        match verdict::confirmation(&round.tally) {
-            Confirmation::Confirmed => Ok(Released {
-                released: round.tally.yes,
-                nodes: round.tally.nodes,
-            }),
-            Confirmation::Gone => Err(Error::NotHeld {
-                resource: target.name,
-                held: round.tally.yes,
-                nodes: self.nodes(),
-            }),
-            Confirmation::Short => Err(Error::NoQuorum {
-                resource: target.name,
-                needed: round.tally.quorum(),
-                agreed: round.tally.yes,
-                failures: round.failures,
-            }),
-        }
+        attempt::confirmed(&target.name, round.tally, round.failures)
     }
 
     /// Checks resource names and makes their keys.
@@ -591,115 +566,9 @@ impl Coordinator {
         })
     }
 
-    /// Whether an acquisition of `keys` reads their fencing counters (see `attempt`).
+    /// Whether an acquisition of `keys` reads their fencing counters (see [`Locking`]).
     pub(crate) fn reads_counters(&self, keys: &Keys) -> bool {
         keys.fencing() && (keys.locks > 1 || self.inner.tokens_asked.load(Ordering::Relaxed))
-    }
-
-    /// One attempt: set the keys on every node, decided at the quorum. With fencing, nothing
-    /// more: the token is recorded only when the holder asks for it (`engine/fencing.rs`).
-    async fn attempt(&self, target: &Target, ttl: Ttl) -> Result<Held, Error> {
-        let token = Token::generate()?;
-        let value = Value::from(token.as_str());
-        let keys = &target.keys;
-        let mut guard =
-            CleanupOnDrop::new(self, Primitive::Lock, keys.locks(), vec![value.clone()]);
-        // Without fencing, or until a token of this client's locks is asked for, one resource
-        // is taken with `SET NX PX`: a lock whose token nobody asks for costs what a
-        // lock without fencing costs, and asking costs two rounds (read the counters, then
-        // record the token). Several resources take the ACQUIRE script, which reads the
-        // counters too, for next to nothing; so does one resource once this client's locks
-        // have had their token asked for, and it records the next token too if this client
-        // guesses it (its hint, `engine/fencing.rs`): then asking sends nothing, and
-        // otherwise one round.
-        let reads_counters = self.reads_counters(keys);
-        let hint = if reads_counters && self.inner.tokens_asked.load(Ordering::Relaxed) {
-            self.inner.hints.next(keys.counters())
-        } else {
-            0
-        };
-        let start = Instant::now();
-        let round = if keys.locks == 1 && !reads_counters {
-            let key = &keys.all[0];
-            let set = SetNx::new(key.clone(), value.clone(), ttl.px);
-            self.round(|node| node.set_nx(&set)).await
-        } else {
-            let sent = keys.sent(reads_counters);
-            let px = (ttl.px, hint);
-            self.round(|node| node.acquire(sent.to_vec(), keys.locks, value.clone(), px))
-                .await
-        };
-        let elapsed = start.elapsed();
-        let failure = match verdict::timed(&round.tally, ttl.ttl, ttl.drift, elapsed) {
-            Timed::Valid(_) => {
-                guard.disarm();
-                for failure in &round.failures {
-                    tracing::warn!(resource = %target.name, node = failure.index, error = %failure, "lock acquired without this node");
-                }
-                // With the counters, if read: the largest on the majority that
-                // said yes.
-                let fencing =
-                    fencing::granted(keys, reads_counters, &round, (hint, &self.inner.hints));
-                // Every node that set the keys did so after `start`, so on a
-                // majority they live until at least start + ttl (less the drift
-                // allowance).
-                return Ok(Held::new(Acquisition {
-                    redlock: self.clone(),
-                    name: target.name.clone(),
-                    resources: target.resources.clone(),
-                    keys: keys.clone(),
-                    token,
-                    value: value.clone(),
-                    fencing,
-                    ttl: ttl.ttl,
-                    valid_until: start + ttl.usable,
-                    acquired_on: round.tally.yes,
-                    failures: round.failures,
-                    handovers: 0,
-                    member: None,
-                }));
-            }
-            Timed::Late => Error::ValidityExpired {
-                resource: target.name.clone(),
-                elapsed,
-                ttl: ttl.ttl,
-                drift: ttl.drift,
-            },
-            Timed::Gone | Timed::Short => self.lost(&target.name, round.tally, round.failures),
-        };
-        // Release on every node, not only those that said yes: a yes may have been lost on
-        // the way back, and a node that timed out may still run our SET later (its release
-        // then runs right after it, on the same connection). Wait only for the nodes that
-        // answered; the failed and the undecided ones are released in the background.
-        // Silently (DISCARD): this token never held the lock, so its deletes must not wake
-        // the waiters of the key (design 2.4a).
-        guard.disarm();
-        self.discard_round(Primitive::Lock, keys.locks(), &[value], round.answered)
-            .await;
-        Err(failure)
-    }
-
-    pub(crate) fn lost(&self, resource: &str, tally: Tally, failures: Vec<NodeError>) -> Error {
-        if tally.lost_to_contention() {
-            // The refusals are `held_elsewhere`.
-            let failures = failures
-                .into_iter()
-                .filter(|f| f.kind != crate::NodeErrorKind::Refused)
-                .collect();
-            Error::Taken {
-                resource: resource.to_string(),
-                held_elsewhere: tally.no,
-                nodes: tally.nodes,
-                failures,
-            }
-        } else {
-            Error::NoQuorum {
-                resource: resource.to_string(),
-                needed: tally.quorum(),
-                agreed: tally.yes,
-                failures,
-            }
-        }
     }
 
     /// Sends one command to every node at once and counts the answers until the outcome is
@@ -1084,4 +953,80 @@ fn jitter(max: Duration) -> Duration {
         return Duration::ZERO;
     }
     Duration::from_micros(rand::Rng::random_range(&mut rand::rng(), 0..=micros))
+}
+
+/// A lock's claim: its keys, set on every node (`SET NX PX`, or the ACQUIRE script when it
+/// reads the fencing counters), granted on a majority of yes. With fencing, nothing more:
+/// the token is recorded only when the holder asks for it (`engine/fencing.rs`).
+#[derive(Debug, Default)]
+struct Locking {
+    reads_counters: bool,
+    /// The fencing token the ACQUIRE script records where it can (0: none).
+    hint: u64,
+}
+
+impl ClaimKind for Locking {
+    type Answer = Acquired;
+
+    fn primitive(&self) -> Primitive {
+        Primitive::Lock
+    }
+
+    fn noun(&self) -> Option<&'static str> {
+        Some("lock")
+    }
+
+    fn discard(&self, value: &Value) -> Option<Vec<Value>> {
+        Some(vec![value.clone()])
+    }
+
+    async fn send(
+        &mut self,
+        redlock: &Coordinator,
+        target: &Target,
+        token: &Token,
+        ttl: Ttl,
+    ) -> Round<Acquired> {
+        let value = Value::from(token.as_str());
+        let keys = &target.keys;
+        // Without fencing, or until a token of this client's locks is asked for, one
+        // resource is taken with `SET NX PX`: a lock whose token nobody asks for costs what
+        // a lock without fencing costs, and asking costs two rounds (read the counters, then
+        // record the token). Several resources take the ACQUIRE script, which reads the
+        // counters too, for next to nothing; so does one resource once this client's locks
+        // have had their token asked for, and it records the next token too if this client
+        // guesses it (its hint, `engine/fencing.rs`): then asking sends nothing, and
+        // otherwise one round.
+        self.reads_counters = redlock.reads_counters(keys);
+        if self.reads_counters && redlock.inner.tokens_asked.load(Ordering::Relaxed) {
+            self.hint = redlock.inner.hints.next(keys.counters());
+        }
+        if keys.locks == 1 && !self.reads_counters {
+            let key = &keys.all[0];
+            let set = SetNx::new(key.clone(), value, ttl.px);
+            redlock.round(|node| node.set_nx(&set)).await
+        } else {
+            let sent = keys.sent(self.reads_counters);
+            let px = (ttl.px, self.hint);
+            redlock
+                .round(|node| node.acquire(sent.to_vec(), keys.locks, value.clone(), px))
+                .await
+        }
+    }
+
+    fn granted(
+        &mut self,
+        redlock: &Coordinator,
+        target: &Target,
+        round: &Round<Acquired>,
+    ) -> Grant {
+        // With the counters, if read: the largest on the majority that said yes.
+        let hints = (self.hint, &redlock.inner.hints);
+        Grant {
+            fencing: fencing::granted(&target.keys, self.reads_counters, round, hints),
+            member: None,
+            handovers: 0,
+            room: false,
+        }
+    }
 }

@@ -11,9 +11,9 @@ use fred::types::{Key, Value};
 
 use crate::algo::keys;
 use crate::algo::quorum::Stake;
-use crate::algo::verdict::{self, Confirmation};
 use crate::config::Candidacy;
 use crate::config::Retry;
+use crate::engine::attempt;
 use crate::engine::coordinator::Coordinator;
 use crate::engine::held::Released;
 use crate::engine::kept::{Kept, KeptHandle};
@@ -203,12 +203,8 @@ async fn identify(
             })
         })
         .await;
-    match verdict::confirmation(&round.tally) {
-        Confirmation::Confirmed => Ok(()),
-        Confirmation::Gone | Confirmation::Short => {
-            Err(redlock.lost(lock_key.as_str().unwrap_or(""), round.tally, round.failures))
-        }
-    }
+    let resource = lock_key.as_str().unwrap_or("");
+    attempt::confirmed(resource, round.tally, round.failures).map(drop)
 }
 
 /// Rewrites the identity record every third of the ttl while the lock is kept, so that it

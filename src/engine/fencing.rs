@@ -27,7 +27,7 @@ use std::time::Instant;
 use fred::types::Key;
 
 use crate::algo::quorum::Stake;
-use crate::algo::verdict::{self, Confirmation};
+use crate::engine::attempt;
 use crate::engine::coordinator::Round;
 use crate::engine::held::{Ident, Keys};
 use crate::error::NodeErrorKind;
@@ -199,10 +199,19 @@ impl Ident {
                         node.peek(primitive, keys.to_vec(), locks, value.clone())
                     })
                     .await;
-                match (verdict::confirmation(&round.tally), largest(&round)) {
-                    (Confirmation::Confirmed, Some(seen)) => seen,
-                    (Confirmation::Gone, _) => return Err(self.not_held(round.tally.yes)),
-                    _ => return Err(self.no_token(round.tally, round.failures)),
+                let (seen, tally) = (largest(&round), round.tally);
+                // Confirmed without counters to trust: refused as an unconfirmed round is.
+                let failures = match seen {
+                    None => round.failures.clone(),
+                    Some(_) => Vec::new(),
+                };
+                attempt::confirmed(self.name(), tally, round.failures).map_err(no_token)?;
+                match seen {
+                    Some(seen) => seen,
+                    None => {
+                        let unconfirmed = attempt::unheld(self.name(), tally, failures, false);
+                        return Err(no_token(unconfirmed));
+                    }
                 }
             }
         };
@@ -214,34 +223,33 @@ impl Ident {
                 node.fence(primitive, keys.to_vec(), locks, value.clone(), fence)
             })
             .await;
-        match verdict::confirmation(&round.tally) {
-            Confirmation::Confirmed => {
-                // The round counts against the validity, as the acquisition's rounds do.
-                valid()?;
-                redlock.hints().note(&keys[locks..], fence);
-                Ok(fencing.hand_out(fence))
-            }
-            Confirmation::Gone => Err(self.not_held(round.tally.yes)),
-            Confirmation::Short => Err(self.no_token(round.tally, round.failures)),
-        }
+        attempt::confirmed(self.name(), round.tally, round.failures).map_err(no_token)?;
+        // The round counts against the validity, as the acquisition's rounds do.
+        valid()?;
+        redlock.hints().note(&keys[locks..], fence);
+        Ok(fencing.hand_out(fence))
     }
+}
 
-    /// A PEEK or FENCE round that was not won: [`Error::FencingUnavailable`] if nodes that
-    /// may have lost their counters are among its failures, else [`Error::NoQuorum`].
-    fn no_token(
-        &self,
-        tally: crate::algo::quorum::Tally,
-        failures: Vec<crate::error::NodeError>,
-    ) -> Error {
-        if !failures.iter().any(|f| f.kind == NodeErrorKind::LostData) {
-            return self.unconfirmed(tally, failures);
-        }
-        Error::FencingUnavailable {
-            resource: self.name().to_string(),
-            needed: tally.quorum(),
-            counted: tally.yes,
+/// A PEEK or FENCE round that was not won: [`Error::FencingUnavailable`] where it lacked a
+/// majority ([`Error::NoQuorum`]) and nodes that may have lost their counters are among its
+/// failures; any other error as it is.
+fn no_token(error: Error) -> Error {
+    match error {
+        Error::NoQuorum {
+            resource,
+            needed,
+            agreed,
             failures,
+        } if failures.iter().any(|f| f.kind == NodeErrorKind::LostData) => {
+            Error::FencingUnavailable {
+                resource,
+                needed,
+                counted: agreed,
+                failures,
+            }
         }
+        error => error,
     }
 }
 

@@ -26,19 +26,19 @@
 //! release messages, as it wakes every other client's: they then race on equal terms.
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use fred::types::{Key, Value};
 
-use crate::algo::verdict::{self, Timed};
 use crate::config::Ttl;
-use crate::engine::coordinator::Coordinator;
+use crate::engine::attempt::{self, ClaimKind, Grant, Target};
+use crate::engine::coordinator::{Coordinator, Round};
 use crate::engine::fencing;
-use crate::engine::held::{Acquisition, Held, Ident, Keys, Member, Released};
+use crate::engine::held::{Ident, Keys, Member, Released};
 use crate::engine::token::Token;
 use crate::engine::waiters::Ticket;
+use crate::error::Error;
 use crate::node::scripts::release_args;
-use crate::node::Primitive;
+use crate::node::{Acquired, Primitive};
 
 /// Handovers in a row after which a release lets every client's waiters race for the lock.
 pub(crate) const MAX_HANDOVERS: u32 = 16;
@@ -137,18 +137,93 @@ impl Coordinator {
         ttl: Ttl,
         token: Token,
     ) -> Handover {
-        let keys = Keys {
-            all: ident.keys().to_vec(),
-            locks: ident.locks(),
+        let target = Target {
+            name: ident.name().to_string(),
+            resources: ident.resources().to_vec(),
+            keys: Keys {
+                all: ident.keys().to_vec(),
+                locks: ident.locks(),
+            },
         };
+        let kind = HandingOver {
+            ident,
+            token: Some(token),
+            reads_counters: false,
+        };
+        let Ok((lock, _)) = attempt::attempt(self, &target, ttl, kind).await else {
+            return Handover::Failed { claim, tokens };
+        };
+        let released = Released {
+            released: lock.acquired_on(),
+            nodes: self.nodes(),
+        };
+        // If the waiter has gone meanwhile, the lock is dropped with its ticket, which
+        // releases it.
+        claim.done = true;
+        claim.ticket.hand(lock);
+        Handover::Done(released)
+    }
+}
+
+/// A handover's claim: on each node, the releaser's token replaced by the waiter's new one
+/// (HANDOVER), granted by the rule of every acquisition. Refused, nothing is discarded: the
+/// release that follows deletes both tokens.
+struct HandingOver<'a> {
+    /// The lock handed over.
+    ident: &'a Ident,
+    /// The waiter's token, drawn before the round.
+    token: Option<Token>,
+    reads_counters: bool,
+}
+
+impl HandingOver<'_> {
+    /// Logs how the round went.
+    fn trace(&self, round: &Round<Acquired>, won: bool) {
+        tracing::debug!(
+            resource = %self.ident.name(),
+            yes = round.tally.yes,
+            refused = round.tally.no,
+            failed = %crate::error::failed_nodes(&round.failures),
+            won,
+            "lock handed over"
+        );
+    }
+}
+
+impl ClaimKind for HandingOver<'_> {
+    type Answer = Acquired;
+
+    fn primitive(&self) -> Primitive {
+        self.ident.primitive()
+    }
+
+    fn noun(&self) -> Option<&'static str> {
+        None
+    }
+
+    fn token(&mut self) -> Result<Token, Error> {
+        self.token.take().map_or_else(Token::generate, Ok)
+    }
+
+    fn discard(&self, _value: &Value) -> Option<Vec<Value>> {
+        None
+    }
+
+    async fn send(
+        &mut self,
+        redlock: &Coordinator,
+        target: &Target,
+        token: &Token,
+        ttl: Ttl,
+    ) -> Round<Acquired> {
+        let (ident, keys) = (self.ident, &target.keys);
         // A permit's token is read when it is asked for, never at its acquisition: other
         // permits, held meanwhile, may be handed tokens between the two (design 2.9).
-        let reads_counters = ident.permit_slot().is_none() && self.reads_counters(&keys);
-        let sent = keys.sent(reads_counters).to_vec();
-        let (old, new) = (ident.value(), ident.claim_of(&token));
+        self.reads_counters = ident.permit_slot().is_none() && redlock.reads_counters(keys);
+        let sent = keys.sent(self.reads_counters).to_vec();
+        let (old, new) = (ident.value(), ident.claim_of(token));
         let primitive = ident.primitive();
-        let start = Instant::now();
-        let round = self
+        redlock
             .round(|node| {
                 node.handover(
                     primitive,
@@ -159,61 +234,40 @@ impl Coordinator {
                     ttl.px,
                 )
             })
-            .await;
-        let won = matches!(
-            verdict::timed(&round.tally, ttl.ttl, ttl.drift, start.elapsed()),
-            Timed::Valid(_)
-        );
-        tracing::debug!(
-            resource = %ident.name(),
-            yes = round.tally.yes,
-            refused = round.tally.no,
-            failed = %crate::error::failed_nodes(&round.failures),
-            won,
-            "lock handed over"
-        );
-        if !won {
-            return Handover::Failed { claim, tokens };
-        }
-        // Where the handover failed, the old token may still be there (a node that refused the
-        // call, or never got it): delete it. A handover still on its way there runs first.
+            .await
+    }
+
+    fn granted(
+        &mut self,
+        redlock: &Coordinator,
+        target: &Target,
+        round: &Round<Acquired>,
+    ) -> Grant {
+        self.trace(round, true);
+        // Where the handover failed, the old token may still be there (a node that refused
+        // the call, or never got it): delete it. A handover still on its way there runs
+        // first.
         let failed = round
             .failures
             .iter()
             .fold(0u64, |mask, failure| mask | 1 << failure.index);
         if failed != 0 {
-            let (locks, args) = (
-                keys.locks().to_vec(),
-                release_args(std::slice::from_ref(&old)),
-            );
-            self.detached(failed, |node| {
+            let (primitive, locks) = (self.ident.primitive(), target.keys.locks().to_vec());
+            let args = release_args(std::slice::from_ref(&self.ident.value()));
+            redlock.detached(failed, |node| {
                 node.release(primitive, locks.clone(), args.clone())
             });
         }
-        let fencing = fencing::granted(&keys, reads_counters, &round, (0, self.hints()));
-        let released = Released {
-            released: round.tally.yes,
-            nodes: round.tally.nodes,
-        };
-        let lock = Held::new(Acquisition {
-            redlock: self.clone(),
-            name: ident.name().to_string(),
-            resources: ident.resources().to_vec(),
-            keys,
-            value: new,
-            token,
-            fencing,
-            ttl: ttl.ttl,
-            valid_until: start + ttl.usable,
-            acquired_on: round.tally.yes,
-            failures: round.failures,
-            handovers: ident.handovers().saturating_add(1),
-            member: ident.member(),
-        });
-        // If the waiter has gone meanwhile, the lock is dropped with its ticket, which
-        // releases it.
-        claim.done = true;
-        claim.ticket.hand(lock);
-        Handover::Done(released)
+        let hints = (0, redlock.hints());
+        Grant {
+            fencing: fencing::granted(&target.keys, self.reads_counters, round, hints),
+            member: self.ident.member(),
+            handovers: self.ident.handovers().saturating_add(1),
+            room: false,
+        }
+    }
+
+    fn refused(&mut self, round: &Round<Acquired>) {
+        self.trace(round, false);
     }
 }

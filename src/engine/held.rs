@@ -10,9 +10,10 @@ use tracing::Instrument;
 
 use fred::types::{Key, Value};
 
-use crate::algo::quorum::{Stake, Tally};
-use crate::algo::verdict::{self, Confirmation, Timed};
+use crate::algo::quorum::Stake;
+use crate::algo::verdict::{self, Timed};
 use crate::config::Ttl;
+use crate::engine::attempt;
 use crate::engine::coordinator::{Coordinator, Round};
 use crate::engine::fencing::Fencing;
 use crate::engine::handover::Handover;
@@ -79,7 +80,6 @@ pub(crate) struct Acquisition {
     pub(crate) resources: Vec<String>,
     pub(crate) keys: Keys,
     pub(crate) token: Token,
-    pub(crate) value: Value,
     /// `None` when fencing is off.
     pub(crate) fencing: Option<Fencing>,
     pub(crate) ttl: Duration,
@@ -235,25 +235,6 @@ impl Ident {
         self.fencing.as_ref().and_then(Fencing::handed).unwrap_or(0)
     }
 
-    /// A round on this lock that neither a majority confirmed nor showed the lock gone:
-    /// failed nodes left it undecided.
-    pub(crate) fn unconfirmed(&self, tally: Tally, failures: Vec<NodeError>) -> Error {
-        Error::NoQuorum {
-            resource: self.name().to_string(),
-            needed: tally.quorum(),
-            agreed: tally.yes,
-            failures,
-        }
-    }
-
-    pub(crate) fn not_held(&self, held: usize) -> Error {
-        Error::NotHeld {
-            resource: self.name().to_string(),
-            held,
-            nodes: self.redlock.nodes(),
-        }
-    }
-
     /// `Ok` while `valid_until` has not passed, [`Error::Expired`] after;
     /// [`Error::ShutDown`] once the client's shutdown released the lock.
     pub(crate) fn valid(&self, valid_until: Instant) -> Result<(), Error> {
@@ -312,7 +293,6 @@ impl Held {
             resources,
             keys,
             token,
-            value,
             fencing,
             ttl,
             valid_until,
@@ -321,9 +301,6 @@ impl Held {
             handovers,
             member,
         } = acquired;
-        // The value is the token (or a permit's claim) as the scripts get it: made again
-        // from it when needed.
-        debug_assert!(member.is_some() || value == Value::from(token.as_str()));
         // One resource's name is the joined name: do not keep it twice.
         let joined = match resources.as_slice() {
             [only] if *only == name => None,
@@ -506,6 +483,7 @@ impl Held {
             stands,
         } = extension;
         let extended_until = start + ttl.usable;
+        let name = self.ident.name();
         match verdict::timed(&round.tally, ttl.ttl, ttl.drift, elapsed) {
             Timed::Valid(left) => {
                 stands.send_replace(Some(true));
@@ -516,20 +494,13 @@ impl Held {
             }
             Timed::Late => {
                 self.valid_until = self.valid_until.min(extended_until);
-                Err(Error::ValidityExpired {
-                    resource: self.ident.name().to_string(),
-                    elapsed,
-                    ttl: ttl.ttl,
-                    drift: ttl.drift,
-                })
+                Err(attempt::expired(name, elapsed, ttl))
             }
-            Timed::Gone => {
-                self.valid_until = self.valid_until.min(start);
-                Err(self.ident.not_held(round.tally.yes))
-            }
-            Timed::Short => {
-                self.valid_until = self.valid_until.min(extended_until);
-                Err(self.ident.unconfirmed(round.tally, round.failures))
+            timed => {
+                let gone = timed == Timed::Gone;
+                let since = if gone { start } else { extended_until };
+                self.valid_until = self.valid_until.min(since);
+                Err(attempt::unheld(name, round.tally, round.failures, gone))
             }
         }
     }
@@ -594,14 +565,7 @@ impl Held {
             std::task::Poll::Ready(round) => round,
             std::task::Poll::Pending => round.await,
         };
-        match verdict::confirmation(&round.tally) {
-            Confirmation::Confirmed => Ok(Released {
-                released: round.tally.yes,
-                nodes: round.tally.nodes,
-            }),
-            Confirmation::Gone => Err(ident.not_held(round.tally.yes)),
-            Confirmation::Short => Err(ident.unconfirmed(round.tally, round.failures)),
-        }
+        attempt::confirmed(ident.name(), round.tally, round.failures)
     }
 
     /// Sets our keys again, in the background, on the nodes that answered that they lost

@@ -11,6 +11,7 @@
 //! ([`Token`](token::Token), [`Released`](held::Released), [`Shutdown`](shutdown::Shutdown),
 //! [`Leader`](observe::Leader), [`PermitHolder`](census::PermitHolder)). Imports `error`, `stats`, `algo`, `report`, `config` and `node`; never the public face.
 
+pub(crate) mod attempt;
 pub(crate) mod census;
 pub(crate) mod coordinator;
 pub(crate) mod election;

@@ -2,8 +2,8 @@
 //!
 //! A side is a [`Held`] whose claim is `r:token` or `w:token` in the lock's sorted set, run
 //! through the lock's rounds with the semaphores' scripts (extension, release, fencing,
-//! keep-alive, shutdown). The acquisition is the semaphores' one-round attempt
-//! ([`Coordinator::attempt_member`]) with the RW_ACQUIRE script, in the lock's loop
+//! keep-alive, shutdown). The acquisition is the semaphores' claim kind
+//! ([`Seat`], in `engine/attempt.rs`'s one attempt) with the RW_ACQUIRE script, in the lock's loop
 //! ([`Coordinator::acquiring`]). A writer refused because others hold records an intent on
 //! the nodes that refused it, which keeps new readers out until the writer is through; each
 //! of its attempts renews the intent, so its pauses are at most a third of the ttl, and the
@@ -16,8 +16,10 @@ use std::time::Duration;
 use fred::types::{Key, Value};
 
 use crate::config::Retry;
+use crate::engine::attempt::{self, Target};
 use crate::engine::coordinator::Coordinator;
-use crate::engine::held::{Held, Keys, Member};
+use crate::engine::held::Held;
+use crate::engine::semaphore::{Ask, Seat};
 use crate::engine::token::Token;
 use crate::error::{ConfigError, Error};
 use crate::node::Primitive;
@@ -25,19 +27,18 @@ use crate::node::Primitive;
 /// A read-write lock's name and keys, checked once.
 #[derive(Debug, Clone)]
 pub(crate) struct RwSpec {
-    name: String,
-    /// The lock's key, then (with fencing) its fencing counter.
-    keys: Keys,
+    /// The lock's name, and its key, then (with fencing) its fencing counter.
+    target: Target,
 }
 
 impl RwSpec {
     pub(crate) fn name(&self) -> &str {
-        &self.name
+        &self.target.name
     }
 
     /// The lock's key on the nodes.
     pub(crate) fn key(&self) -> &str {
-        self.keys.all[0].as_str().unwrap_or_default()
+        self.target.keys.all[0].as_str().unwrap_or_default()
     }
 }
 
@@ -94,8 +95,7 @@ impl Coordinator {
     /// Checks a read-write lock's name, before anything is sent.
     pub(crate) fn rw_lock(&self, name: &str) -> Result<RwSpec, ConfigError> {
         Ok(RwSpec {
-            name: name.to_string(),
-            keys: self.set_keys(name)?,
+            target: self.set_target(name)?,
         })
     }
 
@@ -119,7 +119,7 @@ impl Coordinator {
             retry.jitter = retry.jitter.min(ttl.ttl / 6);
             intent = Some(Intent {
                 redlock: self.clone(),
-                keys: spec.keys.locks().to_vec(),
+                keys: spec.target.keys.locks().to_vec(),
                 waiter: Value::from(Token::generate()?.as_str()),
                 armed: true,
                 granted: false,
@@ -129,25 +129,13 @@ impl Coordinator {
             .as_ref()
             .map_or_else(|| Value::from(""), |i| i.waiter.clone());
         let key = spec.key().to_string();
-        let side = if reader {
-            Member::Reader
-        } else {
-            Member::Writer
-        };
         let mut attempts = 0u32;
         let held = self
-            .acquiring(&spec.name, Some(key), READ_WRITE, ttl, retry, || {
+            .acquiring(spec.name(), Some(key), READ_WRITE, ttl, retry, || {
                 attempts += 1;
                 let waiter = waiter.clone();
-                self.attempt_member(
-                    &spec.name,
-                    &spec.keys,
-                    ttl,
-                    move |node, key, token| {
-                        node.acquire_rw(key, token, ttl.px, reader, (waiter.clone(), ttl.px))
-                    },
-                    move |_| side,
-                )
+                let seat = Seat::new(Ask::Side { reader, waiter });
+                attempt::attempt(self, &spec.target, ttl, seat)
             })
             .await;
         // A writer granted at its first attempt, with no node heard refusing it, recorded
