@@ -16,7 +16,8 @@ use fred::types::Value;
 use crate::algo::quorum::Tally;
 use crate::algo::verdict::{self, Confirmation, Timed};
 use crate::config::Ttl;
-use crate::engine::coordinator::{CleanupOnDrop, Coordinator, Round};
+use crate::engine::coordinator::Coordinator;
+use crate::engine::fanout::{CleanupOnDrop, Round};
 use crate::engine::fencing::Fencing;
 use crate::engine::held::{Acquisition, Held, Keys, Member, Released};
 use crate::engine::token::Token;
@@ -120,7 +121,7 @@ pub(crate) async fn attempt<K: ClaimKind>(
     // Whatever happens to this attempt, no claim of its token is left behind.
     let mut guard = discard
         .clone()
-        .map(|args| CleanupOnDrop::new(redlock, primitive, locks, args));
+        .map(|args| CleanupOnDrop::new(redlock.fanout(), primitive, locks, args));
     let start = Instant::now();
     let round = kind.send(redlock, target, &token, ttl).await;
     let elapsed = start.elapsed();
@@ -169,6 +170,7 @@ pub(crate) async fn attempt<K: ClaimKind>(
     // of the key (design 2.4a).
     if let Some(args) = discard {
         redlock
+            .fanout()
             .discard_round(primitive, locks, &args, round.answered)
             .await;
     }

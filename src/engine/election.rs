@@ -196,6 +196,7 @@ async fn identify(
         Value::Integer(ttl_ms),
     ];
     let round = redlock
+        .fanout()
         .round_marking(None, Stake::Held, |node| {
             node.eval(&IDENTIFY, keys.clone(), args.clone(), |reply| match reply {
                 Value::Integer(n) => Ok(n == 1),

@@ -28,7 +28,7 @@ use fred::types::Key;
 
 use crate::algo::quorum::Stake;
 use crate::engine::attempt;
-use crate::engine::coordinator::Round;
+use crate::engine::fanout::Round;
 use crate::engine::held::{Ident, Keys};
 use crate::error::NodeErrorKind;
 use crate::error::{ConfigError, Error};
@@ -195,6 +195,7 @@ impl Ident {
                 // Read now, while we hold the lock: every token handed out before our
                 // acquisition is on a majority, which shares a node with this one.
                 let round = redlock
+                    .fanout()
                     .round_marking(None, Stake::Held, |node| {
                         node.peek(primitive, keys.to_vec(), locks, value.clone())
                     })
@@ -219,6 +220,7 @@ impl Ident {
         // one (`algo::slots::next_token`).
         let fence = crate::algo::slots::next_token(seen, self.slot());
         let round = redlock
+            .fanout()
             .round_marking(None, Stake::Held, |node| {
                 node.fence(primitive, keys.to_vec(), locks, value.clone(), fence)
             })

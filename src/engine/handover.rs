@@ -31,7 +31,8 @@ use fred::types::{Key, Value};
 
 use crate::config::Ttl;
 use crate::engine::attempt::{self, ClaimKind, Grant, Target};
-use crate::engine::coordinator::{Coordinator, Round};
+use crate::engine::coordinator::Coordinator;
+use crate::engine::fanout::Round;
 use crate::engine::fencing;
 use crate::engine::held::{Ident, Keys, Member, Released};
 use crate::engine::token::Token;
@@ -78,7 +79,7 @@ impl Drop for Claim {
         }
         if let Some((redlock, primitive, keys, tokens)) = self.cleanup.take() {
             let args = release_args(&tokens);
-            redlock.detached(u64::MAX, |node| {
+            redlock.fanout().detached(u64::MAX, |node| {
                 node.release(primitive, keys.clone(), args.clone())
             });
         }
@@ -224,6 +225,7 @@ impl ClaimKind for HandingOver<'_> {
         let (old, new) = (ident.value(), ident.claim_of(token));
         let primitive = ident.primitive();
         redlock
+            .fanout()
             .round(|node| {
                 node.handover(
                     primitive,
@@ -254,7 +256,7 @@ impl ClaimKind for HandingOver<'_> {
         if failed != 0 {
             let (primitive, locks) = (self.ident.primitive(), target.keys.locks().to_vec());
             let args = release_args(std::slice::from_ref(&self.ident.value()));
-            redlock.detached(failed, |node| {
+            redlock.fanout().detached(failed, |node| {
                 node.release(primitive, locks.clone(), args.clone())
             });
         }

@@ -14,7 +14,8 @@ use crate::algo::quorum::Stake;
 use crate::algo::verdict::{self, Timed};
 use crate::config::Ttl;
 use crate::engine::attempt;
-use crate::engine::coordinator::{Coordinator, Round};
+use crate::engine::coordinator::Coordinator;
+use crate::engine::fanout::Round;
 use crate::engine::fencing::Fencing;
 use crate::engine::handover::Handover;
 use crate::engine::shutdown::Registration;
@@ -225,8 +226,11 @@ impl Ident {
     /// Starts a release of it on every node without waiting for it (needs a runtime; a
     /// no-op without one, the keys then expire after their ttl).
     pub(crate) fn release_detached(&self) {
-        self.redlock
-            .release_detached(self.primitive(), self.lock_keys().to_vec(), self.value());
+        self.redlock.fanout().release_detached(
+            self.primitive(),
+            self.lock_keys().to_vec(),
+            self.value(),
+        );
     }
 
     /// The fencing token handed out so far, 0 if none: what a restore raises the counters
@@ -433,6 +437,7 @@ impl Held {
             let start = Instant::now();
             let round = ident
                 .redlock
+                .fanout()
                 .round_marking(Some(&decided), Stake::Held, |node| {
                     let extended = node.extend(primitive, keys.clone(), value.clone(), ttl.px);
                     let (index, decided, mut verdict) =
@@ -536,9 +541,12 @@ impl Held {
         // Made once for every node.
         let args: Arc<[Value]> = release_args(&tokens).into();
         let keys: Arc<[Key]> = ident.lock_keys().into();
-        let round = ident.redlock.round_marking(None, Stake::Held, |node| {
-            node.release(ident.primitive(), &keys, &args)
-        });
+        let round = ident
+            .redlock
+            .fanout()
+            .round_marking(None, Stake::Held, |node| {
+                node.release(ident.primitive(), &keys, &args)
+            });
         tokio::pin!(round);
         // The first poll hands the delete to every node's queue. Whatever this client sends
         // a node after that runs there after the delete (one queue per node, in order): the
@@ -595,7 +603,7 @@ impl Ident {
     /// and raises their fencing counters to the fencing token handed out, if one was.
     fn restore(&self, mask: u64, ttl_ms: i64) {
         let (fence, value) = (self.handed_fence(), self.value());
-        self.redlock.detached(mask, |node| {
+        self.redlock.fanout().detached(mask, |node| {
             node.restore(self.keys.to_vec(), self.locks, value.clone(), ttl_ms, fence)
         });
     }

@@ -15,6 +15,7 @@ pub(crate) mod attempt;
 pub(crate) mod census;
 pub(crate) mod coordinator;
 pub(crate) mod election;
+pub(crate) mod fanout;
 pub(crate) mod fencing;
 pub(crate) mod handover;
 pub(crate) mod held;

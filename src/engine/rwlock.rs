@@ -79,13 +79,14 @@ impl Drop for Intent {
         }
         if self.granted {
             let args = vec![self.waiter.clone(), Value::from("")];
-            self.redlock.detached(u64::MAX, |node| {
+            self.redlock.fanout().detached(u64::MAX, |node| {
                 node.discard(Primitive::Permit, self.keys.clone(), args.clone())
             });
         } else {
             let waiter = self.waiter.as_str().unwrap_or_default();
             let intent = Value::from(format!("i:{waiter}"));
             self.redlock
+                .fanout()
                 .release_detached(Primitive::Permit, self.keys.clone(), intent);
         }
     }

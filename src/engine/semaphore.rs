@@ -24,7 +24,8 @@ use crate::algo::quorum::{Stake, Tally};
 use crate::algo::slots;
 use crate::config::{Retry, Ttl};
 use crate::engine::attempt::{self, ClaimKind, Grant, Reading, Target};
-use crate::engine::coordinator::{Coordinator, Round};
+use crate::engine::coordinator::Coordinator;
+use crate::engine::fanout::Round;
 use crate::engine::fencing::Fencing;
 use crate::engine::held::{Held, Keys, Member, PermitSlot};
 use crate::engine::token::Token;
@@ -154,6 +155,7 @@ impl ClaimKind for Seat {
             )),
         };
         redlock
+            .fanout()
             .round_deciding(
                 Some(&decided),
                 Stake::Taking,
@@ -225,7 +227,7 @@ impl ClaimKind for Seat {
             .filter(|(_, a)| matches!(a, SlotAnswer::Granted(s, _) if *s != slot))
             .fold(0u64, |mask, (i, _)| mask | 1 << i);
         let (locks, discard_all) = (target.keys.locks(), &self.discard_all);
-        redlock.detached(elsewhere, |node| {
+        redlock.fanout().detached(elsewhere, |node| {
             node.discard(Primitive::Permit, locks.to_vec(), discard_all.clone())
         });
         let quorum = slots::narrowed(&round.tally, self.best.map_or(0, |(_, n)| n)).quorum();
