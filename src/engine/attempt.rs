@@ -26,7 +26,7 @@ use crate::node::{Answer, Primitive};
 
 /// What one acquisition claims: the resources' names and their keys.
 #[derive(Debug, Clone)]
-pub(crate) struct Target {
+pub(crate) struct Resources {
     /// The resources' names joined by commas, for messages.
     pub(crate) name: String,
     pub(crate) resources: Vec<String>,
@@ -81,14 +81,14 @@ pub(crate) trait ClaimKind {
     /// Sends the round for `token`: what each node is sent, and when the round is decided.
     fn send(
         &mut self,
-        redlock: &Coordinator,
-        target: &Target,
+        client: &Coordinator,
+        target: &Resources,
         token: &Token,
         ttl: Ttl,
     ) -> impl Future<Output = Round<Self::Answer>>;
 
     /// How the answers are read; by default, the round's tally as it is.
-    fn read(&mut self, _target: &Target, round: &Round<Self::Answer>) -> Reading {
+    fn read(&mut self, _target: &Resources, round: &Round<Self::Answer>) -> Reading {
         Reading {
             tally: round.tally,
             refusal: None,
@@ -98,8 +98,8 @@ pub(crate) trait ClaimKind {
     /// Granted: what the claim holds.
     fn granted(
         &mut self,
-        redlock: &Coordinator,
-        target: &Target,
+        client: &Coordinator,
+        target: &Resources,
         round: &Round<Self::Answer>,
     ) -> Grant;
 
@@ -110,8 +110,8 @@ pub(crate) trait ClaimKind {
 /// One attempt at `target` of the kind `kind`, for `ttl`: granted, it also says whether the
 /// next caller in this client's line may attempt at once.
 pub(crate) async fn attempt<K: ClaimKind>(
-    redlock: &Coordinator,
-    target: &Target,
+    client: &Coordinator,
+    target: &Resources,
     ttl: Ttl,
     mut kind: K,
 ) -> Result<(Held, bool), Error> {
@@ -121,9 +121,9 @@ pub(crate) async fn attempt<K: ClaimKind>(
     // Whatever happens to this attempt, no claim of its token is left behind.
     let mut guard = discard
         .clone()
-        .map(|args| CleanupOnDrop::new(redlock.fanout(), primitive, locks, args));
+        .map(|args| CleanupOnDrop::new(client.fanout(), primitive, locks, args));
     let start = Instant::now();
-    let round = kind.send(redlock, target, &token, ttl).await;
+    let round = kind.send(client, target, &token, ttl).await;
     let elapsed = start.elapsed();
     let Reading { tally, refusal } = kind.read(target, &round);
     if let Some(guard) = &mut guard {
@@ -131,7 +131,7 @@ pub(crate) async fn attempt<K: ClaimKind>(
     }
     let timed = verdict::timed(&tally, ttl.ttl, ttl.drift, elapsed);
     if let (None, Timed::Valid(_)) = (&refusal, timed) {
-        let grant = kind.granted(redlock, target, &round);
+        let grant = kind.granted(client, target, &round);
         if let Some(noun) = kind.noun() {
             for failure in &round.failures {
                 tracing::warn!(resource = %target.name, node = failure.index, error = %failure, "{noun} acquired without this node");
@@ -141,7 +141,7 @@ pub(crate) async fn attempt<K: ClaimKind>(
         // Every node that set the claim did so after `start`, so on a majority it lives
         // until at least start + ttl (less the drift allowance).
         let held = Held::new(Acquisition {
-            redlock: redlock.clone(),
+            client: client.clone(),
             name: target.name.clone(),
             resources: target.resources.clone(),
             keys: target.keys.clone(),
@@ -169,7 +169,7 @@ pub(crate) async fn attempt<K: ClaimKind>(
     // (DISCARD): this token never held the claim, so its deletes must not wake the waiters
     // of the key (design 2.4a).
     if let Some(args) = discard {
-        redlock
+        client
             .fanout()
             .discard_round(primitive, locks, &args, round.answered)
             .await;

@@ -20,7 +20,8 @@ use crate::algo::keys;
 use crate::algo::quorum::{quorum, Stake};
 use crate::config::KeepAlive;
 use crate::config::{Config, Retry, Ttl};
-use crate::engine::attempt::{self, ClaimKind, Grant, Target};
+use crate::engine::attempt::{self, ClaimKind, Grant, Resources};
+use crate::engine::census::Census;
 use crate::engine::fanout::{Background, Fanout, Round};
 use crate::engine::fencing::{self, Hints};
 use crate::engine::held::{Held, Keys, Released};
@@ -57,7 +58,7 @@ struct Inner {
     counters: Counters,
     /// Set once a fencing token of one of this client's locks was asked for: from then on,
     /// acquisitions of one resource read the fencing counters too, and record the token this
-    /// client expects next where they can (see `attempt`).
+    /// client expects next where they can (see `Locking`).
     tokens_asked: AtomicBool,
     /// The hints of its acquisitions' fencing tokens (`engine/fencing.rs`).
     hints: Hints,
@@ -101,7 +102,7 @@ fn record_attempt(span: &tracing::Span, result: &Result<&Held, &Error>) {
 /// and the last to leave unsubscribes.
 #[derive(Debug)]
 struct Place {
-    redlock: Coordinator,
+    client: Coordinator,
     key: String,
     ticket: Arc<Ticket>,
     /// Whether it leaves with the lock (then the next in line waits for its release).
@@ -110,7 +111,7 @@ struct Place {
 
 impl Drop for Place {
     fn drop(&mut self) {
-        let inner = &self.redlock.inner;
+        let inner = &self.client.inner;
         let channel = keys::release_channel(&self.key);
         inner
             .wakeups
@@ -314,7 +315,7 @@ impl Coordinator {
         ttl: Duration,
         retry: Retry,
     ) -> Result<Held, Error> {
-        self.refuse_if_shut_down()?;
+        self.held().refuse()?;
         let target = self.target(resources)?;
         let ttl = self.config().check_ttl(ttl)?;
         retry.validate()?;
@@ -380,7 +381,10 @@ impl Coordinator {
                             if let Some(mut waiting) = place.take() {
                                 waiting.acquired = true;
                             }
-                            return self.refuse_after_shutdown(lock);
+                            // Unless the client was shut down meanwhile: then the lock is
+                            // dropped (which releases it, unless the shutdown did).
+                            self.held().refuse()?;
+                            return Ok(lock);
                         }
                     }
                     Woken::Released => counters.count(Event::Woken),
@@ -394,7 +398,7 @@ impl Coordinator {
                     }
                 }
             }
-            self.refuse_if_shut_down()?;
+            self.held().refuse()?;
             made += 1;
             counters.count(Event::Attempt);
             let span = tracing::debug_span!(
@@ -416,7 +420,8 @@ impl Coordinator {
                         // where there is room still, it attempts at once.
                         waiting.acquired = !room;
                     }
-                    return self.refuse_after_shutdown(lock);
+                    self.held().refuse()?;
+                    return Ok(lock);
                 }
                 Err(e) if !e.is_retryable() => return Err(e),
                 Err(e) => e,
@@ -431,7 +436,7 @@ impl Coordinator {
             // every lock, which its `SET NX` cannot tell from another lock. Say so rather
             // than wait for it (design 2.9).
             if let (true, 1, None, Some(key)) = (taken, made, permits, &key) {
-                if let Some(found) = self.kind_in_the_way(key).await {
+                if let Some(found) = Census::of(self).kind_in_the_way(key).await {
                     stats::call_ended(started.elapsed(), false);
                     return Err(Error::KindMismatch {
                         resource: name.to_string(),
@@ -477,7 +482,7 @@ impl Coordinator {
             }
         });
         let place = Place {
-            redlock: self.clone(),
+            client: self.clone(),
             key: key.to_string(),
             ticket,
             acquired: false,
@@ -504,7 +509,7 @@ impl Coordinator {
     /// Deletes `resource`'s key on every node where it holds `token`, with the RELEASE
     /// script (compare-and-delete, announced to the waiters as a release is): an operator
     /// breaking the lock of a holder that is gone (`RedLock::break_lock`, design 3.4b).
-    /// Decided as a release is ([`verdict::confirmation`]).
+    /// Decided as a release is ([`attempt::confirmed`]).
     pub(crate) async fn break_lock(&self, resource: &str, token: &str) -> Result<Released, Error> {
         if token.is_empty() {
             return Err(ConfigError::EmptyToken.into());
@@ -522,7 +527,7 @@ impl Coordinator {
     }
 
     /// Checks resource names and makes their keys.
-    fn target<S: AsRef<str>>(&self, resources: &[S]) -> Result<Target, ConfigError> {
+    fn target<S: AsRef<str>>(&self, resources: &[S]) -> Result<Resources, ConfigError> {
         if resources.is_empty() {
             return Err(ConfigError::NoResources);
         }
@@ -546,7 +551,7 @@ impl Coordinator {
         if self.config().fencing {
             keys.extend(locks.iter().map(|k| Key::from(keys::fence_key(k))));
         }
-        Ok(Target {
+        Ok(Resources {
             name: names.join(","),
             keys: Keys {
                 all: keys,
@@ -603,8 +608,8 @@ impl ClaimKind for Locking {
 
     async fn send(
         &mut self,
-        redlock: &Coordinator,
-        target: &Target,
+        client: &Coordinator,
+        target: &Resources,
         token: &Token,
         ttl: Ttl,
     ) -> Round<Acquired> {
@@ -618,18 +623,18 @@ impl ClaimKind for Locking {
         // have had their token asked for, and it records the next token too if this client
         // guesses it (its hint, `engine/fencing.rs`): then asking sends nothing, and
         // otherwise one round.
-        self.reads_counters = redlock.reads_counters(keys);
-        if self.reads_counters && redlock.inner.tokens_asked.load(Ordering::Relaxed) {
-            self.hint = redlock.inner.hints.next(keys.counters());
+        self.reads_counters = client.reads_counters(keys);
+        if self.reads_counters && client.inner.tokens_asked.load(Ordering::Relaxed) {
+            self.hint = client.inner.hints.next(keys.counters());
         }
         if keys.locks == 1 && !self.reads_counters {
             let key = &keys.all[0];
             let set = SetNx::new(key.clone(), value, ttl.px);
-            redlock.fanout().round(|node| node.set_nx(&set)).await
+            client.fanout().round(|node| node.set_nx(&set)).await
         } else {
             let sent = keys.sent(self.reads_counters);
             let px = (ttl.px, self.hint);
-            redlock
+            client
                 .fanout()
                 .round(|node| node.acquire(sent.to_vec(), keys.locks, value.clone(), px))
                 .await
@@ -638,12 +643,12 @@ impl ClaimKind for Locking {
 
     fn granted(
         &mut self,
-        redlock: &Coordinator,
-        target: &Target,
+        client: &Coordinator,
+        target: &Resources,
         round: &Round<Acquired>,
     ) -> Grant {
         // With the counters, if read: the largest on the majority that said yes.
-        let hints = (self.hint, &redlock.inner.hints);
+        let hints = (self.hint, &client.inner.hints);
         Grant {
             fencing: fencing::granted(&target.keys, self.reads_counters, round, hints),
             member: None,

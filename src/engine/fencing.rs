@@ -179,13 +179,13 @@ impl Ident {
         if let Some(token) = fencing.handed() {
             return Ok(token);
         }
-        let redlock = self.redlock();
-        redlock.token_asked();
+        let client = self.client();
+        client.token_asked();
         if let Some(recorded) = fencing.recorded {
             // Recorded by the acquisition, which counts against the validity; checked above.
             return Ok(fencing.hand_out(recorded));
         }
-        reseeds_due(redlock.node_list(), until).await;
+        reseeds_due(client.node_list(), until).await;
         valid()?;
         let (keys, locks, value) = (self.keys(), self.locks(), self.value());
         let primitive = self.primitive();
@@ -194,7 +194,7 @@ impl Ident {
             None => {
                 // Read now, while we hold the lock: every token handed out before our
                 // acquisition is on a majority, which shares a node with this one.
-                let round = redlock
+                let round = client
                     .fanout()
                     .round_marking(None, Stake::Held, |node| {
                         node.peek(primitive, keys.to_vec(), locks, value.clone())
@@ -219,7 +219,7 @@ impl Ident {
         // A permit's token also names its slot, so that permits valid at once never share
         // one (`algo::slots::next_token`).
         let fence = crate::algo::slots::next_token(seen, self.slot());
-        let round = redlock
+        let round = client
             .fanout()
             .round_marking(None, Stake::Held, |node| {
                 node.fence(primitive, keys.to_vec(), locks, value.clone(), fence)
@@ -228,7 +228,7 @@ impl Ident {
         attempt::confirmed(self.name(), round.tally, round.failures).map_err(no_token)?;
         // The round counts against the validity, as the acquisition's rounds do.
         valid()?;
-        redlock.hints().note(&keys[locks..], fence);
+        client.hints().note(&keys[locks..], fence);
         Ok(fencing.hand_out(fence))
     }
 }

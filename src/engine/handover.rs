@@ -4,7 +4,7 @@
 //! it again with its own token (`SET NX`): two commands per node, a release message from every
 //! node, and a moment in which the key is free, when the waiters of other clients are woken
 //! too and attempt in vain. With one, the releaser replaces its token with a new one for the
-//! waiter in one script per node (HANDOVER), and the waiter gets a [`Lock`] it made no attempt
+//! waiter in one script per node (HANDOVER), and the waiter gets a [`Lock`](crate::Lock) it made no attempt
 //! for.
 //!
 //! Why this grants nobody a lock that another holds (design 2.4b): on each node, HANDOVER is
@@ -18,7 +18,7 @@
 //!
 //! A handover that does not get a majority leaves no lock: the releaser then deletes both
 //! tokens everywhere (RELEASE takes both) and the waiter, woken, attempts as usual. A release
-//! cancelled half-way does the same in the background ([`Claim`]).
+//! cancelled half-way does the same in the background ([`ClaimedWaiter`]).
 //!
 //! Fairness across clients: the key is never free while a client hands it on among its own
 //! waiters, so the waiters of other clients see no release. After [`MAX_HANDOVERS`] handovers
@@ -30,7 +30,7 @@ use std::sync::Arc;
 use fred::types::{Key, Value};
 
 use crate::config::Ttl;
-use crate::engine::attempt::{self, ClaimKind, Grant, Target};
+use crate::engine::attempt::{self, ClaimKind, Grant, Resources};
 use crate::engine::coordinator::Coordinator;
 use crate::engine::fanout::Round;
 use crate::engine::fencing;
@@ -49,15 +49,18 @@ pub(crate) enum Handover {
     /// The waiter has the lock; the releaser's token is gone from a majority.
     Done(Released),
     /// No lock for the waiter: release `tokens` (the old one, and the new one if the round was
-    /// sent), then [`Claim::sent`].
-    Failed { claim: Claim, tokens: Vec<Value> },
+    /// sent), then [`ClaimedWaiter::sent`].
+    Failed {
+        claim: ClaimedWaiter,
+        tokens: Vec<Value>,
+    },
 }
 
 /// A waiter claimed for a handover that did not hand it a lock. Until the release that
-/// follows is sent ([`Claim::sent`]), dropping this (the release was cancelled) releases the
+/// follows is sent ([`ClaimedWaiter::sent`]), dropping this (the release was cancelled) releases the
 /// tokens in the background; either way it unclaims the waiter, which otherwise would wait
 /// for the handover forever.
-pub(crate) struct Claim {
+pub(crate) struct ClaimedWaiter {
     ticket: Arc<Ticket>,
     /// What to release if this is dropped before the release is sent.
     cleanup: Option<(Coordinator, Primitive, Vec<Key>, Vec<Value>)>,
@@ -65,21 +68,21 @@ pub(crate) struct Claim {
     done: bool,
 }
 
-impl Claim {
+impl ClaimedWaiter {
     /// The release of the tokens is in every node's queue: unclaims the waiter.
     pub(crate) fn sent(mut self) {
         self.cleanup = None;
     }
 }
 
-impl Drop for Claim {
+impl Drop for ClaimedWaiter {
     fn drop(&mut self) {
         if self.done {
             return;
         }
-        if let Some((redlock, primitive, keys, tokens)) = self.cleanup.take() {
+        if let Some((client, primitive, keys, tokens)) = self.cleanup.take() {
             let args = release_args(&tokens);
-            redlock.fanout().detached(u64::MAX, |node| {
+            client.fanout().detached(u64::MAX, |node| {
                 node.release(primitive, keys.clone(), args.clone())
             });
         }
@@ -87,83 +90,82 @@ impl Drop for Claim {
     }
 }
 
-impl Coordinator {
-    /// Whether the release of the lock `ident` should let every client race for it
-    /// (after [`MAX_HANDOVERS`] in a row).
-    pub(crate) fn yields(ident: &Ident) -> bool {
-        ident.handovers() >= MAX_HANDOVERS
-    }
+/// Whether the release of the lock `ident` should let every client race for it (after
+/// [`MAX_HANDOVERS`] in a row).
+pub(crate) fn yields(ident: &Ident) -> bool {
+    ident.handovers() >= MAX_HANDOVERS
+}
 
-    /// Hands the lock `ident` over to the head of this client's line for its key, if the
-    /// head is waiting; `None` when there is nobody to hand it to (then release it as usual).
-    pub(crate) async fn hand_over(&self, ident: &Ident) -> Option<Handover> {
-        // A read-write lock's side is not handed over: a reader handed on would pass a
-        // waiting writer's intent (design 2.9).
-        let read_write = matches!(ident.member(), Some(Member::Reader | Member::Writer));
-        if ident.locks() != 1 || read_write || Self::yields(ident) {
-            return None;
-        }
-        let key = ident.lock_keys().first()?.as_str()?.to_string();
-        // A permit goes to a waiter for a permit of the same semaphore, a lock to a waiter
-        // for the lock.
-        let permits = ident.permit_slot().map(|s| s.permits);
-        let (ticket, ttl) = self.wakeups().claim_head(&key, permits)?;
-        let token = Token::generate();
-        let mut tokens = vec![ident.value()];
-        if let Ok(token) = &token {
-            tokens.push(ident.claim_of(token));
-        }
-        // Dropped from here on (the release cancelled), the claim releases both tokens.
-        let claim = Claim {
-            ticket,
-            cleanup: Some((
-                self.clone(),
-                ident.primitive(),
-                ident.lock_keys().to_vec(),
-                tokens.clone(),
-            )),
-            done: false,
-        };
-        Some(match token {
-            Ok(token) => self.hand_over_to(ident, claim, tokens, ttl, token).await,
-            Err(_) => Handover::Failed { claim, tokens },
-        })
+/// Hands the lock `ident` of `client` over to the head of this client's line for its key,
+/// if the head is waiting; `None` when there is nobody to hand it to (then release it as
+/// usual).
+pub(crate) async fn hand_over(client: &Coordinator, ident: &Ident) -> Option<Handover> {
+    // A read-write lock's side is not handed over: a reader handed on would pass a
+    // waiting writer's intent (design 2.9).
+    let read_write = matches!(ident.member(), Some(Member::Reader | Member::Writer));
+    if ident.locks() != 1 || read_write || yields(ident) {
+        return None;
     }
+    let key = ident.lock_keys().first()?.as_str()?.to_string();
+    // A permit goes to a waiter for a permit of the same semaphore, a lock to a waiter
+    // for the lock.
+    let permits = ident.permit_slot().map(|s| s.permits);
+    let (ticket, ttl) = client.wakeups().claim_head(&key, permits)?;
+    let token = Token::generate();
+    let mut tokens = vec![ident.value()];
+    if let Ok(token) = &token {
+        tokens.push(ident.claim_of(token));
+    }
+    // Dropped from here on (the release cancelled), the claim releases both tokens.
+    let claim = ClaimedWaiter {
+        ticket,
+        cleanup: Some((
+            client.clone(),
+            ident.primitive(),
+            ident.lock_keys().to_vec(),
+            tokens.clone(),
+        )),
+        done: false,
+    };
+    Some(match token {
+        Ok(token) => hand_over_to(client, ident, claim, tokens, ttl, token).await,
+        Err(_) => Handover::Failed { claim, tokens },
+    })
+}
 
-    async fn hand_over_to(
-        &self,
-        ident: &Ident,
-        mut claim: Claim,
-        tokens: Vec<Value>,
-        ttl: Ttl,
-        token: Token,
-    ) -> Handover {
-        let target = Target {
-            name: ident.name().to_string(),
-            resources: ident.resources().to_vec(),
-            keys: Keys {
-                all: ident.keys().to_vec(),
-                locks: ident.locks(),
-            },
-        };
-        let kind = HandingOver {
-            ident,
-            token: Some(token),
-            reads_counters: false,
-        };
-        let Ok((lock, _)) = attempt::attempt(self, &target, ttl, kind).await else {
-            return Handover::Failed { claim, tokens };
-        };
-        let released = Released {
-            released: lock.acquired_on(),
-            nodes: self.nodes(),
-        };
-        // If the waiter has gone meanwhile, the lock is dropped with its ticket, which
-        // releases it.
-        claim.done = true;
-        claim.ticket.hand(lock);
-        Handover::Done(released)
-    }
+async fn hand_over_to(
+    client: &Coordinator,
+    ident: &Ident,
+    mut claim: ClaimedWaiter,
+    tokens: Vec<Value>,
+    ttl: Ttl,
+    token: Token,
+) -> Handover {
+    let target = Resources {
+        name: ident.name().to_string(),
+        resources: ident.resources().to_vec(),
+        keys: Keys {
+            all: ident.keys().to_vec(),
+            locks: ident.locks(),
+        },
+    };
+    let kind = HandingOver {
+        ident,
+        token: Some(token),
+        reads_counters: false,
+    };
+    let Ok((lock, _)) = attempt::attempt(client, &target, ttl, kind).await else {
+        return Handover::Failed { claim, tokens };
+    };
+    let released = Released {
+        released: lock.acquired_on(),
+        nodes: client.nodes(),
+    };
+    // If the waiter has gone meanwhile, the lock is dropped with its ticket, which
+    // releases it.
+    claim.done = true;
+    claim.ticket.hand(lock);
+    Handover::Done(released)
 }
 
 /// A handover's claim: on each node, the releaser's token replaced by the waiter's new one
@@ -212,19 +214,19 @@ impl ClaimKind for HandingOver<'_> {
 
     async fn send(
         &mut self,
-        redlock: &Coordinator,
-        target: &Target,
+        client: &Coordinator,
+        target: &Resources,
         token: &Token,
         ttl: Ttl,
     ) -> Round<Acquired> {
         let (ident, keys) = (self.ident, &target.keys);
         // A permit's token is read when it is asked for, never at its acquisition: other
         // permits, held meanwhile, may be handed tokens between the two (design 2.9).
-        self.reads_counters = ident.permit_slot().is_none() && redlock.reads_counters(keys);
+        self.reads_counters = ident.permit_slot().is_none() && client.reads_counters(keys);
         let sent = keys.sent(self.reads_counters).to_vec();
         let (old, new) = (ident.value(), ident.claim_of(token));
         let primitive = ident.primitive();
-        redlock
+        client
             .fanout()
             .round(|node| {
                 node.handover(
@@ -241,8 +243,8 @@ impl ClaimKind for HandingOver<'_> {
 
     fn granted(
         &mut self,
-        redlock: &Coordinator,
-        target: &Target,
+        client: &Coordinator,
+        target: &Resources,
         round: &Round<Acquired>,
     ) -> Grant {
         self.trace(round, true);
@@ -256,11 +258,11 @@ impl ClaimKind for HandingOver<'_> {
         if failed != 0 {
             let (primitive, locks) = (self.ident.primitive(), target.keys.locks().to_vec());
             let args = release_args(std::slice::from_ref(&self.ident.value()));
-            redlock.fanout().detached(failed, |node| {
+            client.fanout().detached(failed, |node| {
                 node.release(primitive, locks.clone(), args.clone())
             });
         }
-        let hints = (0, redlock.hints());
+        let hints = (0, client.hints());
         Grant {
             fencing: fencing::granted(&target.keys, self.reads_counters, round, hints),
             member: self.ident.member(),

@@ -8,7 +8,7 @@
 //! (`algo::slots`), and the permit is granted on a slot that a majority recorded, with the
 //! lock's validity rule: a claim kind of its own ([`Seat`]) in the one attempt of every claim
 //! (`engine/attempt.rs`). The acquisition loop, waiting in line for a release included, is
-//! the lock's ([`Coordinator::acquiring`]).
+//! the lock's (`Coordinator::acquiring`).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -22,8 +22,8 @@ use futures::future::Either;
 use crate::algo::keys;
 use crate::algo::quorum::{Stake, Tally};
 use crate::algo::slots;
-use crate::config::{Retry, Ttl};
-use crate::engine::attempt::{self, ClaimKind, Grant, Reading, Target};
+use crate::config::{Config, Retry, Ttl};
+use crate::engine::attempt::{self, ClaimKind, Grant, Reading, Resources};
 use crate::engine::coordinator::Coordinator;
 use crate::engine::fanout::Round;
 use crate::engine::fencing::Fencing;
@@ -34,13 +34,13 @@ use crate::node::{Node, Primitive, SlotAnswer};
 
 /// A semaphore's name, number of permits and keys, checked once.
 #[derive(Debug, Clone)]
-pub(crate) struct Spec {
+pub(crate) struct SemaphoreSpec {
     /// The semaphore's name, and its key, then (with fencing) its fencing counter.
-    target: Target,
+    target: Resources,
     permits: u32,
 }
 
-impl Spec {
+impl SemaphoreSpec {
     pub(crate) fn name(&self) -> &str {
         &self.target.name
     }
@@ -119,8 +119,8 @@ impl ClaimKind for Seat {
 
     async fn send(
         &mut self,
-        redlock: &Coordinator,
-        target: &Target,
+        client: &Coordinator,
+        target: &Resources,
         token: &Token,
         ttl: Ttl,
     ) -> Round<SlotAnswer> {
@@ -154,7 +154,7 @@ impl ClaimKind for Seat {
                 (waiter.clone(), ttl.px),
             )),
         };
-        redlock
+        client
             .fanout()
             .round_deciding(
                 Some(&decided),
@@ -187,7 +187,7 @@ impl ClaimKind for Seat {
             .await
     }
 
-    fn read(&mut self, target: &Target, round: &Round<SlotAnswer>) -> Reading {
+    fn read(&mut self, target: &Resources, round: &Round<SlotAnswer>) -> Reading {
         // Another kind at the key is a kind mismatch only on more nodes than a majority may
         // do without; on fewer, those nodes refused, and the others may grant the claim.
         let found = slots::kind_in_the_way(
@@ -210,8 +210,8 @@ impl ClaimKind for Seat {
 
     fn granted(
         &mut self,
-        redlock: &Coordinator,
-        target: &Target,
+        client: &Coordinator,
+        target: &Resources,
         round: &Round<SlotAnswer>,
     ) -> Grant {
         // Granted on a majority, so some slot was recorded by one.
@@ -227,12 +227,12 @@ impl ClaimKind for Seat {
             .filter(|(_, a)| matches!(a, SlotAnswer::Granted(s, _) if *s != slot))
             .fold(0u64, |mask, (i, _)| mask | 1 << i);
         let (locks, discard_all) = (target.keys.locks(), &self.discard_all);
-        redlock.fanout().detached(elsewhere, |node| {
+        client.fanout().detached(elsewhere, |node| {
             node.discard(Primitive::Permit, locks.to_vec(), discard_all.clone())
         });
         let quorum = slots::narrowed(&round.tally, self.best.map_or(0, |(_, n)| n)).quorum();
         Grant {
-            fencing: redlock.config().fencing.then(|| Fencing::new(None, None)),
+            fencing: client.config().fencing.then(|| Fencing::new(None, None)),
             member: Some(self.member(slot)),
             handovers: 0,
             room: round
@@ -251,66 +251,60 @@ impl ClaimKind for Seat {
     }
 }
 
-impl Coordinator {
+impl SemaphoreSpec {
     /// Checks a semaphore's name and number of permits, before anything is sent.
-    pub(crate) fn semaphore(&self, name: &str, permits: u32) -> Result<Spec, ConfigError> {
+    pub(crate) fn new(config: &Config, name: &str, permits: u32) -> Result<Self, ConfigError> {
         if permits == 0 || permits > MAX_PERMITS {
             return Err(ConfigError::InvalidPermits { permits });
         }
-        Ok(Spec {
-            target: self.set_target(name)?,
+        Ok(SemaphoreSpec {
+            target: sorted_set(config, name)?,
             permits,
         })
     }
 
-    /// The sorted set of `name` (a semaphore's, a read-write lock's): its name, and its key,
-    /// then (with fencing) its fencing counter; the name checked as a lock's is.
-    pub(crate) fn set_target(&self, name: &str) -> Result<Target, ConfigError> {
-        if name.is_empty() {
-            return Err(ConfigError::EmptyResource);
-        }
-        let key = keys::lock_key(&self.config().key_prefix, name);
-        if keys::is_reserved(&key) {
-            return Err(ConfigError::ReservedResource(key));
-        }
-        let mut all = vec![Key::from(key.as_str())];
-        if self.config().fencing {
-            all.push(Key::from(keys::fence_key(&key)));
-        }
-        Ok(Target {
-            name: name.to_string(),
-            resources: vec![name.to_string()],
-            keys: Keys { all, locks: 1 },
-        })
-    }
-
-    /// Takes a permit of `spec` for `ttl`, retrying as `retry` says and waiting in line for
-    /// a release as a lock does.
-    pub(crate) async fn acquire_permit(
+    /// Takes a permit for `ttl` through `client`, retrying as `retry` says and waiting in
+    /// line for a release as a lock does.
+    pub(crate) async fn acquire(
         &self,
-        spec: &Spec,
+        client: &Coordinator,
         ttl: Duration,
         retry: Retry,
     ) -> Result<Held, Error> {
-        self.refuse_if_shut_down()?;
-        let ttl = self.config().check_ttl(ttl)?;
+        client.held().refuse()?;
+        let ttl = client.config().check_ttl(ttl)?;
         retry.validate()?;
-        let key = spec.key().to_string();
-        self.acquiring(
-            spec.name(),
-            Some(key),
-            Some(spec.permits),
-            ttl,
-            retry,
-            || {
-                let permits = spec.permits;
+        let key = self.key().to_string();
+        let permits = self.permits;
+        client
+            .acquiring(self.name(), Some(key), Some(permits), ttl, retry, || {
                 let order = slots::preference(permits, rand::random(), rand::random());
                 let seat = Seat::new(Ask::Permit { permits, order });
-                attempt::attempt(self, &spec.target, ttl, seat)
-            },
-        )
-        .await
+                attempt::attempt(client, &self.target, ttl, seat)
+            })
+            .await
     }
+}
+
+/// The sorted set of `name` (a semaphore's, a read-write lock's): its name, and its key,
+/// then (with fencing) its fencing counter; the name checked as a lock's is.
+pub(crate) fn sorted_set(config: &Config, name: &str) -> Result<Resources, ConfigError> {
+    if name.is_empty() {
+        return Err(ConfigError::EmptyResource);
+    }
+    let key = keys::lock_key(&config.key_prefix, name);
+    if keys::is_reserved(&key) {
+        return Err(ConfigError::ReservedResource(key));
+    }
+    let mut all = vec![Key::from(key.as_str())];
+    if config.fencing {
+        all.push(Key::from(keys::fence_key(&key)));
+    }
+    Ok(Resources {
+        name: name.to_string(),
+        resources: vec![name.to_string()],
+        keys: Keys { all, locks: 1 },
+    })
 }
 
 /// The slot recorded by each node that recorded one, among a round's answers.
