@@ -11,6 +11,8 @@
 use std::future::Future;
 use std::time::{Duration, Instant};
 
+use tracing::Instrument;
+
 use fred::types::Value;
 
 use crate::algo::quorum::Tally;
@@ -175,6 +177,53 @@ pub(crate) async fn attempt<K: ClaimKind>(
             .await;
     }
     Err(failure)
+}
+
+/// Records an attempt's outcome and its nodes' on its span: how many nodes said yes, and each
+/// failed node with its error kind (`2:timeout,4:io`).
+fn record_attempt(span: &tracing::Span, result: &Result<&Held, &Error>) {
+    if span.is_disabled() {
+        return;
+    }
+    let failed = crate::error::failed_nodes;
+    match result {
+        Ok(lock) => {
+            span.record("outcome", "acquired");
+            span.record("yes", lock.acquired_on());
+            span.record("failed", failed(lock.failures()));
+        }
+        Err(e) => {
+            let outcome = match e {
+                Error::Taken { .. } => "taken",
+                Error::NoQuorum { .. } => "no_quorum",
+                Error::ValidityExpired { .. } => "validity_expired",
+                _ => "error",
+            };
+            span.record("outcome", outcome);
+            if let Error::Taken { failures, .. } | Error::NoQuorum { failures, .. } = e {
+                span.record("failed", failed(failures));
+            }
+        }
+    }
+}
+
+/// `attempt`, the `made`-th for `name`, in a span of its own that records its outcome.
+pub(crate) async fn traced(
+    name: &str,
+    made: u32,
+    attempt: impl Future<Output = Result<(Held, bool), Error>>,
+) -> Result<(Held, bool), Error> {
+    let span = tracing::debug_span!(
+        "quorumlock.attempt",
+        resource = %name,
+        attempt = made,
+        outcome = tracing::field::Empty,
+        yes = tracing::field::Empty,
+        failed = tracing::field::Empty,
+    );
+    let result = attempt.instrument(span.clone()).await;
+    record_attempt(&span, &result.as_ref().map(|(lock, _)| lock));
+    result
 }
 
 /// A round that got its majority too late: [`Error::ValidityExpired`].

@@ -14,7 +14,6 @@ use std::time::{Duration, Instant};
 
 use fred::types::{Key, Value};
 use futures::stream::{FuturesUnordered, StreamExt};
-use tracing::Instrument;
 
 use crate::algo::keys;
 use crate::algo::quorum::{quorum, Stake};
@@ -67,34 +66,6 @@ struct Inner {
 impl AsRef<[Node]> for Inner {
     fn as_ref(&self) -> &[Node] {
         self.fanout.nodes()
-    }
-}
-
-/// Records an attempt's outcome and its nodes' on its span: how many nodes said yes, and each
-/// failed node with its error kind (`2:timeout,4:io`).
-fn record_attempt(span: &tracing::Span, result: &Result<&Held, &Error>) {
-    if span.is_disabled() {
-        return;
-    }
-    let failed = crate::error::failed_nodes;
-    match result {
-        Ok(lock) => {
-            span.record("outcome", "acquired");
-            span.record("yes", lock.acquired_on());
-            span.record("failed", failed(lock.failures()));
-        }
-        Err(e) => {
-            let outcome = match e {
-                Error::Taken { .. } => "taken",
-                Error::NoQuorum { .. } => "no_quorum",
-                Error::ValidityExpired { .. } => "validity_expired",
-                _ => "error",
-            };
-            span.record("outcome", outcome);
-            if let Error::Taken { failures, .. } | Error::NoQuorum { failures, .. } = e {
-                span.record("failed", failed(failures));
-            }
-        }
     }
 }
 
@@ -369,49 +340,16 @@ impl Coordinator {
             place = Some(joined);
         }
         loop {
-            if let (false, Some(waiting)) = (attempt_now, &place) {
-                let pause = retry
-                    .next_pause(0, started.elapsed(), jitter(retry.jitter))
-                    .unwrap_or(Duration::ZERO);
-                match waiters::wait(&waiting.ticket, pause, Some(deadline)).await {
-                    Woken::Handed => {
-                        if let Some(lock) = waiting.ticket.take_handed() {
-                            counters.count(Event::HandedOver);
-                            stats::call_ended(started.elapsed(), true);
-                            if let Some(mut waiting) = place.take() {
-                                waiting.acquired = true;
-                            }
-                            // Unless the client was shut down meanwhile: then the lock is
-                            // dropped (which releases it, unless the shutdown did).
-                            self.held().refuse()?;
-                            return Ok(lock);
-                        }
-                    }
-                    Woken::Released => counters.count(Event::Woken),
-                    Woken::Paused => counters.count(Event::Paused),
-                    Woken::Deadline => {
-                        if let Some(error) = last {
-                            stats::call_ended(started.elapsed(), false);
-                            return Err(error);
-                        }
-                        // Never attempted: one attempt before giving up.
-                    }
+            if !attempt_now {
+                let waited = (&retry, started, deadline);
+                if let Some(end) = self.wait_in_line(&mut place, waited, &mut last).await {
+                    return end;
                 }
             }
             self.held().refuse()?;
             made += 1;
             counters.count(Event::Attempt);
-            let span = tracing::debug_span!(
-                "quorumlock.attempt",
-                resource = %name,
-                attempt = made,
-                outcome = tracing::field::Empty,
-                yes = tracing::field::Empty,
-                failed = tracing::field::Empty,
-            );
-            let result = attempt().instrument(span.clone()).await;
-            record_attempt(&span, &result.as_ref().map(|(lock, _)| lock));
-            let error = match result {
+            let error = match attempt::traced(name, made, attempt()).await {
                 Ok((lock, room)) => {
                     counters.count(Event::Acquired);
                     stats::call_ended(started.elapsed(), true);
@@ -432,17 +370,10 @@ impl Coordinator {
             } else {
                 stats::attempt_failed();
             }
-            // A lock's first refusal: a semaphore or read-write lock of that name refuses
-            // every lock, which its `SET NX` cannot tell from another lock. Say so rather
-            // than wait for it (design 2.9).
-            if let (true, 1, None, Some(key)) = (taken, made, permits, &key) {
-                if let Some(found) = Census::of(self).kind_in_the_way(key).await {
-                    stats::call_ended(started.elapsed(), false);
-                    return Err(Error::KindMismatch {
-                        resource: name.to_string(),
-                        found,
-                    });
-                }
+            let first_refusal = (taken, made, permits, key.as_deref());
+            if let Some(mismatch) = self.kind_mismatch(name, first_refusal).await {
+                stats::call_ended(started.elapsed(), false);
+                return Err(mismatch);
             }
             let Some(pause) = retry.next_pause(made, started.elapsed(), jitter(retry.jitter))
             else {
@@ -451,22 +382,92 @@ impl Coordinator {
             };
             tracing::debug!(resource = %name, attempt = made, error = %error, "lock attempt failed");
             last = Some(error);
-            match (&key, &place) {
-                // Taken: wait in line for a release. The head's next attempt comes right after
-                // the subscription, since a release made before it sent no message we could get.
-                (Some(key), None) if taken => {
-                    let joined = self.join(key, ttl, permits).await;
-                    attempt_now = joined.ticket.is_head();
-                    place = Some(joined);
-                }
-                (_, Some(_)) => attempt_now = false,
-                _ => {
-                    tokio::time::sleep(pause).await;
-                    counters.count(Event::Paused);
-                    attempt_now = true;
-                }
+            let turn = (key.as_deref(), taken, pause);
+            attempt_now = self.next_turn(&mut place, turn, (ttl, permits)).await;
+        }
+    }
+
+    /// After a refused attempt, whether the next comes at once: `taken` and not in line yet,
+    /// the caller joins the line for `key` (the head's next attempt comes right after the
+    /// subscription, since a release made before it sent no message we could get); in line,
+    /// it waits there; without a key, it sleeps `pause` first.
+    async fn next_turn(
+        &self,
+        place: &mut Option<Place>,
+        (key, taken, pause): (Option<&str>, bool, Duration),
+        (ttl, permits): (Ttl, Option<u32>),
+    ) -> bool {
+        match (key, &place) {
+            (Some(key), None) if taken => {
+                let joined = self.join(key, ttl, permits).await;
+                let head = joined.ticket.is_head();
+                *place = Some(joined);
+                head
+            }
+            (_, Some(_)) => false,
+            _ => {
+                tokio::time::sleep(pause).await;
+                self.inner.counters.count(Event::Paused);
+                true
             }
         }
+    }
+
+    /// Waits in this client's line at `place` (if it has one) for a release, a handover, or
+    /// the pause after the last attempt; `Some` ends the call: with the lock handed over, or
+    /// with the last error once the deadline has passed.
+    async fn wait_in_line(
+        &self,
+        place: &mut Option<Place>,
+        (retry, started, deadline): (&Retry, Instant, tokio::time::Instant),
+        last: &mut Option<Error>,
+    ) -> Option<Result<Held, Error>> {
+        let counters = &self.inner.counters;
+        let waiting = place.as_ref()?;
+        let pause = retry
+            .next_pause(0, started.elapsed(), jitter(retry.jitter))
+            .unwrap_or(Duration::ZERO);
+        match waiters::wait(&waiting.ticket, pause, Some(deadline)).await {
+            Woken::Handed => {
+                let lock = waiting.ticket.take_handed()?;
+                counters.count(Event::HandedOver);
+                stats::call_ended(started.elapsed(), true);
+                if let Some(mut waiting) = place.take() {
+                    waiting.acquired = true;
+                }
+                // Unless the client was shut down meanwhile: then the lock is dropped
+                // (which releases it, unless the shutdown did).
+                return Some(self.held().refuse().map(|()| lock));
+            }
+            Woken::Released => counters.count(Event::Woken),
+            Woken::Paused => counters.count(Event::Paused),
+            Woken::Deadline => {
+                if let Some(error) = last.take() {
+                    stats::call_ended(started.elapsed(), false);
+                    return Some(Err(error));
+                }
+                // Never attempted: one attempt before giving up.
+            }
+        }
+        None
+    }
+
+    /// On a lock's first refusal (`Taken` at the first attempt, for a lock's `key`): a
+    /// semaphore or read-write lock of that name refuses every lock, which its `SET NX`
+    /// cannot tell from another lock. Says so rather than wait for it (design 2.9).
+    async fn kind_mismatch(
+        &self,
+        name: &str,
+        (taken, made, permits, key): (bool, u32, Option<u32>, Option<&str>),
+    ) -> Option<Error> {
+        let (true, 1, None, Some(key)) = (taken, made, permits, key) else {
+            return None;
+        };
+        let found = Census::of(self).kind_in_the_way(key).await?;
+        Some(Error::KindMismatch {
+            resource: name.to_string(),
+            found,
+        })
     }
 
     /// Joins the line of this client's callers waiting for `key`; the first subscribes to the

@@ -172,9 +172,14 @@ impl Fanout {
                 break;
             }
         }
-        // Decided before every node answered: name those not awaited that could not have
-        // voted yes (not connected, not counted, unanswering), so that a node that is down
-        // is reported whether or not the round had to wait for it (design 4.1).
+        self.name_not_awaited(&mut round);
+        round
+    }
+
+    /// A round decided before every node answered: names those not awaited that could not
+    /// have voted yes (not connected, not counted, unanswering), so that a node that is down
+    /// is reported whether or not the round had to wait for it (design 4.1).
+    fn name_not_awaited<T>(&self, round: &mut Round<T>) {
         for node in &self.nodes {
             let index = node.index();
             let heard = round.answered & (1 << index) != 0
@@ -183,7 +188,6 @@ impl Fanout {
                 round.failures.extend(node.not_awaited());
             }
         }
-        round
     }
 
     /// Compare-and-delete on every node without announcing it (the cleanup of a failed
