@@ -9,6 +9,7 @@
 //! turned into a `Result` here too ([`confirmed`]).
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tracing::Instrument;
@@ -18,10 +19,10 @@ use fred::types::Value;
 use crate::algo::quorum::Tally;
 use crate::algo::verdict::{self, Confirmation, Timed};
 use crate::config::Ttl;
-use crate::engine::coordinator::Coordinator;
 use crate::engine::fanout::{CleanupOnDrop, Round};
 use crate::engine::fencing::Fencing;
 use crate::engine::held::{Acquisition, Held, Keys, Member, Released};
+use crate::engine::machinery::Machinery;
 use crate::engine::token::Token;
 use crate::error::{Error, NodeError, NodeErrorKind};
 use crate::node::{Answer, Primitive};
@@ -83,7 +84,7 @@ pub(crate) trait ClaimKind {
     /// Sends the round for `token`: what each node is sent, and when the round is decided.
     fn send(
         &mut self,
-        client: &Coordinator,
+        client: &Machinery,
         target: &Resources,
         token: &Token,
         ttl: Ttl,
@@ -100,7 +101,7 @@ pub(crate) trait ClaimKind {
     /// Granted: what the claim holds.
     fn granted(
         &mut self,
-        client: &Coordinator,
+        client: &Machinery,
         target: &Resources,
         round: &Round<Self::Answer>,
     ) -> Grant;
@@ -112,7 +113,7 @@ pub(crate) trait ClaimKind {
 /// One attempt at `target` of the kind `kind`, for `ttl`: granted, it also says whether the
 /// next caller in this client's line may attempt at once.
 pub(crate) async fn attempt<K: ClaimKind>(
-    client: &Coordinator,
+    client: &Arc<Machinery>,
     target: &Resources,
     ttl: Ttl,
     mut kind: K,
@@ -143,7 +144,7 @@ pub(crate) async fn attempt<K: ClaimKind>(
         // Every node that set the claim did so after `start`, so on a majority it lives
         // until at least start + ttl (less the drift allowance).
         let held = Held::new(Acquisition {
-            client: client.clone(),
+            machinery: Arc::clone(client),
             name: target.name.clone(),
             resources: target.resources.clone(),
             keys: target.keys.clone(),

@@ -8,7 +8,6 @@
 //! answers (each node's command runs under its own timeout, see `node/connection.rs`).
 
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -22,10 +21,11 @@ use crate::config::{Config, Retry, Ttl};
 use crate::engine::attempt::{self, ClaimKind, Grant, Resources};
 use crate::engine::census::Census;
 use crate::engine::fanout::{Background, Fanout, Round};
-use crate::engine::fencing::{self, Hints};
+use crate::engine::fencing;
 use crate::engine::held::{Held, Keys, Released};
 use crate::engine::keeper::Keeper;
 use crate::engine::kept::KeptHandle;
+use crate::engine::machinery::Machinery;
 use crate::engine::shutdown::Holdings;
 use crate::engine::token::Token;
 use crate::engine::waiters::{self, Ticket, Wakeups, Woken};
@@ -44,29 +44,10 @@ pub(crate) struct Coordinator {
 
 #[derive(Debug)]
 struct Inner {
-    config: Config,
-    /// Every node, and the rounds sent to them.
-    fanout: Fanout,
+    /// The fan-out and the registries, shared with the client's held claims.
+    machinery: Arc<Machinery>,
     fleet: Arc<Fleet>,
-    /// The task that extends this client's kept locks, started with the first one.
-    keeper: Keeper,
-    /// The locks this client holds, for its shutdown (`engine/shutdown.rs`).
-    held: Holdings,
-    /// The waiters for releases, by key (see `engine/waiters.rs`).
-    wakeups: Arc<Wakeups>,
     counters: Counters,
-    /// Set once a fencing token of one of this client's locks was asked for: from then on,
-    /// acquisitions of one resource read the fencing counters too, and record the token this
-    /// client expects next where they can (see `Locking`).
-    tokens_asked: AtomicBool,
-    /// The hints of its acquisitions' fencing tokens (`engine/fencing.rs`).
-    hints: Hints,
-}
-
-impl AsRef<[Node]> for Inner {
-    fn as_ref(&self) -> &[Node] {
-        self.fanout.nodes()
-    }
 }
 
 /// A caller's place in the line for a key (see `engine/waiters.rs`); it leaves the line when dropped,
@@ -82,12 +63,12 @@ struct Place {
 
 impl Drop for Place {
     fn drop(&mut self) {
-        let inner = &self.client.inner;
+        let inner = &self.client.inner.machinery;
         let channel = keys::release_channel(&self.key);
         inner
-            .wakeups
+            .wakeups()
             .leave(&self.key, &self.ticket, self.acquired, || {
-                for node in inner.fanout.nodes() {
+                for node in inner.fanout().nodes() {
                     node.listener().unsubscribe(vec![channel.clone()]);
                 }
             });
@@ -120,58 +101,49 @@ impl Coordinator {
             tokio::runtime::Handle::try_current().ok(),
         ));
         let needed = config.votes_needed.unwrap_or(quorum(nodes.len()));
-        let inner = Arc::new(Inner {
-            fanout: Fanout::new(nodes, background, needed),
-            config,
-            fleet,
-            keeper: Keeper::default(),
-            held: Holdings::default(),
-            wakeups,
-            counters: Counters::default(),
-            tokens_asked: AtomicBool::new(false),
-            hints: Hints::default(),
-        });
-        // An inspection (`preload` off) writes nothing: it re-seeds no node either.
+        let fanout = Fanout::new(nodes, background, needed);
+        let machinery = Arc::new(Machinery::new(config, fanout, wakeups));
+        // An inspection (`preload` off) writes nothing: it re-seeds no node either. The
+        // re-seeds go on while the client or one of its held claims lives.
         if preload {
-            crate::engine::seeder::start(Arc::downgrade(&inner), reseeds);
+            crate::engine::seeder::start(Arc::downgrade(&machinery), reseeds);
         }
+        let inner = Arc::new(Inner {
+            machinery,
+            fleet,
+            counters: Counters::default(),
+        });
         Ok(Coordinator { inner })
     }
 
-    pub(crate) fn config(&self) -> &Config {
-        &self.inner.config
+    /// The fan-out and the registries, which its held claims share.
+    pub(crate) fn machinery(&self) -> &Arc<Machinery> {
+        &self.inner.machinery
     }
 
-    pub(crate) fn wakeups(&self) -> &Wakeups {
-        &self.inner.wakeups
+    pub(crate) fn config(&self) -> &Config {
+        self.inner.machinery.config()
+    }
+
+    pub(crate) fn wakeups(&self) -> &Arc<Wakeups> {
+        self.inner.machinery.wakeups()
     }
 
     pub(crate) fn keeper(&self) -> &Keeper {
-        &self.inner.keeper
+        self.inner.machinery.keeper()
     }
 
     pub(crate) fn held(&self) -> &Holdings {
-        &self.inner.held
-    }
-
-    pub(crate) fn hints(&self) -> &Hints {
-        &self.inner.hints
-    }
-
-    /// Notes that a fencing token of one of this client's locks was asked for.
-    pub(crate) fn token_asked(&self) {
-        if !self.inner.tokens_asked.load(Ordering::Relaxed) {
-            self.inner.tokens_asked.store(true, Ordering::Relaxed);
-        }
+        self.inner.machinery.held()
     }
 
     pub(crate) fn node_list(&self) -> &[Node] {
-        self.inner.fanout.nodes()
+        self.inner.machinery.node_list()
     }
 
     /// The fan-out of rounds to every node.
     pub(crate) fn fanout(&self) -> &Fanout {
-        &self.inner.fanout
+        self.inner.machinery.fanout()
     }
 
     pub(crate) fn stats(&self) -> Stats {
@@ -297,7 +269,7 @@ impl Coordinator {
             _ => None,
         };
         self.acquiring(&target.name, key, None, ttl, retry, || {
-            attempt::attempt(self, &target, ttl, Locking::default())
+            attempt::attempt(self.machinery(), &target, ttl, Locking::default())
         })
         .await
     }
@@ -334,7 +306,7 @@ impl Coordinator {
         let mut last: Option<Error> = None;
         // Do not barge in before this client's callers already waiting for the resource.
         let mut attempt_now = true;
-        if let Some(key) = key.as_deref().filter(|k| self.inner.wakeups.queued(k)) {
+        if let Some(key) = key.as_deref().filter(|k| self.wakeups().queued(k)) {
             let joined = self.join(key, ttl, permits).await;
             attempt_now = joined.ticket.is_head();
             place = Some(joined);
@@ -474,7 +446,7 @@ impl Coordinator {
     /// key's release channel on every node and waits until a majority confirmed it (or every
     /// node answered or timed out).
     async fn join(&self, key: &str, ttl: Ttl, permits: Option<u32>) -> Place {
-        let wakeups = &self.inner.wakeups;
+        let wakeups = self.wakeups();
         let channel = keys::release_channel(key);
         let mut confirmations = Vec::new();
         let ticket = wakeups.join(key, Some(ttl), permits, || {
@@ -562,13 +534,8 @@ impl Coordinator {
         })
     }
 
-    /// Whether an acquisition of `keys` reads their fencing counters (see [`Locking`]).
-    pub(crate) fn reads_counters(&self, keys: &Keys) -> bool {
-        keys.fencing() && (keys.locks > 1 || self.inner.tokens_asked.load(Ordering::Relaxed))
-    }
-
     pub(crate) async fn settle(&self, within: Duration) -> bool {
-        self.inner.fanout.settle(within).await
+        self.fanout().settle(within).await
     }
 }
 
@@ -609,7 +576,7 @@ impl ClaimKind for Locking {
 
     async fn send(
         &mut self,
-        client: &Coordinator,
+        client: &Machinery,
         target: &Resources,
         token: &Token,
         ttl: Ttl,
@@ -625,8 +592,8 @@ impl ClaimKind for Locking {
         // guesses it (its hint, `engine/fencing.rs`): then asking sends nothing, and
         // otherwise one round.
         self.reads_counters = client.reads_counters(keys);
-        if self.reads_counters && client.inner.tokens_asked.load(Ordering::Relaxed) {
-            self.hint = client.inner.hints.next(keys.counters());
+        if self.reads_counters && client.tokens_asked() {
+            self.hint = client.hints().next(keys.counters());
         }
         if keys.locks == 1 && !self.reads_counters {
             let key = &keys.all[0];
@@ -644,12 +611,12 @@ impl ClaimKind for Locking {
 
     fn granted(
         &mut self,
-        client: &Coordinator,
+        client: &Machinery,
         target: &Resources,
         round: &Round<Acquired>,
     ) -> Grant {
         // With the counters, if read: the largest on the majority that said yes.
-        let hints = (self.hint, &client.inner.hints);
+        let hints = (self.hint, client.hints());
         Grant {
             fencing: fencing::granted(&target.keys, self.reads_counters, round, hints),
             member: None,

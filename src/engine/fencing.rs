@@ -179,7 +179,7 @@ impl Ident {
         if let Some(token) = fencing.handed() {
             return Ok(token);
         }
-        let client = self.client();
+        let client = self.machinery();
         client.token_asked();
         if let Some(recorded) = fencing.recorded {
             // Recorded by the acquisition, which counts against the validity; checked above.

@@ -31,10 +31,10 @@ use fred::types::{Key, Value};
 
 use crate::config::Ttl;
 use crate::engine::attempt::{self, ClaimKind, Grant, Resources};
-use crate::engine::coordinator::Coordinator;
 use crate::engine::fanout::Round;
 use crate::engine::fencing;
 use crate::engine::held::{Ident, Keys, Member, Released};
+use crate::engine::machinery::Machinery;
 use crate::engine::token::Token;
 use crate::engine::waiters::Ticket;
 use crate::error::Error;
@@ -63,10 +63,13 @@ pub(crate) enum Handover {
 pub(crate) struct ClaimedWaiter {
     ticket: Arc<Ticket>,
     /// What to release if this is dropped before the release is sent.
-    cleanup: Option<(Coordinator, Primitive, Vec<Key>, Vec<Value>)>,
+    cleanup: Option<Cleanup>,
     /// The waiter got its lock: nothing to do.
     done: bool,
 }
+
+/// The tokens to release on every node, with the fan-out and the primitive to do it with.
+type Cleanup = (Arc<Machinery>, Primitive, Vec<Key>, Vec<Value>);
 
 impl ClaimedWaiter {
     /// The release of the tokens is in every node's queue: unclaims the waiter.
@@ -99,7 +102,7 @@ pub(crate) fn yields(ident: &Ident) -> bool {
 /// Hands the lock `ident` of `client` over to the head of this client's line for its key,
 /// if the head is waiting; `None` when there is nobody to hand it to (then release it as
 /// usual).
-pub(crate) async fn hand_over(client: &Coordinator, ident: &Ident) -> Option<Handover> {
+pub(crate) async fn hand_over(client: &Arc<Machinery>, ident: &Ident) -> Option<Handover> {
     // A read-write lock's side is not handed over: a reader handed on would pass a
     // waiting writer's intent (design 2.9).
     let read_write = matches!(ident.member(), Some(Member::Reader | Member::Writer));
@@ -120,7 +123,7 @@ pub(crate) async fn hand_over(client: &Coordinator, ident: &Ident) -> Option<Han
     let claim = ClaimedWaiter {
         ticket,
         cleanup: Some((
-            client.clone(),
+            Arc::clone(client),
             ident.primitive(),
             ident.lock_keys().to_vec(),
             tokens.clone(),
@@ -134,7 +137,7 @@ pub(crate) async fn hand_over(client: &Coordinator, ident: &Ident) -> Option<Han
 }
 
 async fn hand_over_to(
-    client: &Coordinator,
+    client: &Arc<Machinery>,
     ident: &Ident,
     mut claim: ClaimedWaiter,
     tokens: Vec<Value>,
@@ -214,7 +217,7 @@ impl ClaimKind for HandingOver<'_> {
 
     async fn send(
         &mut self,
-        client: &Coordinator,
+        client: &Machinery,
         target: &Resources,
         token: &Token,
         ttl: Ttl,
@@ -243,7 +246,7 @@ impl ClaimKind for HandingOver<'_> {
 
     fn granted(
         &mut self,
-        client: &Coordinator,
+        client: &Machinery,
         target: &Resources,
         round: &Round<Acquired>,
     ) -> Grant {

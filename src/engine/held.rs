@@ -14,10 +14,10 @@ use crate::algo::quorum::Stake;
 use crate::algo::verdict::{self, Timed};
 use crate::config::Ttl;
 use crate::engine::attempt;
-use crate::engine::coordinator::Coordinator;
 use crate::engine::fanout::Round;
 use crate::engine::fencing::Fencing;
 use crate::engine::handover::{self, Handover};
+use crate::engine::machinery::Machinery;
 use crate::engine::shutdown::Registration;
 use crate::engine::token::Token;
 use crate::error::{Error, NodeError};
@@ -76,7 +76,7 @@ pub(crate) enum Member {
 /// What a successful acquisition hands to [`Held::new`].
 #[derive(Debug)]
 pub(crate) struct Acquisition {
-    pub(crate) client: Coordinator,
+    pub(crate) machinery: Arc<Machinery>,
     pub(crate) name: String,
     pub(crate) resources: Vec<String>,
     pub(crate) keys: Keys,
@@ -98,7 +98,7 @@ pub(crate) struct Acquisition {
 /// locks at once (every byte here is multiplied by 100,000 kept locks).
 #[derive(Debug)]
 pub(crate) struct Ident {
-    client: Coordinator,
+    machinery: Arc<Machinery>,
     /// The resources' names joined by commas, only for several resources (for one, it is
     /// `resources[0]`).
     joined: Option<Box<str>>,
@@ -147,8 +147,8 @@ impl Ident {
         &self.resources
     }
 
-    pub(crate) fn client(&self) -> &Coordinator {
-        &self.client
+    pub(crate) fn machinery(&self) -> &Arc<Machinery> {
+        &self.machinery
     }
 
     pub(crate) fn name(&self) -> &str {
@@ -226,7 +226,7 @@ impl Ident {
     /// Starts a release of it on every node without waiting for it (needs a runtime; a
     /// no-op without one, the keys then expire after their ttl).
     pub(crate) fn release_detached(&self) {
-        self.client.fanout().release_detached(
+        self.machinery.fanout().release_detached(
             self.primitive(),
             self.lock_keys().to_vec(),
             self.value(),
@@ -292,7 +292,7 @@ pub struct Released {
 impl Held {
     pub(crate) fn new(acquired: Acquisition) -> Held {
         let Acquisition {
-            client,
+            machinery,
             name,
             resources,
             keys,
@@ -313,9 +313,9 @@ impl Held {
         // Entered in the client's registry, for its shutdown (a weak pointer: the registry
         // never keeps a lock alive).
         let ident = Arc::new_cyclic(|me| {
-            let entry = client.held().enter(&token, me.clone());
+            let entry = machinery.held().enter(&token, me.clone());
             Ident {
-                client,
+                machinery,
                 joined,
                 resources: resources.into_boxed_slice(),
                 keys: keys.all.into_boxed_slice(),
@@ -337,8 +337,8 @@ impl Held {
         }
     }
 
-    pub(crate) fn client(&self) -> &Coordinator {
-        &self.ident.client
+    pub(crate) fn machinery(&self) -> &Arc<Machinery> {
+        &self.ident.machinery
     }
 
     /// What never changes in the lock, to share with its handles.
@@ -419,7 +419,7 @@ impl Held {
         ttl: Duration,
     ) -> Result<impl Future<Output = Extension> + Send + 'static, Error> {
         let ident = Arc::clone(&self.ident);
-        let ttl = ident.client.config().check_ttl(ttl)?;
+        let ttl = ident.machinery.config().check_ttl(ttl)?;
         ident.valid(self.valid_until)?;
         let span = tracing::debug_span!(
             "quorumlock.extension",
@@ -436,7 +436,7 @@ impl Held {
             let primitive = ident.primitive();
             let start = Instant::now();
             let round = ident
-                .client
+                .machinery
                 .fanout()
                 .round_marking(Some(&decided), Stake::Held, |node| {
                     let extended = node.extend(primitive, keys.clone(), value.clone(), ttl.px);
@@ -515,7 +515,7 @@ impl Held {
     pub(crate) fn leave(self) {
         let ident = &self.ident;
         if ident.start_release() {
-            ident.client.held().remove(ident.entry);
+            ident.machinery.held().remove(ident.entry);
         }
         // The drop finds the release started, and sends nothing.
     }
@@ -525,9 +525,9 @@ impl Held {
         if !ident.start_release() {
             return Err(Error::ShutDown);
         }
-        ident.client.held().remove(ident.entry);
+        ident.machinery.held().remove(ident.entry);
         let (mut tokens, mut claimed) = (vec![ident.value()], None);
-        match handover::hand_over(&ident.client, ident).await {
+        match handover::hand_over(&ident.machinery, ident).await {
             None => {}
             Some(Handover::Done(released)) => return Ok(released),
             Some(Handover::Failed {
@@ -542,7 +542,7 @@ impl Held {
         let args: Arc<[Value]> = release_args(&tokens).into();
         let keys: Arc<[Key]> = ident.lock_keys().into();
         let round = ident
-            .client
+            .machinery
             .fanout()
             .round_marking(None, Stake::Held, |node| {
                 node.release(ident.primitive(), &keys, &args)
@@ -564,7 +564,7 @@ impl Held {
                 let Some(key) = key.as_str() else { continue };
                 for hash in args.iter().skip(1).step_by(2) {
                     if let Some(hash) = hash.as_str() {
-                        ident.client.wakeups().released(key, &hash);
+                        ident.machinery.wakeups().released(key, &hash);
                     }
                 }
             }
@@ -603,7 +603,7 @@ impl Ident {
     /// and raises their fencing counters to the fencing token handed out, if one was.
     fn restore(&self, mask: u64, ttl_ms: i64) {
         let (fence, value) = (self.handed_fence(), self.value());
-        self.client.fanout().detached(mask, |node| {
+        self.machinery.fanout().detached(mask, |node| {
             node.restore(self.keys.to_vec(), self.locks, value.clone(), ttl_ms, fence)
         });
     }
@@ -613,7 +613,7 @@ impl Drop for Held {
     fn drop(&mut self) {
         let ident = &self.ident;
         if ident.start_release() {
-            ident.client.held().remove(ident.entry);
+            ident.machinery.held().remove(ident.entry);
             ident.release_detached();
         }
     }

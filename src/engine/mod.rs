@@ -1,10 +1,11 @@
 //! The machinery, as a stack: the fan-out of rounds to every node and the background
 //! completion of their calls at the bottom ([`fanout`]); one attempt for every kind of claim
 //! above it ([`attempt`]), whose kinds are a lock ([`coordinator`]), a permit or a read-write
-//! lock's side ([`semaphore`], [`rwlock`]) and a handover ([`handover`]); the client's
-//! acquisition loop and registries ([`coordinator`]); a held claim's extension and release
-//! ([`held`]), fencing ([`fencing`]), the line of waiters ([`waiters`]), a kept lock's shared
-//! state ([`kept`]) and the task that keeps locks ([`keeper`]); election ([`election`]) and
+//! lock's side ([`semaphore`], [`rwlock`]) and a handover ([`handover`]); the fan-out and
+//! the registries a held claim uses ([`machinery`]); the client and its acquisition loop
+//! ([`coordinator`]); a held claim's extension and release ([`held`]), fencing
+//! ([`fencing`]), the line of waiters ([`waiters`]), a kept lock's shared state ([`kept`])
+//! and the task that keeps locks ([`keeper`]); election ([`election`]) and
 //! who leads ([`observe`]), the census of a semaphore's holders ([`census`]), re-seeding of
 //! counters ([`seeder`]), shutdown ([`shutdown`]), node inspection ([`inspect`]) and the
 //! drawing of lock tokens from the operating system's CSPRNG ([`token`]).
@@ -25,6 +26,7 @@ pub(crate) mod held;
 pub(crate) mod inspect;
 pub(crate) mod keeper;
 pub(crate) mod kept;
+pub(crate) mod machinery;
 pub(crate) mod observe;
 pub(crate) mod rwlock;
 pub(crate) mod seeder;

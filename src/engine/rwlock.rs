@@ -136,7 +136,7 @@ impl RwSpec {
                 attempts += 1;
                 let waiter = waiter.clone();
                 let seat = Seat::new(Ask::Side { reader, waiter });
-                attempt::attempt(client, &self.target, ttl, seat)
+                attempt::attempt(client.machinery(), &self.target, ttl, seat)
             })
             .await;
         // A writer granted at its first attempt, with no node heard refusing it, recorded

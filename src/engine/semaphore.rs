@@ -28,6 +28,7 @@ use crate::engine::coordinator::Coordinator;
 use crate::engine::fanout::Round;
 use crate::engine::fencing::Fencing;
 use crate::engine::held::{Held, Keys, Member, PermitSlot};
+use crate::engine::machinery::Machinery;
 use crate::engine::token::Token;
 use crate::error::{ConfigError, Error, MAX_PERMITS};
 use crate::node::{Node, Primitive, SlotAnswer};
@@ -119,7 +120,7 @@ impl ClaimKind for Seat {
 
     async fn send(
         &mut self,
-        client: &Coordinator,
+        client: &Machinery,
         target: &Resources,
         token: &Token,
         ttl: Ttl,
@@ -210,7 +211,7 @@ impl ClaimKind for Seat {
 
     fn granted(
         &mut self,
-        client: &Coordinator,
+        client: &Machinery,
         target: &Resources,
         round: &Round<SlotAnswer>,
     ) -> Grant {
@@ -280,7 +281,7 @@ impl SemaphoreSpec {
             .acquiring(self.name(), Some(key), Some(permits), ttl, retry, || {
                 let order = slots::preference(permits, rand::random(), rand::random());
                 let seat = Seat::new(Ask::Permit { permits, order });
-                attempt::attempt(client, &self.target, ttl, seat)
+                attempt::attempt(client.machinery(), &self.target, ttl, seat)
             })
             .await
     }
