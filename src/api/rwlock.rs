@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use crate::config::Retry;
-use crate::engine::census::{Census, RwHolder};
+use crate::engine::census::{ClaimCensus, RwHolder};
 use crate::engine::coordinator::Coordinator;
 use crate::engine::held::{Held, Member};
 use crate::engine::rwlock::{Access, RwSpec};
@@ -115,7 +115,7 @@ impl RwLock {
     /// name is in use as another kind on more nodes than a majority may do without (fewer
     /// such nodes hold no claim of it); [`Error::ShutDown`] after the client's shutdown.
     pub async fn holders(&self) -> Result<Vec<RwHolder>, Error> {
-        Census::of(&self.client).rw_holders(&self.spec).await
+        ClaimCensus::of(&self.client).rw_holders(&self.spec).await
     }
 
     /// Takes `access` for `ttl`, retrying by `retry`. A writer's pauses between attempts are

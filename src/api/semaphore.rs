@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use crate::api::kept::LockHandle;
 use crate::config::{KeepAlive, Retry};
-use crate::engine::census::{Census, PermitHolder};
+use crate::engine::census::{ClaimCensus, PermitHolder};
 use crate::engine::coordinator::Coordinator;
 use crate::engine::held::Held;
 use crate::engine::semaphore::SemaphoreSpec;
@@ -193,7 +193,7 @@ impl Semaphore {
     ///   permits. Fewer such nodes hold no permit of it, and the list is read from the rest.
     /// - [`Error::ShutDown`] once the client is [shut down](crate::RedLock::shutdown).
     pub async fn holders(&self) -> Result<Vec<PermitHolder>, Error> {
-        Census::of(&self.client).holders(&self.spec).await
+        ClaimCensus::of(&self.client).holders(&self.spec).await
     }
 }
 

@@ -52,7 +52,7 @@ pub(crate) struct Grant {
 
 /// A round's answers as a kind reads them.
 #[derive(Debug)]
-pub(crate) struct Reading {
+pub(crate) struct Heard {
     /// The tally the grant rule judges (for a permit: the nodes that recorded its slot).
     pub(crate) tally: Tally,
     /// Refused whatever the tally says (another kind at the key).
@@ -91,8 +91,8 @@ pub(crate) trait ClaimKind {
     ) -> impl Future<Output = Round<Self::Answer>>;
 
     /// How the answers are read; by default, the round's tally as it is.
-    fn read(&mut self, _target: &Resources, round: &Round<Self::Answer>) -> Reading {
-        Reading {
+    fn read(&mut self, _target: &Resources, round: &Round<Self::Answer>) -> Heard {
+        Heard {
             tally: round.tally,
             refusal: None,
         }
@@ -128,7 +128,7 @@ pub(crate) async fn attempt<K: ClaimKind>(
     let start = Instant::now();
     let round = kind.send(client, target, &token, ttl).await;
     let elapsed = start.elapsed();
-    let Reading { tally, refusal } = kind.read(target, &round);
+    let Heard { tally, refusal } = kind.read(target, &round);
     if let Some(guard) = &mut guard {
         guard.disarm();
     }

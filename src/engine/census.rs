@@ -97,16 +97,16 @@ pub struct RwHolder {
 
 /// A read of one sorted set's claims on every node of a client, which changes nothing.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Census<'a> {
+pub(crate) struct ClaimCensus<'a> {
     nodes: &'a [Node],
     /// The client's registry of held locks, which says whether it was shut down.
     held: &'a Holdings,
 }
 
-impl<'a> Census<'a> {
+impl<'a> ClaimCensus<'a> {
     /// The census of `client`'s nodes.
-    pub(crate) fn of(client: &'a Coordinator) -> Census<'a> {
-        Census {
+    pub(crate) fn of(client: &'a Coordinator) -> ClaimCensus<'a> {
+        ClaimCensus {
             nodes: client.node_list(),
             held: client.held(),
         }

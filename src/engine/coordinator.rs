@@ -19,7 +19,7 @@ use crate::algo::quorum::{quorum, Stake};
 use crate::config::KeepAlive;
 use crate::config::{Config, Retry, Ttl};
 use crate::engine::attempt::{self, ClaimKind, Grant, Resources};
-use crate::engine::census::Census;
+use crate::engine::census::ClaimCensus;
 use crate::engine::fanout::{Background, Fanout, Round};
 use crate::engine::fencing;
 use crate::engine::held::{Held, Keys, Released};
@@ -435,7 +435,7 @@ impl Coordinator {
         let (true, 1, None, Some(key)) = (taken, made, permits, key) else {
             return None;
         };
-        let found = Census::of(self).kind_in_the_way(key).await?;
+        let found = ClaimCensus::of(self).kind_in_the_way(key).await?;
         Some(Error::KindMismatch {
             resource: name.to_string(),
             found,

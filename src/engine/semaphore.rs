@@ -23,7 +23,7 @@ use crate::algo::keys;
 use crate::algo::quorum::{Stake, Tally};
 use crate::algo::slots;
 use crate::config::{Config, Retry, Ttl};
-use crate::engine::attempt::{self, ClaimKind, Grant, Reading, Resources};
+use crate::engine::attempt::{self, ClaimKind, Grant, Heard, Resources};
 use crate::engine::coordinator::Coordinator;
 use crate::engine::fanout::Round;
 use crate::engine::fencing::Fencing;
@@ -188,7 +188,7 @@ impl ClaimKind for Seat {
             .await
     }
 
-    fn read(&mut self, target: &Resources, round: &Round<SlotAnswer>) -> Reading {
+    fn read(&mut self, target: &Resources, round: &Round<SlotAnswer>) -> Heard {
         // Another kind at the key is a kind mismatch only on more nodes than a majority may
         // do without; on fewer, those nodes refused, and the others may grant the claim.
         let found = slots::kind_in_the_way(
@@ -199,7 +199,7 @@ impl ClaimKind for Seat {
             }),
         );
         self.best = slots::most_recorded(recorded(&round.answers));
-        Reading {
+        Heard {
             // Judged on the nodes that recorded the slot most did: with none, no majority.
             tally: slots::narrowed(&round.tally, self.best.map_or(0, |(_, n)| n)),
             refusal: found.map(|found| Error::KindMismatch {
