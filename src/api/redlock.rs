@@ -12,9 +12,12 @@ use crate::api::rwlock::RwLock;
 use crate::api::semaphore::Semaphore;
 use crate::config::{Candidacy, Config, RedLockBuilder, Retry};
 use crate::engine::coordinator::Coordinator;
+use crate::engine::election::Leading;
 use crate::engine::held::Released;
-use crate::engine::observe::Leader;
-use crate::engine::shutdown::Shutdown;
+use crate::engine::observe::{self, Leader};
+use crate::engine::rwlock::RwSpec;
+use crate::engine::semaphore::SemaphoreSpec;
+use crate::engine::shutdown::{self, Shutdown};
 use crate::error::{ConfigError, Error};
 use crate::report::NodeReport;
 use crate::stats::Stats;
@@ -159,7 +162,7 @@ impl RedLock {
     }
 
     /// A semaphore of `permits` permits on the resource `name`: at most `permits` holders
-    /// at once across every client (see [`Semaphore`](crate::Semaphore)). Nothing is sent
+    /// at once across every client (see [`Semaphore`]). Nothing is sent
     /// until a permit is asked for.
     ///
     /// # Errors
@@ -167,18 +170,18 @@ impl RedLock {
     /// [`MAX_PERMITS`](crate::MAX_PERMITS); [`ConfigError::EmptyResource`] and
     /// [`ConfigError::ReservedResource`] as for a lock.
     pub fn semaphore(&self, name: &str, permits: u32) -> Result<Semaphore, ConfigError> {
-        let spec = self.0.semaphore(name, permits)?;
+        let spec = SemaphoreSpec::new(self.0.config(), name, permits)?;
         Ok(Semaphore::new(self.0.clone(), spec))
     }
 
     /// A read-write lock on the resource `name`: many readers or one writer at once across
-    /// every client, writers first (see [`RwLock`](crate::RwLock)). Nothing is sent until a
+    /// every client, writers first (see [`RwLock`]). Nothing is sent until a
     /// side is asked for.
     ///
     /// # Errors
     /// [`ConfigError::EmptyResource`] and [`ConfigError::ReservedResource`] as for a lock.
     pub fn rw_lock(&self, name: &str) -> Result<RwLock, ConfigError> {
-        let spec = self.0.rw_lock(name)?;
+        let spec = RwSpec::new(self.0.config(), name)?;
         Ok(RwLock::new(self.0.clone(), spec))
     }
 
@@ -287,7 +290,7 @@ impl RedLock {
     ///
     /// It releases (compare-and-delete on every node, as a dropped lock does) each lock of
     /// this client still held: [`Lock`]s, whoever holds them now; kept locks
-    /// ([`KeptLock`](crate::KeptLock), [`Leadership`](crate::Leadership)), whose handles
+    /// ([`KeptLock`](crate::KeptLock), [`Leadership`]), whose handles
     /// then see them no longer kept (`lost()` resolves); and locks a release handed over to
     /// a waiting caller that had not taken them yet. Then it waits, up to twice the node
     /// timeout, for every command this client still has in flight, those releases included
@@ -313,7 +316,7 @@ impl RedLock {
     /// # Ok(()) }
     /// ```
     pub async fn shutdown(&self) -> Shutdown {
-        self.0.shutdown().await
+        shutdown::shut_down(&self.0).await
     }
 
     /// Reports on every node, in parallel: reachability, round trip, version, role, run_id,
@@ -373,7 +376,9 @@ impl RedLock {
     /// # Errors
     /// As [`campaign_with`](Self::campaign_with).
     pub async fn campaign(&self, name: &str) -> Result<Leadership, Error> {
-        self.0.campaign(name).await.map(Leadership)
+        Leading::campaign(&self.0, name, Candidacy::new())
+            .await
+            .map(Leadership)
     }
 
     /// Waits until this candidate leads the election `name`, and returns its
@@ -397,7 +402,9 @@ impl RedLock {
         name: &str,
         candidacy: Candidacy,
     ) -> Result<Leadership, Error> {
-        self.0.campaign_with(name, candidacy).await.map(Leadership)
+        Leading::campaign(&self.0, name, candidacy)
+            .await
+            .map(Leadership)
     }
 
     /// Who leads the election `name`, as a majority of nodes reports it: the leader whose
@@ -413,7 +420,7 @@ impl RedLock {
     /// [`Error::NoQuorum`] when fewer than a quorum of nodes answered; [`Error::Config`] for
     /// an empty name.
     pub async fn leader(&self, name: &str) -> Result<Option<Leader>, Error> {
-        self.0.leader(name).await
+        observe::leader(&self.0, name).await
     }
 
     /// Reports who leads the election `name` now, then every change: a new leader or term,
@@ -440,6 +447,6 @@ impl RedLock {
         name: &str,
         every: Duration,
     ) -> impl Stream<Item = Result<Option<Leader>, Error>> + Send + 'static {
-        self.0.observe(name, every)
+        observe::observe(&self.0, name, every)
     }
 }

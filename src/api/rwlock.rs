@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use crate::config::Retry;
-use crate::engine::census::RwHolder;
+use crate::engine::census::{ClaimCensus, RwHolder};
 use crate::engine::coordinator::Coordinator;
 use crate::engine::held::{Held, Member};
 use crate::engine::rwlock::{Access, RwSpec};
@@ -52,13 +52,13 @@ use crate::error::Error;
 /// ```
 #[derive(Debug, Clone)]
 pub struct RwLock {
-    redlock: Coordinator,
+    client: Coordinator,
     spec: RwSpec,
 }
 
 impl RwLock {
-    pub(crate) fn new(redlock: Coordinator, spec: RwSpec) -> RwLock {
-        RwLock { redlock, spec }
+    pub(crate) fn new(client: Coordinator, spec: RwSpec) -> RwLock {
+        RwLock { client, spec }
     }
 
     /// The lock's name (its key on the nodes, after the client's key prefix).
@@ -74,7 +74,7 @@ impl RwLock {
     /// in use as a lock or a semaphore on more nodes than a majority may do without (nothing
     /// was changed on any node; on fewer, those nodes count as refusals).
     pub async fn read(&self) -> Result<RwGuard, Error> {
-        let config = self.redlock.config();
+        let config = self.client.config();
         self.acquire(Access::Read, config.ttl, config.retry).await
     }
 
@@ -84,7 +84,7 @@ impl RwLock {
     /// # Errors
     /// As [`read`](Self::read).
     pub async fn write(&self) -> Result<RwGuard, Error> {
-        let config = self.redlock.config();
+        let config = self.client.config();
         self.acquire(Access::Write, config.ttl, config.retry).await
     }
 
@@ -93,7 +93,7 @@ impl RwLock {
     /// # Errors
     /// As [`read`](Self::read).
     pub async fn try_read(&self) -> Result<RwGuard, Error> {
-        self.acquire(Access::Read, self.redlock.config().ttl, Retry::none())
+        self.acquire(Access::Read, self.client.config().ttl, Retry::none())
             .await
     }
 
@@ -103,7 +103,7 @@ impl RwLock {
     /// # Errors
     /// As [`read`](Self::read).
     pub async fn try_write(&self) -> Result<RwGuard, Error> {
-        self.acquire(Access::Write, self.redlock.config().ttl, Retry::none())
+        self.acquire(Access::Write, self.client.config().ttl, Retry::none())
             .await
     }
 
@@ -115,7 +115,7 @@ impl RwLock {
     /// name is in use as another kind on more nodes than a majority may do without (fewer
     /// such nodes hold no claim of it); [`Error::ShutDown`] after the client's shutdown.
     pub async fn holders(&self) -> Result<Vec<RwHolder>, Error> {
-        self.redlock.rw_holders(&self.spec).await
+        ClaimCensus::of(&self.client).rw_holders(&self.spec).await
     }
 
     /// Takes `access` for `ttl`, retrying by `retry`. A writer's pauses between attempts are
@@ -131,8 +131,8 @@ impl RwLock {
         retry: Retry,
     ) -> Result<RwGuard, Error> {
         let reader = access == Access::Read;
-        self.redlock
-            .acquire_rw(&self.spec, reader, ttl, retry)
+        self.spec
+            .acquire(&self.client, reader, ttl, retry)
             .await
             .map(RwGuard)
     }

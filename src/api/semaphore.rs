@@ -6,10 +6,10 @@ use std::time::Duration;
 
 use crate::api::kept::LockHandle;
 use crate::config::{KeepAlive, Retry};
-use crate::engine::census::PermitHolder;
+use crate::engine::census::{ClaimCensus, PermitHolder};
 use crate::engine::coordinator::Coordinator;
 use crate::engine::held::Held;
-use crate::engine::semaphore::Spec;
+use crate::engine::semaphore::SemaphoreSpec;
 use crate::error::Error;
 
 /// At most [`permits`](Self::permits) holders of a resource at once, across every client
@@ -58,13 +58,13 @@ use crate::error::Error;
 /// ```
 #[derive(Debug, Clone)]
 pub struct Semaphore {
-    redlock: Coordinator,
-    spec: Spec,
+    client: Coordinator,
+    spec: SemaphoreSpec,
 }
 
 impl Semaphore {
-    pub(crate) fn new(redlock: Coordinator, spec: Spec) -> Semaphore {
-        Semaphore { redlock, spec }
+    pub(crate) fn new(client: Coordinator, spec: SemaphoreSpec) -> Semaphore {
+        Semaphore { client, spec }
     }
 
     /// The semaphore's name (its key on the nodes, after the client's key prefix).
@@ -93,7 +93,7 @@ impl Semaphore {
     /// If this future is dropped during an attempt, the claims that attempt may have made are
     /// removed in a background task; any left behind expire after the ttl.
     pub async fn acquire(&self) -> Result<Permit, Error> {
-        let config = self.redlock.config();
+        let config = self.client.config();
         self.acquire_with(config.ttl, config.retry).await
     }
 
@@ -102,7 +102,7 @@ impl Semaphore {
     /// # Errors
     /// As [`acquire`](Self::acquire).
     pub async fn try_acquire(&self) -> Result<Permit, Error> {
-        self.acquire_with(self.redlock.config().ttl, Retry::none())
+        self.acquire_with(self.client.config().ttl, Retry::none())
             .await
     }
 
@@ -112,8 +112,8 @@ impl Semaphore {
     /// As [`acquire`](Self::acquire); also [`Error::Config`] for a ttl or retry policy that
     /// a lock would refuse.
     pub async fn acquire_with(&self, ttl: Duration, retry: Retry) -> Result<Permit, Error> {
-        self.redlock
-            .acquire_permit(&self.spec, ttl, retry)
+        self.spec
+            .acquire(&self.client, ttl, retry)
             .await
             .map(Permit)
     }
@@ -140,7 +140,7 @@ impl Semaphore {
         Fut: Future<Output = T>,
     {
         let keep = KeepAlive::new();
-        keep.check(self.redlock.config().ttl)?;
+        keep.check(self.client.config().ttl)?;
         self.acquire()
             .await?
             .0
@@ -193,7 +193,7 @@ impl Semaphore {
     ///   permits. Fewer such nodes hold no permit of it, and the list is read from the rest.
     /// - [`Error::ShutDown`] once the client is [shut down](crate::RedLock::shutdown).
     pub async fn holders(&self) -> Result<Vec<PermitHolder>, Error> {
-        self.redlock.holders(&self.spec).await
+        ClaimCensus::of(&self.client).holders(&self.spec).await
     }
 }
 

@@ -9,11 +9,12 @@ use std::time::Duration;
 
 use fred::types::{Key, Value};
 
-use crate::algo::quorum::Tally;
+use crate::algo::quorum::{quorum, Tally};
 use crate::algo::slots;
 use crate::engine::coordinator::Coordinator;
 use crate::engine::rwlock::{Access, RwSpec};
-use crate::engine::semaphore::Spec;
+use crate::engine::semaphore::SemaphoreSpec;
+use crate::engine::shutdown::Holdings;
 use crate::error::{Error, FoundKind, NodeError};
 use crate::node::scripts::PERMIT_HOLDERS;
 use crate::node::Node;
@@ -59,12 +60,12 @@ enum Record {
     /// Something other than a semaphore of the permits asked for.
     Other(FoundKind),
     /// A semaphore of the permits asked for, with its unexpired claims.
-    Claims(Vec<Claim>),
+    Claims(Vec<NodeClaim>),
 }
 
 /// One unexpired claim on one node.
 #[derive(Debug)]
-struct Claim {
+struct NodeClaim {
     slot: u32,
     sha1: String,
     left: Duration,
@@ -91,9 +92,33 @@ pub struct RwHolder {
     pub ttl: Duration,
 }
 
-impl Coordinator {
+/// A read of one sorted set's claims on every node of a client, which changes nothing.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ClaimCensus<'a> {
+    nodes: &'a [Node],
+    /// The client's registry of held locks, which says whether it was shut down.
+    held: &'a Holdings,
+}
+
+impl<'a> ClaimCensus<'a> {
+    /// The census of `client`'s nodes.
+    pub(crate) fn of(client: &'a Coordinator) -> ClaimCensus<'a> {
+        ClaimCensus {
+            nodes: client.node_list(),
+            held: client.held(),
+        }
+    }
+
+    fn node_list(&self) -> &'a [Node] {
+        self.nodes
+    }
+
+    fn quorum(&self) -> usize {
+        quorum(self.nodes.len())
+    }
+
     /// Reads the holders of `spec` on every node, and puts together what they record.
-    pub(crate) async fn holders(&self, spec: &Spec) -> Result<Vec<PermitHolder>, Error> {
+    pub(crate) async fn holders(&self, spec: &SemaphoreSpec) -> Result<Vec<PermitHolder>, Error> {
         self.census(spec.name(), spec.key(), Some(spec.permits()))
             .await
     }
@@ -144,7 +169,7 @@ impl Coordinator {
         key: &str,
         permits: Option<u32>,
     ) -> Result<Vec<PermitHolder>, Error> {
-        self.refuse_if_shut_down()?;
+        self.held.refuse()?;
         let key = Key::from(key);
         let answers = futures::future::join_all(
             self.node_list()
@@ -195,7 +220,7 @@ impl Coordinator {
 
 /// The claims of every node, one holder per slot and token: by slot, then the most nodes
 /// first, then by hash.
-fn tally(claims: Vec<Claim>, quorum: usize) -> Vec<PermitHolder> {
+fn tally(claims: Vec<NodeClaim>, quorum: usize) -> Vec<PermitHolder> {
     let mut by_claim: BTreeMap<(u32, String), Vec<Duration>> = BTreeMap::new();
     for claim in claims {
         by_claim
@@ -288,7 +313,7 @@ fn parse(reply: &Value, permits: Option<u32>) -> Option<Record> {
                 Value::Integer(ms) => u64::try_from(*ms).ok()?,
                 _ => return None,
             };
-            Some(Claim {
+            Some(NodeClaim {
                 slot,
                 sha1,
                 left: Duration::from_millis(left),
@@ -302,8 +327,8 @@ fn parse(reply: &Value, permits: Option<u32>) -> Option<Record> {
 mod tests {
     use super::*;
 
-    fn claim(slot: u32, sha1: char, ms: u64) -> Claim {
-        Claim {
+    fn claim(slot: u32, sha1: char, ms: u64) -> NodeClaim {
+        NodeClaim {
             slot,
             sha1: sha1.to_string().repeat(40),
             left: Duration::from_millis(ms),

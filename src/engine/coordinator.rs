@@ -1,39 +1,39 @@
-//! The coordinator: fans each operation out to every node at once, counts the votes, and
-//! decides as soon as the outcome is known.
+//! The coordinator: the client's machinery, one per `RedLock`: its nodes' fan-out
+//! (`engine/fanout.rs`), its registries (held locks, waiters, fencing hints, the keeper), and
+//! the acquisition loop.
 //!
-//! Three layers, as in the algorithm's description: [`RedLock::lock_with`] retries with
-//! jitter; `attempt` makes one attempt on all nodes and judges it; `round` sends one
-//! command to every node in parallel and tallies the answers (each node's command runs under
-//! its own timeout, see `node/connection.rs`).
+//! Three layers, as in the algorithm's description: [`Coordinator::acquiring`] retries with
+//! jitter and waits in line; one attempt (`engine/attempt.rs`) claims on all nodes and judges
+//! the round; [`Fanout::round`] sends one command to every node in parallel and tallies the
+//! answers (each node's command runs under its own timeout, see `node/connection.rs`).
 
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use fred::types::{Key, Value};
 use futures::stream::{FuturesUnordered, StreamExt};
-use futures::FutureExt;
-use tokio::sync::Notify;
-use tracing::Instrument;
 
 use crate::algo::keys;
-use crate::algo::quorum::{quorum, Ballot, Decision, Stake, Tally};
-use crate::algo::verdict::{self, Confirmation, Timed};
+use crate::algo::quorum::{quorum, Stake};
 use crate::config::KeepAlive;
 use crate::config::{Config, Retry, Ttl};
-use crate::engine::fencing::{self, Hints};
-use crate::engine::held::{Acquisition, Held, Keys, Released};
+use crate::engine::attempt::{self, ClaimKind, Grant, Resources};
+use crate::engine::census::ClaimCensus;
+use crate::engine::fanout::{Background, Fanout, Round};
+use crate::engine::fencing;
+use crate::engine::held::{Held, Keys, Released};
 use crate::engine::keeper::Keeper;
 use crate::engine::kept::KeptHandle;
+use crate::engine::machinery::Machinery;
 use crate::engine::shutdown::Holdings;
 use crate::engine::token::Token;
 use crate::engine::waiters::{self, Ticket, Wakeups, Woken};
-use crate::error::{ConfigError, Error, NodeError};
+use crate::error::{ConfigError, Error};
 use crate::node::admission::Fleet;
 use crate::node::probe::KeySpace;
 use crate::node::scripts::release_args;
-use crate::node::{Answer, Node, NodeResult, Primitive, SetNx};
+use crate::node::{Acquired, Node, Primitive, SetNx};
 use crate::report::facts::Excluded;
 use crate::stats::{self, Counters, Event, Stats};
 
@@ -44,64 +44,17 @@ pub(crate) struct Coordinator {
 
 #[derive(Debug)]
 struct Inner {
-    config: Config,
-    nodes: Vec<Node>,
+    /// The fan-out and the registries, shared with the client's held claims.
+    machinery: Arc<Machinery>,
     fleet: Arc<Fleet>,
-    background: Arc<Background>,
-    /// The task that extends this client's kept locks, started with the first one.
-    keeper: Keeper,
-    /// The locks this client holds, for its shutdown (`engine/shutdown.rs`).
-    held: Holdings,
-    /// The waiters for releases, by key (see `engine/waiters.rs`).
-    wakeups: Arc<Wakeups>,
     counters: Counters,
-    /// Set once a fencing token of one of this client's locks was asked for: from then on,
-    /// acquisitions of one resource read the fencing counters too, and record the token this
-    /// client expects next where they can (see `attempt`).
-    tokens_asked: AtomicBool,
-    /// The hints of its acquisitions' fencing tokens (`engine/fencing.rs`).
-    hints: Hints,
-}
-
-impl AsRef<[Node]> for Inner {
-    fn as_ref(&self) -> &[Node] {
-        &self.nodes
-    }
-}
-
-/// Records an attempt's outcome and its nodes' on its span: how many nodes said yes, and each
-/// failed node with its error kind (`2:timeout,4:io`).
-fn record_attempt(span: &tracing::Span, result: &Result<&Held, &Error>) {
-    if span.is_disabled() {
-        return;
-    }
-    let failed = crate::error::failed_nodes;
-    match result {
-        Ok(lock) => {
-            span.record("outcome", "acquired");
-            span.record("yes", lock.acquired_on());
-            span.record("failed", failed(lock.failures()));
-        }
-        Err(e) => {
-            let outcome = match e {
-                Error::Taken { .. } => "taken",
-                Error::NoQuorum { .. } => "no_quorum",
-                Error::ValidityExpired { .. } => "validity_expired",
-                _ => "error",
-            };
-            span.record("outcome", outcome);
-            if let Error::Taken { failures, .. } | Error::NoQuorum { failures, .. } = e {
-                span.record("failed", failed(failures));
-            }
-        }
-    }
 }
 
 /// A caller's place in the line for a key (see `engine/waiters.rs`); it leaves the line when dropped,
 /// and the last to leave unsubscribes.
 #[derive(Debug)]
 struct Place {
-    redlock: Coordinator,
+    client: Coordinator,
     key: String,
     ticket: Arc<Ticket>,
     /// Whether it leaves with the lock (then the next in line waits for its release).
@@ -110,40 +63,16 @@ struct Place {
 
 impl Drop for Place {
     fn drop(&mut self) {
-        let inner = &self.redlock.inner;
+        let inner = &self.client.inner.machinery;
         let channel = keys::release_channel(&self.key);
         inner
-            .wakeups
+            .wakeups()
             .leave(&self.key, &self.ticket, self.acquired, || {
-                for node in &inner.nodes {
+                for node in inner.fanout().nodes() {
                     node.listener().unsubscribe(vec![channel.clone()]);
                 }
             });
     }
-}
-
-/// What one lock call locks.
-#[derive(Debug)]
-struct Target {
-    /// The resources' names joined by commas, for messages.
-    name: String,
-    resources: Vec<String>,
-    keys: Keys,
-}
-
-/// The answers of one round, as far as they were awaited.
-#[derive(Debug)]
-pub(crate) struct Round<T> {
-    pub(crate) tally: Tally,
-    /// Every node that did not vote yes, as far as known when the round was decided: those
-    /// that failed, those that answered no (`Refused`), and those not awaited that could not
-    /// have voted yes (see `Node::not_awaited`).
-    pub(crate) failures: Vec<NodeError>,
-    /// Bit i is set when node i answered yes or no (not failed) before the round was
-    /// decided.
-    pub(crate) answered: u64,
-    /// The answers counted (node index, answer), in the order they came.
-    pub(crate) answers: Vec<(usize, T)>,
 }
 
 impl Coordinator {
@@ -171,54 +100,50 @@ impl Coordinator {
             config.nodes.len(),
             tokio::runtime::Handle::try_current().ok(),
         ));
-        let inner = Arc::new(Inner {
-            config,
-            nodes,
-            fleet,
-            background,
-            keeper: Keeper::default(),
-            held: Holdings::default(),
-            wakeups,
-            counters: Counters::default(),
-            tokens_asked: AtomicBool::new(false),
-            hints: Hints::default(),
-        });
-        // An inspection (`preload` off) writes nothing: it re-seeds no node either.
+        let needed = config.votes_needed.unwrap_or(quorum(nodes.len()));
+        let fanout = Fanout::new(nodes, background, needed);
+        let machinery = Arc::new(Machinery::new(config, fanout, wakeups));
+        // An inspection (`preload` off) writes nothing: it re-seeds no node either. The
+        // re-seeds go on while the client or one of its held claims lives.
         if preload {
-            crate::engine::seeder::start(Arc::downgrade(&inner), reseeds);
+            crate::engine::seeder::start(Arc::downgrade(&machinery), reseeds);
         }
+        let inner = Arc::new(Inner {
+            machinery,
+            fleet,
+            counters: Counters::default(),
+        });
         Ok(Coordinator { inner })
     }
 
-    pub(crate) fn config(&self) -> &Config {
-        &self.inner.config
+    /// The fan-out and the registries, which its held claims share.
+    pub(crate) fn machinery(&self) -> &Arc<Machinery> {
+        &self.inner.machinery
     }
 
-    pub(crate) fn wakeups(&self) -> &Wakeups {
-        &self.inner.wakeups
+    pub(crate) fn config(&self) -> &Config {
+        self.inner.machinery.config()
+    }
+
+    pub(crate) fn wakeups(&self) -> &Arc<Wakeups> {
+        self.inner.machinery.wakeups()
     }
 
     pub(crate) fn keeper(&self) -> &Keeper {
-        &self.inner.keeper
+        self.inner.machinery.keeper()
     }
 
     pub(crate) fn held(&self) -> &Holdings {
-        &self.inner.held
-    }
-
-    pub(crate) fn hints(&self) -> &Hints {
-        &self.inner.hints
-    }
-
-    /// Notes that a fencing token of one of this client's locks was asked for.
-    pub(crate) fn token_asked(&self) {
-        if !self.inner.tokens_asked.load(Ordering::Relaxed) {
-            self.inner.tokens_asked.store(true, Ordering::Relaxed);
-        }
+        self.inner.machinery.held()
     }
 
     pub(crate) fn node_list(&self) -> &[Node] {
-        &self.inner.nodes
+        self.inner.machinery.node_list()
+    }
+
+    /// The fan-out of rounds to every node.
+    pub(crate) fn fanout(&self) -> &Fanout {
+        self.inner.machinery.fanout()
     }
 
     pub(crate) fn stats(&self) -> Stats {
@@ -226,7 +151,7 @@ impl Coordinator {
     }
 
     pub(crate) fn nodes(&self) -> usize {
-        self.inner.nodes.len()
+        self.node_list().len()
     }
 
     pub(crate) fn quorum(&self) -> usize {
@@ -234,11 +159,11 @@ impl Coordinator {
     }
 
     pub(crate) fn connected_nodes(&self) -> usize {
-        self.inner.nodes.iter().filter(|n| n.is_ready()).count()
+        self.node_list().iter().filter(|n| n.is_ready()).count()
     }
 
     pub(crate) async fn wait_for_nodes(&self, within: Duration) -> usize {
-        let all = futures::future::join_all(self.inner.nodes.iter().map(|n| n.connected()));
+        let all = futures::future::join_all(self.node_list().iter().map(|n| n.connected()));
         let _ = tokio::time::timeout(within, all).await;
         self.connected_nodes()
     }
@@ -267,8 +192,7 @@ impl Coordinator {
     pub(crate) fn quarantine_left(&self) -> Option<Duration> {
         let needed = self.config().votes_needed.unwrap_or(self.quorum());
         let mut waits: Vec<Duration> = self
-            .inner
-            .nodes
+            .node_list()
             .iter()
             .filter(|n| n.is_ready())
             .filter_map(|n| match n.excluded() {
@@ -284,7 +208,7 @@ impl Coordinator {
     /// How many nodes count now, and how many are not checked yet (connecting, being
     /// checked, or down).
     fn counted_and_pending(&self) -> (usize, usize) {
-        let nodes = &self.inner.nodes;
+        let nodes = self.node_list();
         let counted = nodes
             .iter()
             .filter(|n| n.is_ready() && n.excluded().is_none())
@@ -334,7 +258,7 @@ impl Coordinator {
         ttl: Duration,
         retry: Retry,
     ) -> Result<Held, Error> {
-        self.refuse_if_shut_down()?;
+        self.held().refuse()?;
         let target = self.target(resources)?;
         let ttl = self.config().check_ttl(ttl)?;
         retry.validate()?;
@@ -344,8 +268,8 @@ impl Coordinator {
             [resource] => Some(keys::lock_key(&self.config().key_prefix, resource)),
             _ => None,
         };
-        self.acquiring(&target.name, key, None, ttl, retry, || async {
-            self.attempt(&target, ttl).await.map(|lock| (lock, false))
+        self.acquiring(&target.name, key, None, ttl, retry, || {
+            attempt::attempt(self.machinery(), &target, ttl, Locking::default())
         })
         .await
     }
@@ -382,52 +306,22 @@ impl Coordinator {
         let mut last: Option<Error> = None;
         // Do not barge in before this client's callers already waiting for the resource.
         let mut attempt_now = true;
-        if let Some(key) = key.as_deref().filter(|k| self.inner.wakeups.queued(k)) {
+        if let Some(key) = key.as_deref().filter(|k| self.wakeups().queued(k)) {
             let joined = self.join(key, ttl, permits).await;
             attempt_now = joined.ticket.is_head();
             place = Some(joined);
         }
         loop {
-            if let (false, Some(waiting)) = (attempt_now, &place) {
-                let pause = retry
-                    .next_pause(0, started.elapsed(), jitter(retry.jitter))
-                    .unwrap_or(Duration::ZERO);
-                match waiters::wait(&waiting.ticket, pause, Some(deadline)).await {
-                    Woken::Handed => {
-                        if let Some(lock) = waiting.ticket.take_handed() {
-                            counters.count(Event::HandedOver);
-                            stats::call_ended(started.elapsed(), true);
-                            if let Some(mut waiting) = place.take() {
-                                waiting.acquired = true;
-                            }
-                            return self.refuse_after_shutdown(lock);
-                        }
-                    }
-                    Woken::Released => counters.count(Event::Woken),
-                    Woken::Paused => counters.count(Event::Paused),
-                    Woken::Deadline => {
-                        if let Some(error) = last {
-                            stats::call_ended(started.elapsed(), false);
-                            return Err(error);
-                        }
-                        // Never attempted: one attempt before giving up.
-                    }
+            if !attempt_now {
+                let waited = (&retry, started, deadline);
+                if let Some(end) = self.wait_in_line(&mut place, waited, &mut last).await {
+                    return end;
                 }
             }
-            self.refuse_if_shut_down()?;
+            self.held().refuse()?;
             made += 1;
             counters.count(Event::Attempt);
-            let span = tracing::debug_span!(
-                "quorumlock.attempt",
-                resource = %name,
-                attempt = made,
-                outcome = tracing::field::Empty,
-                yes = tracing::field::Empty,
-                failed = tracing::field::Empty,
-            );
-            let result = attempt().instrument(span.clone()).await;
-            record_attempt(&span, &result.as_ref().map(|(lock, _)| lock));
-            let error = match result {
+            let error = match attempt::traced(name, made, attempt()).await {
                 Ok((lock, room)) => {
                     counters.count(Event::Acquired);
                     stats::call_ended(started.elapsed(), true);
@@ -436,7 +330,8 @@ impl Coordinator {
                         // where there is room still, it attempts at once.
                         waiting.acquired = !room;
                     }
-                    return self.refuse_after_shutdown(lock);
+                    self.held().refuse()?;
+                    return Ok(lock);
                 }
                 Err(e) if !e.is_retryable() => return Err(e),
                 Err(e) => e,
@@ -447,17 +342,10 @@ impl Coordinator {
             } else {
                 stats::attempt_failed();
             }
-            // A lock's first refusal: a semaphore or read-write lock of that name refuses
-            // every lock, which its `SET NX` cannot tell from another lock. Say so rather
-            // than wait for it (design 2.9).
-            if let (true, 1, None, Some(key)) = (taken, made, permits, &key) {
-                if let Some(found) = self.kind_in_the_way(key).await {
-                    stats::call_ended(started.elapsed(), false);
-                    return Err(Error::KindMismatch {
-                        resource: name.to_string(),
-                        found,
-                    });
-                }
+            let first_refusal = (taken, made, permits, key.as_deref());
+            if let Some(mismatch) = self.kind_mismatch(name, first_refusal).await {
+                stats::call_ended(started.elapsed(), false);
+                return Err(mismatch);
             }
             let Some(pause) = retry.next_pause(made, started.elapsed(), jitter(retry.jitter))
             else {
@@ -466,38 +354,108 @@ impl Coordinator {
             };
             tracing::debug!(resource = %name, attempt = made, error = %error, "lock attempt failed");
             last = Some(error);
-            match (&key, &place) {
-                // Taken: wait in line for a release. The head's next attempt comes right after
-                // the subscription, since a release made before it sent no message we could get.
-                (Some(key), None) if taken => {
-                    let joined = self.join(key, ttl, permits).await;
-                    attempt_now = joined.ticket.is_head();
-                    place = Some(joined);
-                }
-                (_, Some(_)) => attempt_now = false,
-                _ => {
-                    tokio::time::sleep(pause).await;
-                    counters.count(Event::Paused);
-                    attempt_now = true;
-                }
+            let turn = (key.as_deref(), taken, pause);
+            attempt_now = self.next_turn(&mut place, turn, (ttl, permits)).await;
+        }
+    }
+
+    /// After a refused attempt, whether the next comes at once: `taken` and not in line yet,
+    /// the caller joins the line for `key` (the head's next attempt comes right after the
+    /// subscription, since a release made before it sent no message we could get); in line,
+    /// it waits there; without a key, it sleeps `pause` first.
+    async fn next_turn(
+        &self,
+        place: &mut Option<Place>,
+        (key, taken, pause): (Option<&str>, bool, Duration),
+        (ttl, permits): (Ttl, Option<u32>),
+    ) -> bool {
+        match (key, &place) {
+            (Some(key), None) if taken => {
+                let joined = self.join(key, ttl, permits).await;
+                let head = joined.ticket.is_head();
+                *place = Some(joined);
+                head
+            }
+            (_, Some(_)) => false,
+            _ => {
+                tokio::time::sleep(pause).await;
+                self.inner.counters.count(Event::Paused);
+                true
             }
         }
+    }
+
+    /// Waits in this client's line at `place` (if it has one) for a release, a handover, or
+    /// the pause after the last attempt; `Some` ends the call: with the lock handed over, or
+    /// with the last error once the deadline has passed.
+    async fn wait_in_line(
+        &self,
+        place: &mut Option<Place>,
+        (retry, started, deadline): (&Retry, Instant, tokio::time::Instant),
+        last: &mut Option<Error>,
+    ) -> Option<Result<Held, Error>> {
+        let counters = &self.inner.counters;
+        let waiting = place.as_ref()?;
+        let pause = retry
+            .next_pause(0, started.elapsed(), jitter(retry.jitter))
+            .unwrap_or(Duration::ZERO);
+        match waiters::wait(&waiting.ticket, pause, Some(deadline)).await {
+            Woken::Handed => {
+                let lock = waiting.ticket.take_handed()?;
+                counters.count(Event::HandedOver);
+                stats::call_ended(started.elapsed(), true);
+                if let Some(mut waiting) = place.take() {
+                    waiting.acquired = true;
+                }
+                // Unless the client was shut down meanwhile: then the lock is dropped
+                // (which releases it, unless the shutdown did).
+                return Some(self.held().refuse().map(|()| lock));
+            }
+            Woken::Released => counters.count(Event::Woken),
+            Woken::Paused => counters.count(Event::Paused),
+            Woken::Deadline => {
+                if let Some(error) = last.take() {
+                    stats::call_ended(started.elapsed(), false);
+                    return Some(Err(error));
+                }
+                // Never attempted: one attempt before giving up.
+            }
+        }
+        None
+    }
+
+    /// On a lock's first refusal (`Taken` at the first attempt, for a lock's `key`): a
+    /// semaphore or read-write lock of that name refuses every lock, which its `SET NX`
+    /// cannot tell from another lock. Says so rather than wait for it (design 2.9).
+    async fn kind_mismatch(
+        &self,
+        name: &str,
+        (taken, made, permits, key): (bool, u32, Option<u32>, Option<&str>),
+    ) -> Option<Error> {
+        let (true, 1, None, Some(key)) = (taken, made, permits, key) else {
+            return None;
+        };
+        let found = ClaimCensus::of(self).kind_in_the_way(key).await?;
+        Some(Error::KindMismatch {
+            resource: name.to_string(),
+            found,
+        })
     }
 
     /// Joins the line of this client's callers waiting for `key`; the first subscribes to the
     /// key's release channel on every node and waits until a majority confirmed it (or every
     /// node answered or timed out).
     async fn join(&self, key: &str, ttl: Ttl, permits: Option<u32>) -> Place {
-        let wakeups = &self.inner.wakeups;
+        let wakeups = self.wakeups();
         let channel = keys::release_channel(key);
         let mut confirmations = Vec::new();
         let ticket = wakeups.join(key, Some(ttl), permits, || {
-            for node in &self.inner.nodes {
+            for node in self.node_list() {
                 confirmations.push(node.listener().subscribe(vec![channel.clone()], wakeups));
             }
         });
         let place = Place {
-            redlock: self.clone(),
+            client: self.clone(),
             key: key.to_string(),
             ticket,
             acquired: false,
@@ -524,7 +482,7 @@ impl Coordinator {
     /// Deletes `resource`'s key on every node where it holds `token`, with the RELEASE
     /// script (compare-and-delete, announced to the waiters as a release is): an operator
     /// breaking the lock of a holder that is gone (`RedLock::break_lock`, design 3.4b).
-    /// Decided as a release is ([`verdict::confirmation`]).
+    /// Decided as a release is ([`attempt::confirmed`]).
     pub(crate) async fn break_lock(&self, resource: &str, token: &str) -> Result<Released, Error> {
         if token.is_empty() {
             return Err(ConfigError::EmptyToken.into());
@@ -533,31 +491,16 @@ impl Coordinator {
         let locks = target.keys.locks().to_vec();
         let args = release_args(&[Value::from(token)]);
         let round = self
+            .fanout()
             .round_marking(None, Stake::Held, |node| {
                 node.release(Primitive::Lock, locks.clone(), args.clone())
             })
             .await;
-        match verdict::confirmation(&round.tally) {
-            Confirmation::Confirmed => Ok(Released {
-                released: round.tally.yes,
-                nodes: round.tally.nodes,
-            }),
-            Confirmation::Gone => Err(Error::NotHeld {
-                resource: target.name,
-                held: round.tally.yes,
-                nodes: self.nodes(),
-            }),
-            Confirmation::Short => Err(Error::NoQuorum {
-                resource: target.name,
-                needed: round.tally.quorum(),
-                agreed: round.tally.yes,
-                failures: round.failures,
-            }),
-        }
+        attempt::confirmed(&target.name, round.tally, round.failures)
     }
 
     /// Checks resource names and makes their keys.
-    fn target<S: AsRef<str>>(&self, resources: &[S]) -> Result<Target, ConfigError> {
+    fn target<S: AsRef<str>>(&self, resources: &[S]) -> Result<Resources, ConfigError> {
         if resources.is_empty() {
             return Err(ConfigError::NoResources);
         }
@@ -581,7 +524,7 @@ impl Coordinator {
         if self.config().fencing {
             keys.extend(locks.iter().map(|k| Key::from(keys::fence_key(k))));
         }
-        Ok(Target {
+        Ok(Resources {
             name: names.join(","),
             keys: Keys {
                 all: keys,
@@ -591,488 +534,8 @@ impl Coordinator {
         })
     }
 
-    /// Whether an acquisition of `keys` reads their fencing counters (see `attempt`).
-    pub(crate) fn reads_counters(&self, keys: &Keys) -> bool {
-        keys.fencing() && (keys.locks > 1 || self.inner.tokens_asked.load(Ordering::Relaxed))
-    }
-
-    /// One attempt: set the keys on every node, decided at the quorum. With fencing, nothing
-    /// more: the token is recorded only when the holder asks for it (`engine/fencing.rs`).
-    async fn attempt(&self, target: &Target, ttl: Ttl) -> Result<Held, Error> {
-        let token = Token::generate()?;
-        let value = Value::from(token.as_str());
-        let keys = &target.keys;
-        let mut guard =
-            CleanupOnDrop::new(self, Primitive::Lock, keys.locks(), vec![value.clone()]);
-        // Without fencing, or until a token of this client's locks is asked for, one resource
-        // is taken with `SET NX PX`: a lock whose token nobody asks for costs what a
-        // lock without fencing costs, and asking costs two rounds (read the counters, then
-        // record the token). Several resources take the ACQUIRE script, which reads the
-        // counters too, for next to nothing; so does one resource once this client's locks
-        // have had their token asked for, and it records the next token too if this client
-        // guesses it (its hint, `engine/fencing.rs`): then asking sends nothing, and
-        // otherwise one round.
-        let reads_counters = self.reads_counters(keys);
-        let hint = if reads_counters && self.inner.tokens_asked.load(Ordering::Relaxed) {
-            self.inner.hints.next(keys.counters())
-        } else {
-            0
-        };
-        let start = Instant::now();
-        let round = if keys.locks == 1 && !reads_counters {
-            let key = &keys.all[0];
-            let set = SetNx::new(key.clone(), value.clone(), ttl.px);
-            self.round(|node| node.set_nx(&set)).await
-        } else {
-            let sent = keys.sent(reads_counters);
-            let px = (ttl.px, hint);
-            self.round(|node| node.acquire(sent.to_vec(), keys.locks, value.clone(), px))
-                .await
-        };
-        let elapsed = start.elapsed();
-        let failure = match verdict::timed(&round.tally, ttl.ttl, ttl.drift, elapsed) {
-            Timed::Valid(_) => {
-                guard.disarm();
-                for failure in &round.failures {
-                    tracing::warn!(resource = %target.name, node = failure.index, error = %failure, "lock acquired without this node");
-                }
-                // With the counters, if read: the largest on the majority that
-                // said yes.
-                let fencing =
-                    fencing::granted(keys, reads_counters, &round, (hint, &self.inner.hints));
-                // Every node that set the keys did so after `start`, so on a
-                // majority they live until at least start + ttl (less the drift
-                // allowance).
-                return Ok(Held::new(Acquisition {
-                    redlock: self.clone(),
-                    name: target.name.clone(),
-                    resources: target.resources.clone(),
-                    keys: keys.clone(),
-                    token,
-                    value: value.clone(),
-                    fencing,
-                    ttl: ttl.ttl,
-                    valid_until: start + ttl.usable,
-                    acquired_on: round.tally.yes,
-                    failures: round.failures,
-                    handovers: 0,
-                    member: None,
-                }));
-            }
-            Timed::Late => Error::ValidityExpired {
-                resource: target.name.clone(),
-                elapsed,
-                ttl: ttl.ttl,
-                drift: ttl.drift,
-            },
-            Timed::Gone | Timed::Short => self.lost(&target.name, round.tally, round.failures),
-        };
-        // Release on every node, not only those that said yes: a yes may have been lost on
-        // the way back, and a node that timed out may still run our SET later (its release
-        // then runs right after it, on the same connection). Wait only for the nodes that
-        // answered; the failed and the undecided ones are released in the background.
-        // Silently (DISCARD): this token never held the lock, so its deletes must not wake
-        // the waiters of the key (design 2.4a).
-        guard.disarm();
-        self.discard_round(Primitive::Lock, keys.locks(), &[value], round.answered)
-            .await;
-        Err(failure)
-    }
-
-    pub(crate) fn lost(&self, resource: &str, tally: Tally, failures: Vec<NodeError>) -> Error {
-        if tally.lost_to_contention() {
-            // The refusals are `held_elsewhere`.
-            let failures = failures
-                .into_iter()
-                .filter(|f| f.kind != crate::NodeErrorKind::Refused)
-                .collect();
-            Error::Taken {
-                resource: resource.to_string(),
-                held_elsewhere: tally.no,
-                nodes: tally.nodes,
-                failures,
-            }
-        } else {
-            Error::NoQuorum {
-                resource: resource.to_string(),
-                needed: tally.quorum(),
-                agreed: tally.yes,
-                failures,
-            }
-        }
-    }
-
-    /// Sends one command to every node at once and counts the answers until the outcome is
-    /// decided. Commands still in flight then are driven to their end in a background task:
-    /// dropping them instead would let the client send a queued one after a reconnect, long
-    /// after we gave up on it; awaiting them to their timeout marks them dead.
-    pub(crate) async fn round<T, F, Fut>(&self, op: F) -> Round<T>
-    where
-        T: Answer,
-        F: Fn(&Node) -> Fut,
-        Fut: Future<Output = NodeResult<T>> + Send + 'static,
-    {
-        self.round_marking(None, Stake::Taking, op).await
-    }
-
-    /// [`round`](Self::round), setting `decided` once the outcome is decided and before any
-    /// undecided command is handed to the background: a per-node future that finds it set
-    /// knows that its answer will not be counted, and can act on it itself.
-    ///
-    /// `stake` says when the round is decided (see [`Stake`]). Only a round that takes a
-    /// lock presumes suspect nodes failed until they answer, once a no has been seen
-    /// (design 2.2a): there a no means another holder. On a lock we hold, a no ("missing",
-    /// "not ours") can come from a node that merely missed the acquisition or earlier
-    /// extensions while the suspects still hold our keys, and the round waits until the
-    /// answers alone tell whether a majority confirmed or our token is gone.
-    pub(crate) async fn round_marking<T, F, Fut>(
-        &self,
-        decided: Option<&AtomicBool>,
-        stake: Stake,
-        op: F,
-    ) -> Round<T>
-    where
-        T: Answer,
-        F: Fn(&Node) -> Fut,
-        Fut: Future<Output = NodeResult<T>> + Send + 'static,
-    {
-        self.round_deciding(decided, stake, op, |tally, _| tally.decision())
-            .await
-    }
-
-    /// [`round_marking`](Self::round_marking), decided by `decide` from the tally and the
-    /// answers heard so far instead of by the tally alone: a permit's round is won by a
-    /// majority on one slot, not by a majority of yes (`algo::slots::decision`).
-    pub(crate) async fn round_deciding<T, F, Fut, D>(
-        &self,
-        decided: Option<&AtomicBool>,
-        stake: Stake,
-        op: F,
-        decide: D,
-    ) -> Round<T>
-    where
-        T: Answer,
-        F: Fn(&Node) -> Fut,
-        Fut: Future<Output = NodeResult<T>> + Send + 'static,
-        D: Fn(&Tally, &[(usize, T)]) -> Decision,
-    {
-        let mut suspects = 0u64;
-        let pending: FuturesUnordered<_> = self
-            .inner
-            .nodes
-            .iter()
-            .map(|node| {
-                let index = node.index();
-                if stake == Stake::Taking && node.is_suspect() {
-                    suspects |= 1 << index;
-                }
-                let counted = self.inner.background.count(index);
-                op(node).map(move |vote| {
-                    drop(counted);
-                    (index, vote)
-                })
-            })
-            .collect();
-        let tally = Tally::presuming(self.nodes(), suspects.count_ones() as usize)
-            .needing(self.config().votes_needed.unwrap_or(self.quorum()));
-        let mut round = Round {
-            tally: match stake {
-                Stake::Taking => tally,
-                Stake::Held => tally.holding(),
-            },
-            failures: Vec::new(),
-            answered: 0,
-            answers: Vec::with_capacity(self.nodes()),
-        };
-        // Owned by a guard so that the undecided commands are finished in the background
-        // however this function ends: decided, or dropped half-way by a cancelled caller.
-        let mut pending = InBackgroundOnDrop(pending, Arc::clone(&self.inner.background));
-        while let Some((index, vote)) = pending.0.next().await {
-            let suspect = suspects & (1 << index) != 0;
-            match vote {
-                Ok(answer) => {
-                    round.answered |= 1 << index;
-                    let ballot = answer.ballot();
-                    if let (Ballot::No, Some(node)) = (ballot, self.inner.nodes.get(index)) {
-                        round
-                            .failures
-                            .push(node.answered_no(stake == Stake::Taking));
-                    }
-                    round.tally.record_from(ballot, suspect);
-                    round.answers.push((index, answer));
-                }
-                Err(e) => {
-                    round.failures.push(e);
-                    round.tally.record_from(Ballot::Failed, suspect);
-                }
-            }
-            if decide(&round.tally, &round.answers) != Decision::Pending {
-                if let Some(decided) = decided {
-                    decided.store(true, Ordering::SeqCst);
-                }
-                break;
-            }
-        }
-        // Decided before every node answered: name those not awaited that could not have
-        // voted yes (not connected, not counted, unanswering), so that a node that is down
-        // is reported whether or not the round had to wait for it (design 4.1).
-        for node in &self.inner.nodes {
-            let index = node.index();
-            let heard = round.answered & (1 << index) != 0
-                || round.failures.iter().any(|f| f.index == index);
-            if !heard {
-                round.failures.extend(node.not_awaited());
-            }
-        }
-        round
-    }
-
-    /// Compare-and-delete on every node without announcing it (the cleanup of a failed
-    /// attempt); waits for the nodes in `wait_for` (a bit mask of node indexes), deletes on
-    /// the rest in the background.
-    pub(crate) async fn discard_round(
-        &self,
-        primitive: Primitive,
-        keys: &[Key],
-        args: &[Value],
-        wait_for: u64,
-    ) {
-        let mut waited = FuturesUnordered::new();
-        let background = FuturesUnordered::new();
-        let (keys, args): (Arc<[Key]>, Arc<[Value]>) = (keys.into(), args.into());
-        for node in &self.inner.nodes {
-            let release = self.counted(node, node.discard(primitive, &keys, &args));
-            if wait_for & (1 << node.index()) != 0 {
-                waited.push(release);
-            } else {
-                background.push(release);
-            }
-        }
-        drop(InBackgroundOnDrop(
-            background,
-            Arc::clone(&self.inner.background),
-        ));
-        while waited.next().await.is_some() {}
-    }
-
-    /// Runs `op` on the nodes in `mask` (a bit mask of node indexes) in a background task,
-    /// without waiting for their answers (needs a runtime; a no-op without one).
-    pub(crate) fn detached<F, Fut>(&self, mask: u64, op: F)
-    where
-        F: Fn(&Node) -> Fut,
-        Fut: Future + Send + 'static,
-    {
-        let pending: FuturesUnordered<_> = self
-            .inner
-            .nodes
-            .iter()
-            .filter(|node| mask & (1 << node.index()) != 0)
-            .map(|node| self.counted(node, op(node)))
-            .collect();
-        drop(InBackgroundOnDrop(
-            pending,
-            Arc::clone(&self.inner.background),
-        ));
-    }
-
-    /// Starts a silent delete of an attempt's keys on every node without waiting for it
-    /// (needs a runtime; a no-op without one, the keys then expire after their ttl).
-    pub(crate) fn discard_detached(&self, primitive: Primitive, keys: Vec<Key>, args: Vec<Value>) {
-        self.detached(u64::MAX, |node| {
-            node.discard(primitive, keys.clone(), args.clone())
-        });
-    }
-
-    /// Starts a release of `key` on every node without waiting for it (needs a runtime; a
-    /// no-op without one, the keys then expire after their ttl).
-    pub(crate) fn release_detached(&self, primitive: Primitive, keys: Vec<Key>, value: Value) {
-        // Made here rather than in the task, so that `settle` counts them from now on.
-        let args = release_args(&[value]);
-        self.detached(u64::MAX, |node| {
-            node.release(primitive, keys.clone(), args.clone())
-        });
-    }
-
-    /// `future`, for `node`, counted as its node's work until it ends or is dropped (see
-    /// [`settle`](Self::settle)).
-    fn counted<F: Future>(&self, node: &Node, future: F) -> impl Future<Output = F::Output> {
-        let counted = self.inner.background.count(node.index());
-        future.map(move |out| {
-            drop(counted);
-            out
-        })
-    }
-
     pub(crate) async fn settle(&self, within: Duration) -> bool {
-        let nodes = &self.inner.nodes;
-        let never_connected = |i: usize| nodes.get(i).is_some_and(Node::never_connected);
-        self.inner.background.settled(within, never_connected).await
-    }
-}
-
-/// Per-node futures that, when dropped, are driven to completion (answer or timeout) in a
-/// background task rather than cancelled.
-struct InBackgroundOnDrop<F: Future + Send + 'static>(FuturesUnordered<F>, Arc<Background>);
-
-impl<F: Future + Send + 'static> Drop for InBackgroundOnDrop<F> {
-    fn drop(&mut self) {
-        // Those already answered end here (inside a runtime, where their timers may be
-        // polled): under load the last answers often come with the one that decided, and
-        // then no task is spawned for them.
-        if tokio::runtime::Handle::try_current().is_ok() {
-            while let Some(Some(_)) = self.0.next().now_or_never() {}
-        }
-        if self.0.is_empty() {
-            return;
-        }
-        let mut pending = std::mem::take(&mut self.0);
-        self.1
-            .spawn(async move { while pending.next().await.is_some() {} });
-    }
-}
-
-/// Counts the client's background tasks, and the per-node commands they drive, so that
-/// [`RedLock::settle`] can wait for them.
-#[derive(Debug, Default)]
-pub(crate) struct Background {
-    /// The runtime the client was built in: background work started where no runtime is
-    /// current (a [`Lock`](crate::Lock) dropped on a plain thread, as `blocking` does) goes
-    /// there.
-    home: Option<tokio::runtime::Handle>,
-    pending: AtomicUsize,
-    /// Per node index: how many of its commands are under way.
-    per_node: Box<[AtomicUsize]>,
-    /// Notified when `pending` or a count of `per_node` falls to zero.
-    idle: Notify,
-}
-
-/// One command of a node, counted until this is dropped.
-struct Counted {
-    background: Arc<Background>,
-    index: usize,
-}
-
-impl Drop for Counted {
-    fn drop(&mut self) {
-        let Some(n) = self.background.per_node.get(self.index) else {
-            return;
-        };
-        if n.fetch_sub(1, Ordering::SeqCst) == 1 {
-            self.background.idle.notify_waiters();
-        }
-    }
-}
-
-impl Background {
-    /// For a client of `nodes` nodes, built in `home` (see [`spawn`](Self::spawn)).
-    fn new(nodes: usize, home: Option<tokio::runtime::Handle>) -> Background {
-        Background {
-            home,
-            pending: AtomicUsize::new(0),
-            per_node: (0..nodes).map(|_| AtomicUsize::new(0)).collect(),
-            idle: Notify::new(),
-        }
-    }
-
-    /// Spawns `work` on the current runtime, or else on the one the client was built in (a
-    /// no-op if that one is shut down: the keys then expire).
-    fn spawn(self: &Arc<Self>, work: impl Future<Output = ()> + Send + 'static) {
-        let Some(runtime) = tokio::runtime::Handle::try_current()
-            .ok()
-            .or_else(|| self.home.clone())
-        else {
-            return;
-        };
-        self.pending.fetch_add(1, Ordering::SeqCst);
-        let this = Arc::clone(self);
-        runtime.spawn(async move {
-            work.await;
-            if this.pending.fetch_sub(1, Ordering::SeqCst) == 1 {
-                this.idle.notify_waiters();
-            }
-        });
-    }
-
-    /// Counts one command of node `index` until the result is dropped.
-    fn count(self: &Arc<Self>, index: usize) -> Counted {
-        if let Some(n) = self.per_node.get(index) {
-            n.fetch_add(1, Ordering::SeqCst);
-        }
-        Counted {
-            background: Arc::clone(self),
-            index,
-        }
-    }
-
-    /// Whether nothing is under way, but for nodes for which `ignored` holds.
-    fn done(&self, ignored: &impl Fn(usize) -> bool) -> bool {
-        self.pending.load(Ordering::SeqCst) == 0
-            || self
-                .per_node
-                .iter()
-                .enumerate()
-                .all(|(i, n)| n.load(Ordering::SeqCst) == 0 || ignored(i))
-    }
-
-    async fn settled(&self, within: Duration, ignored: impl Fn(usize) -> bool) -> bool {
-        let now = tokio::time::Instant::now();
-        let deadline = now
-            .checked_add(within)
-            .unwrap_or_else(|| now + crate::config::FAR_FUTURE);
-        loop {
-            let idle = self.idle.notified();
-            tokio::pin!(idle);
-            idle.as_mut().enable();
-            if self.done(&ignored) {
-                return true;
-            }
-            if tokio::time::timeout_at(deadline, idle).await.is_err() {
-                return self.done(&ignored);
-            }
-        }
-    }
-}
-
-/// Releases an attempt's keys in the background if the attempt is cancelled half-way.
-pub(crate) struct CleanupOnDrop<'a> {
-    redlock: &'a Coordinator,
-    primitive: Primitive,
-    keys: &'a [Key],
-    /// What the DISCARD script gets (see `Node::discard`).
-    args: Vec<Value>,
-    armed: bool,
-}
-
-impl<'a> CleanupOnDrop<'a> {
-    pub(crate) fn new(
-        redlock: &'a Coordinator,
-        primitive: Primitive,
-        keys: &'a [Key],
-        args: Vec<Value>,
-    ) -> Self {
-        CleanupOnDrop {
-            redlock,
-            primitive,
-            keys,
-            args,
-            armed: true,
-        }
-    }
-
-    pub(crate) fn disarm(&mut self) {
-        self.armed = false;
-    }
-}
-
-impl Drop for CleanupOnDrop<'_> {
-    fn drop(&mut self) {
-        if self.armed {
-            self.redlock.discard_detached(
-                self.primitive,
-                self.keys.to_vec(),
-                std::mem::take(&mut self.args),
-            );
-        }
+        self.fanout().settle(within).await
     }
 }
 
@@ -1084,4 +547,81 @@ fn jitter(max: Duration) -> Duration {
         return Duration::ZERO;
     }
     Duration::from_micros(rand::Rng::random_range(&mut rand::rng(), 0..=micros))
+}
+
+/// A lock's claim: its keys, set on every node (`SET NX PX`, or the ACQUIRE script when it
+/// reads the fencing counters), granted on a majority of yes. With fencing, nothing more:
+/// the token is recorded only when the holder asks for it (`engine/fencing.rs`).
+#[derive(Debug, Default)]
+struct Locking {
+    reads_counters: bool,
+    /// The fencing token the ACQUIRE script records where it can (0: none).
+    hint: u64,
+}
+
+impl ClaimKind for Locking {
+    type Answer = Acquired;
+
+    fn primitive(&self) -> Primitive {
+        Primitive::Lock
+    }
+
+    fn noun(&self) -> Option<&'static str> {
+        Some("lock")
+    }
+
+    fn discard(&self, value: &Value) -> Option<Vec<Value>> {
+        Some(vec![value.clone()])
+    }
+
+    async fn send(
+        &mut self,
+        client: &Machinery,
+        target: &Resources,
+        token: &Token,
+        ttl: Ttl,
+    ) -> Round<Acquired> {
+        let value = Value::from(token.as_str());
+        let keys = &target.keys;
+        // Without fencing, or until a token of this client's locks is asked for, one
+        // resource is taken with `SET NX PX`: a lock whose token nobody asks for costs what
+        // a lock without fencing costs, and asking costs two rounds (read the counters, then
+        // record the token). Several resources take the ACQUIRE script, which reads the
+        // counters too, for next to nothing; so does one resource once this client's locks
+        // have had their token asked for, and it records the next token too if this client
+        // guesses it (its hint, `engine/fencing.rs`): then asking sends nothing, and
+        // otherwise one round.
+        self.reads_counters = client.reads_counters(keys);
+        if self.reads_counters && client.tokens_asked() {
+            self.hint = client.hints().next(keys.counters());
+        }
+        if keys.locks == 1 && !self.reads_counters {
+            let key = &keys.all[0];
+            let set = SetNx::new(key.clone(), value, ttl.px);
+            client.fanout().round(|node| node.set_nx(&set)).await
+        } else {
+            let sent = keys.sent(self.reads_counters);
+            let px = (ttl.px, self.hint);
+            client
+                .fanout()
+                .round(|node| node.acquire(sent.to_vec(), keys.locks, value.clone(), px))
+                .await
+        }
+    }
+
+    fn granted(
+        &mut self,
+        client: &Machinery,
+        target: &Resources,
+        round: &Round<Acquired>,
+    ) -> Grant {
+        // With the counters, if read: the largest on the majority that said yes.
+        let hints = (self.hint, client.hints());
+        Grant {
+            fencing: fencing::granted(&target.keys, self.reads_counters, round, hints),
+            member: None,
+            handovers: 0,
+            room: false,
+        }
+    }
 }

@@ -1,7 +1,6 @@
-//! Leader election on a kept lock (design 2.8): [`RedLock::campaign`] waits for the lock of
+//! Leader election on a kept lock (design 2.8): [`Leading::campaign`] waits for the lock of
 //! an election, keeps it, takes a fencing token as the term, and writes the leader's
-//! identity beside the lock; [`RedLock::leader`] and [`RedLock::observe`] (`engine/observe.rs`) read
-//! who leads.
+//! identity beside the lock; `engine/observe.rs` reads who leads.
 
 use std::future::Future;
 use std::time::{Duration, Instant};
@@ -10,9 +9,9 @@ use fred::types::{Key, Value};
 
 use crate::algo::keys;
 use crate::algo::quorum::Stake;
-use crate::algo::verdict::{self, Confirmation};
 use crate::config::Candidacy;
 use crate::config::Retry;
+use crate::engine::attempt;
 use crate::engine::coordinator::Coordinator;
 use crate::engine::held::Released;
 use crate::engine::kept::{Kept, KeptHandle};
@@ -90,8 +89,8 @@ impl Leading {
 }
 
 /// The keys of an election: its lock key and identity key.
-pub(crate) fn election_keys(redlock: &Coordinator, name: &str) -> (Key, Key) {
-    let lock = keys::lock_key(&redlock.config().key_prefix, name);
+pub(crate) fn election_keys(client: &Coordinator, name: &str) -> (Key, Key) {
+    let lock = keys::lock_key(&client.config().key_prefix, name);
     let identity = keys::identity_key(&lock);
     (Key::from(lock), Key::from(identity))
 }
@@ -110,29 +109,26 @@ pub(crate) fn parse_record(record: &str) -> Option<(u64, &str, &str)> {
     Some((term, sha, identity))
 }
 
-impl Coordinator {
-    pub(crate) async fn campaign(&self, name: &str) -> Result<Leading, Error> {
-        self.campaign_with(name, Candidacy::new()).await
-    }
-
-    pub(crate) async fn campaign_with(
-        &self,
+impl Leading {
+    /// Campaigns through `client` until it leads the election `name`, as `candidacy` says.
+    pub(crate) async fn campaign(
+        client: &Coordinator,
         name: &str,
         candidacy: Candidacy,
     ) -> Result<Leading, Error> {
-        if !self.config().fencing {
+        if !client.config().fencing {
             return Err(ConfigError::FencingOff.into());
         }
         let identity = candidacy.identity_or_default()?;
-        let ttl = self.config().ttl;
+        let ttl = client.config().ttl;
         candidacy.keep.check(ttl)?;
         // A day per call; the loop below makes it forever.
         let retry = Retry::within(Duration::from_secs(86_400))
             .delay(candidacy.retry_delay)
             .jitter(candidacy.retry_jitter);
-        let (lock_key, identity_key) = election_keys(self, name);
+        let (lock_key, identity_key) = election_keys(client, name);
         loop {
-            let lock = match self.lock_with(name, ttl, retry).await {
+            let lock = match client.lock_with(name, ttl, retry).await {
                 Ok(lock) => lock,
                 Err(e) if e.is_retryable() => continue,
                 Err(e) => return Err(e),
@@ -149,7 +145,7 @@ impl Coordinator {
             };
             let record = record(term, kept.handle().token().as_str(), &identity);
             let token = kept.handle().token().as_str().to_string();
-            if let Err(e) = identify(self, &lock_key, &identity_key, &token, &record).await {
+            if let Err(e) = identify(client, &lock_key, &identity_key, &token, &record).await {
                 tracing::debug!(election = name, error = %e, "identity not recorded; campaigning again");
                 let _ = kept.release().await;
                 tokio::time::sleep(candidacy.retry_delay).await;
@@ -160,7 +156,7 @@ impl Coordinator {
             }
             tracing::debug!(election = name, term, %identity, "leading");
             let refresher = AbortOnDrop(tokio::spawn(refresh(
-                self.clone(),
+                client.clone(),
                 kept.handle(),
                 (lock_key, identity_key),
                 token,
@@ -178,20 +174,21 @@ impl Coordinator {
 
 /// Writes the identity record on a majority of the nodes that hold our lock.
 async fn identify(
-    redlock: &Coordinator,
+    client: &Coordinator,
     lock_key: &Key,
     identity_key: &Key,
     token: &str,
     record: &str,
 ) -> Result<(), Error> {
-    let ttl_ms = i64::try_from(redlock.config().ttl.as_millis()).unwrap_or(i64::MAX);
+    let ttl_ms = i64::try_from(client.config().ttl.as_millis()).unwrap_or(i64::MAX);
     let keys = vec![lock_key.clone(), identity_key.clone()];
     let args = vec![
         Value::from(token),
         Value::from(record),
         Value::Integer(ttl_ms),
     ];
-    let round = redlock
+    let round = client
+        .fanout()
         .round_marking(None, Stake::Held, |node| {
             node.eval(&IDENTIFY, keys.clone(), args.clone(), |reply| match reply {
                 Value::Integer(n) => Ok(n == 1),
@@ -199,25 +196,21 @@ async fn identify(
             })
         })
         .await;
-    match verdict::confirmation(&round.tally) {
-        Confirmation::Confirmed => Ok(()),
-        Confirmation::Gone | Confirmation::Short => {
-            Err(redlock.lost(lock_key.as_str().unwrap_or(""), round.tally, round.failures))
-        }
-    }
+    let resource = lock_key.as_str().unwrap_or("");
+    attempt::confirmed(resource, round.tally, round.failures).map(drop)
 }
 
 /// Rewrites the identity record every third of the ttl while the lock is kept, so that it
 /// lives as long as the lock (which the keeper extends) and comes back on a node that
 /// restarted empty. Failures are logged: the record only informs observers.
 async fn refresh(
-    redlock: Coordinator,
+    client: Coordinator,
     handle: KeptHandle,
     keys: (Key, Key),
     token: String,
     record: String,
 ) {
-    let every = redlock.config().ttl / 3;
+    let every = client.config().ttl / 3;
     let lost = handle.lost();
     tokio::pin!(lost);
     loop {
@@ -225,7 +218,7 @@ async fn refresh(
             _ = &mut lost => return,
             () = tokio::time::sleep(every) => {}
         }
-        if let Err(e) = identify(&redlock, &keys.0, &keys.1, &token, &record).await {
+        if let Err(e) = identify(&client, &keys.0, &keys.1, &token, &record).await {
             tracing::debug!(election = %handle.resource(), error = %e, "identity not refreshed");
         }
     }

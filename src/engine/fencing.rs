@@ -27,8 +27,8 @@ use std::time::Instant;
 use fred::types::Key;
 
 use crate::algo::quorum::Stake;
-use crate::algo::verdict::{self, Confirmation};
-use crate::engine::coordinator::Round;
+use crate::engine::attempt;
+use crate::engine::fanout::Round;
 use crate::engine::held::{Ident, Keys};
 use crate::error::NodeErrorKind;
 use crate::error::{ConfigError, Error};
@@ -179,13 +179,13 @@ impl Ident {
         if let Some(token) = fencing.handed() {
             return Ok(token);
         }
-        let redlock = self.redlock();
-        redlock.token_asked();
+        let client = self.machinery();
+        client.token_asked();
         if let Some(recorded) = fencing.recorded {
             // Recorded by the acquisition, which counts against the validity; checked above.
             return Ok(fencing.hand_out(recorded));
         }
-        reseeds_due(redlock.node_list(), until).await;
+        reseeds_due(client.node_list(), until).await;
         valid()?;
         let (keys, locks, value) = (self.keys(), self.locks(), self.value());
         let primitive = self.primitive();
@@ -194,54 +194,64 @@ impl Ident {
             None => {
                 // Read now, while we hold the lock: every token handed out before our
                 // acquisition is on a majority, which shares a node with this one.
-                let round = redlock
+                let round = client
+                    .fanout()
                     .round_marking(None, Stake::Held, |node| {
                         node.peek(primitive, keys.to_vec(), locks, value.clone())
                     })
                     .await;
-                match (verdict::confirmation(&round.tally), largest(&round)) {
-                    (Confirmation::Confirmed, Some(seen)) => seen,
-                    (Confirmation::Gone, _) => return Err(self.not_held(round.tally.yes)),
-                    _ => return Err(self.no_token(round.tally, round.failures)),
+                let (seen, tally) = (largest(&round), round.tally);
+                // Confirmed without counters to trust: refused as an unconfirmed round is.
+                let failures = match seen {
+                    None => round.failures.clone(),
+                    Some(_) => Vec::new(),
+                };
+                attempt::confirmed(self.name(), tally, round.failures).map_err(no_token)?;
+                match seen {
+                    Some(seen) => seen,
+                    None => {
+                        let unconfirmed = attempt::unheld(self.name(), tally, failures, false);
+                        return Err(no_token(unconfirmed));
+                    }
                 }
             }
         };
         // A permit's token also names its slot, so that permits valid at once never share
         // one (`algo::slots::next_token`).
         let fence = crate::algo::slots::next_token(seen, self.slot());
-        let round = redlock
+        let round = client
+            .fanout()
             .round_marking(None, Stake::Held, |node| {
                 node.fence(primitive, keys.to_vec(), locks, value.clone(), fence)
             })
             .await;
-        match verdict::confirmation(&round.tally) {
-            Confirmation::Confirmed => {
-                // The round counts against the validity, as the acquisition's rounds do.
-                valid()?;
-                redlock.hints().note(&keys[locks..], fence);
-                Ok(fencing.hand_out(fence))
-            }
-            Confirmation::Gone => Err(self.not_held(round.tally.yes)),
-            Confirmation::Short => Err(self.no_token(round.tally, round.failures)),
-        }
+        attempt::confirmed(self.name(), round.tally, round.failures).map_err(no_token)?;
+        // The round counts against the validity, as the acquisition's rounds do.
+        valid()?;
+        client.hints().note(&keys[locks..], fence);
+        Ok(fencing.hand_out(fence))
     }
+}
 
-    /// A PEEK or FENCE round that was not won: [`Error::FencingUnavailable`] if nodes that
-    /// may have lost their counters are among its failures, else [`Error::NoQuorum`].
-    fn no_token(
-        &self,
-        tally: crate::algo::quorum::Tally,
-        failures: Vec<crate::error::NodeError>,
-    ) -> Error {
-        if !failures.iter().any(|f| f.kind == NodeErrorKind::LostData) {
-            return self.unconfirmed(tally, failures);
-        }
-        Error::FencingUnavailable {
-            resource: self.name().to_string(),
-            needed: tally.quorum(),
-            counted: tally.yes,
+/// A PEEK or FENCE round that was not won: [`Error::FencingUnavailable`] where it lacked a
+/// majority ([`Error::NoQuorum`]) and nodes that may have lost their counters are among its
+/// failures; any other error as it is.
+fn no_token(error: Error) -> Error {
+    match error {
+        Error::NoQuorum {
+            resource,
+            needed,
+            agreed,
             failures,
+        } if failures.iter().any(|f| f.kind == NodeErrorKind::LostData) => {
+            Error::FencingUnavailable {
+                resource,
+                needed,
+                counted: agreed,
+                failures,
+            }
         }
+        error => error,
     }
 }
 

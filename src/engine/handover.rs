@@ -4,7 +4,7 @@
 //! it again with its own token (`SET NX`): two commands per node, a release message from every
 //! node, and a moment in which the key is free, when the waiters of other clients are woken
 //! too and attempt in vain. With one, the releaser replaces its token with a new one for the
-//! waiter in one script per node (HANDOVER), and the waiter gets a [`Lock`] it made no attempt
+//! waiter in one script per node (HANDOVER), and the waiter gets a [`Lock`](crate::Lock) it made no attempt
 //! for.
 //!
 //! Why this grants nobody a lock that another holds (design 2.4b): on each node, HANDOVER is
@@ -18,7 +18,7 @@
 //!
 //! A handover that does not get a majority leaves no lock: the releaser then deletes both
 //! tokens everywhere (RELEASE takes both) and the waiter, woken, attempts as usual. A release
-//! cancelled half-way does the same in the background ([`Claim`]).
+//! cancelled half-way does the same in the background ([`ClaimedWaiter`]).
 //!
 //! Fairness across clients: the key is never free while a client hands it on among its own
 //! waiters, so the waiters of other clients see no release. After [`MAX_HANDOVERS`] handovers
@@ -26,19 +26,20 @@
 //! release messages, as it wakes every other client's: they then race on equal terms.
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use fred::types::{Key, Value};
 
-use crate::algo::verdict::{self, Timed};
 use crate::config::Ttl;
-use crate::engine::coordinator::Coordinator;
+use crate::engine::attempt::{self, ClaimKind, Grant, Resources};
+use crate::engine::fanout::Round;
 use crate::engine::fencing;
-use crate::engine::held::{Acquisition, Held, Ident, Keys, Member, Released};
+use crate::engine::held::{Ident, Keys, Member, Released};
+use crate::engine::machinery::Machinery;
 use crate::engine::token::Token;
 use crate::engine::waiters::Ticket;
+use crate::error::Error;
 use crate::node::scripts::release_args;
-use crate::node::Primitive;
+use crate::node::{Acquired, Primitive};
 
 /// Handovers in a row after which a release lets every client's waiters race for the lock.
 pub(crate) const MAX_HANDOVERS: u32 = 16;
@@ -48,37 +49,43 @@ pub(crate) enum Handover {
     /// The waiter has the lock; the releaser's token is gone from a majority.
     Done(Released),
     /// No lock for the waiter: release `tokens` (the old one, and the new one if the round was
-    /// sent), then [`Claim::sent`].
-    Failed { claim: Claim, tokens: Vec<Value> },
+    /// sent), then [`ClaimedWaiter::sent`].
+    Failed {
+        claim: ClaimedWaiter,
+        tokens: Vec<Value>,
+    },
 }
 
 /// A waiter claimed for a handover that did not hand it a lock. Until the release that
-/// follows is sent ([`Claim::sent`]), dropping this (the release was cancelled) releases the
+/// follows is sent ([`ClaimedWaiter::sent`]), dropping this (the release was cancelled) releases the
 /// tokens in the background; either way it unclaims the waiter, which otherwise would wait
 /// for the handover forever.
-pub(crate) struct Claim {
+pub(crate) struct ClaimedWaiter {
     ticket: Arc<Ticket>,
     /// What to release if this is dropped before the release is sent.
-    cleanup: Option<(Coordinator, Primitive, Vec<Key>, Vec<Value>)>,
+    cleanup: Option<Cleanup>,
     /// The waiter got its lock: nothing to do.
     done: bool,
 }
 
-impl Claim {
+/// The tokens to release on every node, with the fan-out and the primitive to do it with.
+type Cleanup = (Arc<Machinery>, Primitive, Vec<Key>, Vec<Value>);
+
+impl ClaimedWaiter {
     /// The release of the tokens is in every node's queue: unclaims the waiter.
     pub(crate) fn sent(mut self) {
         self.cleanup = None;
     }
 }
 
-impl Drop for Claim {
+impl Drop for ClaimedWaiter {
     fn drop(&mut self) {
         if self.done {
             return;
         }
-        if let Some((redlock, primitive, keys, tokens)) = self.cleanup.take() {
+        if let Some((client, primitive, keys, tokens)) = self.cleanup.take() {
             let args = release_args(&tokens);
-            redlock.detached(u64::MAX, |node| {
+            client.fanout().detached(u64::MAX, |node| {
                 node.release(primitive, keys.clone(), args.clone())
             });
         }
@@ -86,69 +93,144 @@ impl Drop for Claim {
     }
 }
 
-impl Coordinator {
-    /// Whether the release of the lock `ident` should let every client race for it
-    /// (after [`MAX_HANDOVERS`] in a row).
-    pub(crate) fn yields(ident: &Ident) -> bool {
-        ident.handovers() >= MAX_HANDOVERS
-    }
+/// Whether the release of the lock `ident` should let every client race for it (after
+/// [`MAX_HANDOVERS`] in a row).
+pub(crate) fn yields(ident: &Ident) -> bool {
+    ident.handovers() >= MAX_HANDOVERS
+}
 
-    /// Hands the lock `ident` over to the head of this client's line for its key, if the
-    /// head is waiting; `None` when there is nobody to hand it to (then release it as usual).
-    pub(crate) async fn hand_over(&self, ident: &Ident) -> Option<Handover> {
-        // A read-write lock's side is not handed over: a reader handed on would pass a
-        // waiting writer's intent (design 2.9).
-        let read_write = matches!(ident.member(), Some(Member::Reader | Member::Writer));
-        if ident.locks() != 1 || read_write || Self::yields(ident) {
-            return None;
-        }
-        let key = ident.lock_keys().first()?.as_str()?.to_string();
-        // A permit goes to a waiter for a permit of the same semaphore, a lock to a waiter
-        // for the lock.
-        let permits = ident.permit_slot().map(|s| s.permits);
-        let (ticket, ttl) = self.wakeups().claim_head(&key, permits)?;
-        let token = Token::generate();
-        let mut tokens = vec![ident.value()];
-        if let Ok(token) = &token {
-            tokens.push(ident.claim_of(token));
-        }
-        // Dropped from here on (the release cancelled), the claim releases both tokens.
-        let claim = Claim {
-            ticket,
-            cleanup: Some((
-                self.clone(),
-                ident.primitive(),
-                ident.lock_keys().to_vec(),
-                tokens.clone(),
-            )),
-            done: false,
-        };
-        Some(match token {
-            Ok(token) => self.hand_over_to(ident, claim, tokens, ttl, token).await,
-            Err(_) => Handover::Failed { claim, tokens },
-        })
+/// Hands the lock `ident` of `client` over to the head of this client's line for its key,
+/// if the head is waiting; `None` when there is nobody to hand it to (then release it as
+/// usual).
+pub(crate) async fn hand_over(client: &Arc<Machinery>, ident: &Ident) -> Option<Handover> {
+    // A read-write lock's side is not handed over: a reader handed on would pass a
+    // waiting writer's intent (design 2.9).
+    let read_write = matches!(ident.member(), Some(Member::Reader | Member::Writer));
+    if ident.locks() != 1 || read_write || yields(ident) {
+        return None;
     }
+    let key = ident.lock_keys().first()?.as_str()?.to_string();
+    // A permit goes to a waiter for a permit of the same semaphore, a lock to a waiter
+    // for the lock.
+    let permits = ident.permit_slot().map(|s| s.permits);
+    let (ticket, ttl) = client.wakeups().claim_head(&key, permits)?;
+    let token = Token::generate();
+    let mut tokens = vec![ident.value()];
+    if let Ok(token) = &token {
+        tokens.push(ident.claim_of(token));
+    }
+    // Dropped from here on (the release cancelled), the claim releases both tokens.
+    let claim = ClaimedWaiter {
+        ticket,
+        cleanup: Some((
+            Arc::clone(client),
+            ident.primitive(),
+            ident.lock_keys().to_vec(),
+            tokens.clone(),
+        )),
+        done: false,
+    };
+    Some(match token {
+        Ok(token) => hand_over_to(client, ident, claim, tokens, ttl, token).await,
+        Err(_) => Handover::Failed { claim, tokens },
+    })
+}
 
-    async fn hand_over_to(
-        &self,
-        ident: &Ident,
-        mut claim: Claim,
-        tokens: Vec<Value>,
-        ttl: Ttl,
-        token: Token,
-    ) -> Handover {
-        let keys = Keys {
+async fn hand_over_to(
+    client: &Arc<Machinery>,
+    ident: &Ident,
+    mut claim: ClaimedWaiter,
+    tokens: Vec<Value>,
+    ttl: Ttl,
+    token: Token,
+) -> Handover {
+    let target = Resources {
+        name: ident.name().to_string(),
+        resources: ident.resources().to_vec(),
+        keys: Keys {
             all: ident.keys().to_vec(),
             locks: ident.locks(),
-        };
+        },
+    };
+    let kind = HandingOver {
+        ident,
+        token: Some(token),
+        reads_counters: false,
+    };
+    let Ok((lock, _)) = attempt::attempt(client, &target, ttl, kind).await else {
+        return Handover::Failed { claim, tokens };
+    };
+    let released = Released {
+        released: lock.acquired_on(),
+        nodes: client.nodes(),
+    };
+    // If the waiter has gone meanwhile, the lock is dropped with its ticket, which
+    // releases it.
+    claim.done = true;
+    claim.ticket.hand(lock);
+    Handover::Done(released)
+}
+
+/// A handover's claim: on each node, the releaser's token replaced by the waiter's new one
+/// (HANDOVER), granted by the rule of every acquisition. Refused, nothing is discarded: the
+/// release that follows deletes both tokens.
+struct HandingOver<'a> {
+    /// The lock handed over.
+    ident: &'a Ident,
+    /// The waiter's token, drawn before the round.
+    token: Option<Token>,
+    reads_counters: bool,
+}
+
+impl HandingOver<'_> {
+    /// Logs how the round went.
+    fn trace(&self, round: &Round<Acquired>, won: bool) {
+        tracing::debug!(
+            resource = %self.ident.name(),
+            yes = round.tally.yes,
+            refused = round.tally.no,
+            failed = %crate::error::failed_nodes(&round.failures),
+            won,
+            "lock handed over"
+        );
+    }
+}
+
+impl ClaimKind for HandingOver<'_> {
+    type Answer = Acquired;
+
+    fn primitive(&self) -> Primitive {
+        self.ident.primitive()
+    }
+
+    fn noun(&self) -> Option<&'static str> {
+        None
+    }
+
+    fn token(&mut self) -> Result<Token, Error> {
+        self.token.take().map_or_else(Token::generate, Ok)
+    }
+
+    fn discard(&self, _value: &Value) -> Option<Vec<Value>> {
+        None
+    }
+
+    async fn send(
+        &mut self,
+        client: &Machinery,
+        target: &Resources,
+        token: &Token,
+        ttl: Ttl,
+    ) -> Round<Acquired> {
+        let (ident, keys) = (self.ident, &target.keys);
         // A permit's token is read when it is asked for, never at its acquisition: other
         // permits, held meanwhile, may be handed tokens between the two (design 2.9).
-        let reads_counters = ident.permit_slot().is_none() && self.reads_counters(&keys);
-        let sent = keys.sent(reads_counters).to_vec();
-        let (old, new) = (ident.value(), ident.claim_of(&token));
+        self.reads_counters = ident.permit_slot().is_none() && client.reads_counters(keys);
+        let sent = keys.sent(self.reads_counters).to_vec();
+        let (old, new) = (ident.value(), ident.claim_of(token));
         let primitive = ident.primitive();
-        let start = Instant::now();
-        let round = self
+        client
+            .fanout()
             .round(|node| {
                 node.handover(
                     primitive,
@@ -159,61 +241,40 @@ impl Coordinator {
                     ttl.px,
                 )
             })
-            .await;
-        let won = matches!(
-            verdict::timed(&round.tally, ttl.ttl, ttl.drift, start.elapsed()),
-            Timed::Valid(_)
-        );
-        tracing::debug!(
-            resource = %ident.name(),
-            yes = round.tally.yes,
-            refused = round.tally.no,
-            failed = %crate::error::failed_nodes(&round.failures),
-            won,
-            "lock handed over"
-        );
-        if !won {
-            return Handover::Failed { claim, tokens };
-        }
-        // Where the handover failed, the old token may still be there (a node that refused the
-        // call, or never got it): delete it. A handover still on its way there runs first.
+            .await
+    }
+
+    fn granted(
+        &mut self,
+        client: &Machinery,
+        target: &Resources,
+        round: &Round<Acquired>,
+    ) -> Grant {
+        self.trace(round, true);
+        // Where the handover failed, the old token may still be there (a node that refused
+        // the call, or never got it): delete it. A handover still on its way there runs
+        // first.
         let failed = round
             .failures
             .iter()
             .fold(0u64, |mask, failure| mask | 1 << failure.index);
         if failed != 0 {
-            let (locks, args) = (
-                keys.locks().to_vec(),
-                release_args(std::slice::from_ref(&old)),
-            );
-            self.detached(failed, |node| {
+            let (primitive, locks) = (self.ident.primitive(), target.keys.locks().to_vec());
+            let args = release_args(std::slice::from_ref(&self.ident.value()));
+            client.fanout().detached(failed, |node| {
                 node.release(primitive, locks.clone(), args.clone())
             });
         }
-        let fencing = fencing::granted(&keys, reads_counters, &round, (0, self.hints()));
-        let released = Released {
-            released: round.tally.yes,
-            nodes: round.tally.nodes,
-        };
-        let lock = Held::new(Acquisition {
-            redlock: self.clone(),
-            name: ident.name().to_string(),
-            resources: ident.resources().to_vec(),
-            keys,
-            value: new,
-            token,
-            fencing,
-            ttl: ttl.ttl,
-            valid_until: start + ttl.usable,
-            acquired_on: round.tally.yes,
-            failures: round.failures,
-            handovers: ident.handovers().saturating_add(1),
-            member: ident.member(),
-        });
-        // If the waiter has gone meanwhile, the lock is dropped with its ticket, which
-        // releases it.
-        claim.done = true;
-        claim.ticket.hand(lock);
-        Handover::Done(released)
+        let hints = (0, client.hints());
+        Grant {
+            fencing: fencing::granted(&target.keys, self.reads_counters, round, hints),
+            member: self.ident.member(),
+            handovers: self.ident.handovers().saturating_add(1),
+            room: false,
+        }
+    }
+
+    fn refused(&mut self, round: &Round<Acquired>) {
+        self.trace(round, false);
     }
 }

@@ -10,12 +10,14 @@ use tracing::Instrument;
 
 use fred::types::{Key, Value};
 
-use crate::algo::quorum::{Stake, Tally};
-use crate::algo::verdict::{self, Confirmation, Timed};
+use crate::algo::quorum::Stake;
+use crate::algo::verdict::{self, Timed};
 use crate::config::Ttl;
-use crate::engine::coordinator::{Coordinator, Round};
+use crate::engine::attempt;
+use crate::engine::fanout::Round;
 use crate::engine::fencing::Fencing;
-use crate::engine::handover::Handover;
+use crate::engine::handover::{self, Handover};
+use crate::engine::machinery::Machinery;
 use crate::engine::shutdown::Registration;
 use crate::engine::token::Token;
 use crate::error::{Error, NodeError};
@@ -71,15 +73,14 @@ pub(crate) enum Member {
     Writer,
 }
 
-/// What a successful acquisition hands to [`Lock::new`].
+/// What a successful acquisition hands to [`Held::new`].
 #[derive(Debug)]
 pub(crate) struct Acquisition {
-    pub(crate) redlock: Coordinator,
+    pub(crate) machinery: Arc<Machinery>,
     pub(crate) name: String,
     pub(crate) resources: Vec<String>,
     pub(crate) keys: Keys,
     pub(crate) token: Token,
-    pub(crate) value: Value,
     /// `None` when fencing is off.
     pub(crate) fencing: Option<Fencing>,
     pub(crate) ttl: Duration,
@@ -97,7 +98,7 @@ pub(crate) struct Acquisition {
 /// locks at once (every byte here is multiplied by 100,000 kept locks).
 #[derive(Debug)]
 pub(crate) struct Ident {
-    redlock: Coordinator,
+    machinery: Arc<Machinery>,
     /// The resources' names joined by commas, only for several resources (for one, it is
     /// `resources[0]`).
     joined: Option<Box<str>>,
@@ -146,8 +147,8 @@ impl Ident {
         &self.resources
     }
 
-    pub(crate) fn redlock(&self) -> &Coordinator {
-        &self.redlock
+    pub(crate) fn machinery(&self) -> &Arc<Machinery> {
+        &self.machinery
     }
 
     pub(crate) fn name(&self) -> &str {
@@ -225,33 +226,17 @@ impl Ident {
     /// Starts a release of it on every node without waiting for it (needs a runtime; a
     /// no-op without one, the keys then expire after their ttl).
     pub(crate) fn release_detached(&self) {
-        self.redlock
-            .release_detached(self.primitive(), self.lock_keys().to_vec(), self.value());
+        self.machinery.fanout().release_detached(
+            self.primitive(),
+            self.lock_keys().to_vec(),
+            self.value(),
+        );
     }
 
     /// The fencing token handed out so far, 0 if none: what a restore raises the counters
     /// to.
     fn handed_fence(&self) -> u64 {
         self.fencing.as_ref().and_then(Fencing::handed).unwrap_or(0)
-    }
-
-    /// A round on this lock that neither a majority confirmed nor showed the lock gone:
-    /// failed nodes left it undecided.
-    pub(crate) fn unconfirmed(&self, tally: Tally, failures: Vec<NodeError>) -> Error {
-        Error::NoQuorum {
-            resource: self.name().to_string(),
-            needed: tally.quorum(),
-            agreed: tally.yes,
-            failures,
-        }
-    }
-
-    pub(crate) fn not_held(&self, held: usize) -> Error {
-        Error::NotHeld {
-            resource: self.name().to_string(),
-            held,
-            nodes: self.redlock.nodes(),
-        }
     }
 
     /// `Ok` while `valid_until` has not passed, [`Error::Expired`] after;
@@ -272,7 +257,7 @@ impl Ident {
 }
 
 /// An extension round that has run, detached from its lock (see
-/// [`Lock::extension`]): what [`Lock::settle_extension`] judges.
+/// [`Held::extension`]): what [`Held::settle_extension`] judges.
 #[derive(Debug)]
 pub(crate) struct Extension {
     ttl: Ttl,
@@ -280,7 +265,7 @@ pub(crate) struct Extension {
     elapsed: Duration,
     round: Round<Extended>,
     /// Tells the nodes that answer after the round was decided whether the extension stands
-    /// (see [`Lock::restore_missing`]); dropped unsent, it means no.
+    /// (see [`Held::restore_missing`]); dropped unsent, it means no.
     stands: watch::Sender<Option<bool>>,
 }
 
@@ -307,12 +292,11 @@ pub struct Released {
 impl Held {
     pub(crate) fn new(acquired: Acquisition) -> Held {
         let Acquisition {
-            redlock,
+            machinery,
             name,
             resources,
             keys,
             token,
-            value,
             fencing,
             ttl,
             valid_until,
@@ -321,9 +305,6 @@ impl Held {
             handovers,
             member,
         } = acquired;
-        // The value is the token (or a permit's claim) as the scripts get it: made again
-        // from it when needed.
-        debug_assert!(member.is_some() || value == Value::from(token.as_str()));
         // One resource's name is the joined name: do not keep it twice.
         let joined = match resources.as_slice() {
             [only] if *only == name => None,
@@ -332,9 +313,9 @@ impl Held {
         // Entered in the client's registry, for its shutdown (a weak pointer: the registry
         // never keeps a lock alive).
         let ident = Arc::new_cyclic(|me| {
-            let entry = redlock.held().enter(&token, me.clone());
+            let entry = machinery.held().enter(&token, me.clone());
             Ident {
-                redlock,
+                machinery,
                 joined,
                 resources: resources.into_boxed_slice(),
                 keys: keys.all.into_boxed_slice(),
@@ -356,8 +337,8 @@ impl Held {
         }
     }
 
-    pub(crate) fn redlock(&self) -> &Coordinator {
-        &self.ident.redlock
+    pub(crate) fn machinery(&self) -> &Arc<Machinery> {
+        &self.ident.machinery
     }
 
     /// What never changes in the lock, to share with its handles.
@@ -438,7 +419,7 @@ impl Held {
         ttl: Duration,
     ) -> Result<impl Future<Output = Extension> + Send + 'static, Error> {
         let ident = Arc::clone(&self.ident);
-        let ttl = ident.redlock.config().check_ttl(ttl)?;
+        let ttl = ident.machinery.config().check_ttl(ttl)?;
         ident.valid(self.valid_until)?;
         let span = tracing::debug_span!(
             "quorumlock.extension",
@@ -455,7 +436,8 @@ impl Held {
             let primitive = ident.primitive();
             let start = Instant::now();
             let round = ident
-                .redlock
+                .machinery
+                .fanout()
                 .round_marking(Some(&decided), Stake::Held, |node| {
                     let extended = node.extend(primitive, keys.clone(), value.clone(), ttl.px);
                     let (index, decided, mut verdict) =
@@ -506,6 +488,7 @@ impl Held {
             stands,
         } = extension;
         let extended_until = start + ttl.usable;
+        let name = self.ident.name();
         match verdict::timed(&round.tally, ttl.ttl, ttl.drift, elapsed) {
             Timed::Valid(left) => {
                 stands.send_replace(Some(true));
@@ -516,20 +499,13 @@ impl Held {
             }
             Timed::Late => {
                 self.valid_until = self.valid_until.min(extended_until);
-                Err(Error::ValidityExpired {
-                    resource: self.ident.name().to_string(),
-                    elapsed,
-                    ttl: ttl.ttl,
-                    drift: ttl.drift,
-                })
+                Err(attempt::expired(name, elapsed, ttl))
             }
-            Timed::Gone => {
-                self.valid_until = self.valid_until.min(start);
-                Err(self.ident.not_held(round.tally.yes))
-            }
-            Timed::Short => {
-                self.valid_until = self.valid_until.min(extended_until);
-                Err(self.ident.unconfirmed(round.tally, round.failures))
+            timed => {
+                let gone = timed == Timed::Gone;
+                let since = if gone { start } else { extended_until };
+                self.valid_until = self.valid_until.min(since);
+                Err(attempt::unheld(name, round.tally, round.failures, gone))
             }
         }
     }
@@ -539,7 +515,7 @@ impl Held {
     pub(crate) fn leave(self) {
         let ident = &self.ident;
         if ident.start_release() {
-            ident.redlock.held().remove(ident.entry);
+            ident.machinery.held().remove(ident.entry);
         }
         // The drop finds the release started, and sends nothing.
     }
@@ -549,9 +525,9 @@ impl Held {
         if !ident.start_release() {
             return Err(Error::ShutDown);
         }
-        ident.redlock.held().remove(ident.entry);
+        ident.machinery.held().remove(ident.entry);
         let (mut tokens, mut claimed) = (vec![ident.value()], None);
-        match ident.redlock.hand_over(ident).await {
+        match handover::hand_over(&ident.machinery, ident).await {
             None => {}
             Some(Handover::Done(released)) => return Ok(released),
             Some(Handover::Failed {
@@ -565,9 +541,12 @@ impl Held {
         // Made once for every node.
         let args: Arc<[Value]> = release_args(&tokens).into();
         let keys: Arc<[Key]> = ident.lock_keys().into();
-        let round = ident.redlock.round_marking(None, Stake::Held, |node| {
-            node.release(ident.primitive(), &keys, &args)
-        });
+        let round = ident
+            .machinery
+            .fanout()
+            .round_marking(None, Stake::Held, |node| {
+                node.release(ident.primitive(), &keys, &args)
+            });
         tokio::pin!(round);
         // The first poll hands the delete to every node's queue. Whatever this client sends
         // a node after that runs there after the delete (one queue per node, in order): the
@@ -579,13 +558,13 @@ impl Held {
         }
         // After handovers in a row, this client's next waiter is woken by the nodes' messages
         // alone, as the other clients' waiters are (`engine/handover.rs`).
-        if !Coordinator::yields(ident) {
+        if !handover::yields(ident) {
             // The payloads the nodes publish: each token's SHA1, hashed once in `args`.
             for key in ident.lock_keys() {
                 let Some(key) = key.as_str() else { continue };
                 for hash in args.iter().skip(1).step_by(2) {
                     if let Some(hash) = hash.as_str() {
-                        ident.redlock.wakeups().released(key, &hash);
+                        ident.machinery.wakeups().released(key, &hash);
                     }
                 }
             }
@@ -594,14 +573,7 @@ impl Held {
             std::task::Poll::Ready(round) => round,
             std::task::Poll::Pending => round.await,
         };
-        match verdict::confirmation(&round.tally) {
-            Confirmation::Confirmed => Ok(Released {
-                released: round.tally.yes,
-                nodes: round.tally.nodes,
-            }),
-            Confirmation::Gone => Err(ident.not_held(round.tally.yes)),
-            Confirmation::Short => Err(ident.unconfirmed(round.tally, round.failures)),
-        }
+        attempt::confirmed(ident.name(), round.tally, round.failures)
     }
 
     /// Sets our keys again, in the background, on the nodes that answered that they lost
@@ -631,7 +603,7 @@ impl Ident {
     /// and raises their fencing counters to the fencing token handed out, if one was.
     fn restore(&self, mask: u64, ttl_ms: i64) {
         let (fence, value) = (self.handed_fence(), self.value());
-        self.redlock.detached(mask, |node| {
+        self.machinery.fanout().detached(mask, |node| {
             node.restore(self.keys.to_vec(), self.locks, value.clone(), ttl_ms, fence)
         });
     }
@@ -641,7 +613,7 @@ impl Drop for Held {
     fn drop(&mut self) {
         let ident = &self.ident;
         if ident.start_release() {
-            ident.redlock.held().remove(ident.entry);
+            ident.machinery.held().remove(ident.entry);
             ident.release_detached();
         }
     }

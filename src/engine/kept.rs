@@ -221,7 +221,7 @@ impl KeptHandle {
 
 impl Held {
     pub(crate) fn keep_alive(mut self, keep: KeepAlive) -> Result<Kept, Error> {
-        self.redlock().refuse_if_shut_down()?;
+        self.machinery().held().refuse()?;
         let schedule = keep.check(self.ttl())?;
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| ConfigError::NoRuntime)?;
         // Nothing reads them once the lock is kept.
@@ -236,11 +236,10 @@ impl Held {
             changed: Notify::new(),
             closed: AtomicBool::new(false),
         });
-        let redlock = self.redlock().clone();
-        let ticket =
-            redlock
-                .keeper()
-                .keep(&runtime, self, schedule, Publisher(Arc::clone(&shared)));
+        let client = self.machinery().clone();
+        let ticket = client
+            .keeper()
+            .keep(&runtime, self, schedule, Publisher(Arc::clone(&shared)));
         Ok(Kept {
             handle: KeptHandle { shared },
             ticket: Some(ticket),
@@ -283,7 +282,7 @@ impl Kept {
         let released = match lock {
             Some(lock) => lock.release().await,
             // The client's shutdown took it from the keeper, and released it.
-            None if self.handle.shared.lock.redlock().held().is_shut() => Err(Error::ShutDown),
+            None if self.handle.shared.lock.machinery().held().is_shut() => Err(Error::ShutDown),
             None => Err(Error::Lost {
                 resource: self.resource().to_string(),
                 reason: LostReason::NotExtended {
@@ -310,7 +309,7 @@ impl Kept {
             // Dropped: released in the background.
             (Some(reason), _) => Err(Error::Lost { resource, reason }),
             (None, Some(lock)) => Ok(lock),
-            (None, None) if self.handle.shared.lock.redlock().held().is_shut() => {
+            (None, None) if self.handle.shared.lock.machinery().held().is_shut() => {
                 Err(Error::ShutDown)
             }
             (None, None) => Err(Error::Lost {
@@ -348,7 +347,7 @@ impl Kept {
                 tracing::debug!(resource = %self.resource(), error = %e, "release after the work failed");
             }
         }
-        let shut = self.handle.shared.lock.redlock().held().is_shut();
+        let shut = self.handle.shared.lock.machinery().held().is_shut();
         outcome.map_err(|reason| match reason {
             // The client's shutdown took the lock from the keeper (and released it).
             _ if shut && self.handle.shared.is_closed() => Error::ShutDown,

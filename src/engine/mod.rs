@@ -1,25 +1,32 @@
-//! The machinery: the coordinator's fan-out and
-//! background work ([`coordinator`]), a held lock's extension and release ([`held`]),
-//! handovers ([`handover`]), fencing ([`fencing`]), the line of waiters ([`waiters`]), a
-//! kept lock's shared state ([`kept`]) and the task that keeps locks ([`keeper`]),
-//! election ([`election`]) and its observers ([`observe`]), the census of a
-//! semaphore's holders ([`census`]), re-seeding of counters
-//! ([`seeder`]), shutdown ([`shutdown`]), node inspection ([`inspect`]) and the drawing of
-//! lock tokens from the operating system's CSPRNG ([`token`]).
+//! The machinery, as a stack: the fan-out of rounds to every node and the background
+//! completion of their calls at the bottom ([`fanout`]); one attempt for every kind of claim
+//! above it ([`attempt`]), whose kinds are a lock ([`coordinator`]), a permit or a read-write
+//! lock's side ([`semaphore`], [`rwlock`]) and a handover ([`handover`]); the fan-out and
+//! the registries a held claim uses ([`machinery`]); the client and its acquisition loop
+//! ([`coordinator`]); a held claim's extension and release ([`held`]), fencing
+//! ([`fencing`]), the line of waiters ([`waiters`]), a kept lock's shared state ([`kept`])
+//! and the task that keeps locks ([`keeper`]); election ([`election`]) and
+//! who leads ([`observe`]), the census of a semaphore's holders ([`census`]), re-seeding of
+//! counters ([`seeder`]), shutdown ([`shutdown`]), node inspection ([`inspect`]) and the
+//! drawing of lock tokens from the operating system's CSPRNG ([`token`]).
 //!
 //! Its only public items are values it hands out, re-exported at the crate root
 //! ([`Token`](token::Token), [`Released`](held::Released), [`Shutdown`](shutdown::Shutdown),
-//! [`Leader`](observe::Leader), [`PermitHolder`](census::PermitHolder)). Imports `error`, `stats`, `algo`, `report`, `config` and `node`; never the public face.
+//! [`Leader`](observe::Leader), [`PermitHolder`](census::PermitHolder)). Imports `error`,
+//! `stats`, `algo`, `report`, `config` and `node`; never the public face.
 
+pub(crate) mod attempt;
 pub(crate) mod census;
 pub(crate) mod coordinator;
 pub(crate) mod election;
+pub(crate) mod fanout;
 pub(crate) mod fencing;
 pub(crate) mod handover;
 pub(crate) mod held;
 pub(crate) mod inspect;
 pub(crate) mod keeper;
 pub(crate) mod kept;
+pub(crate) mod machinery;
 pub(crate) mod observe;
 pub(crate) mod rwlock;
 pub(crate) mod seeder;

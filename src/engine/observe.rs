@@ -1,5 +1,5 @@
-//! Who leads an election (design 2.8): [`RedLock::leader`] reads the lock and the identity
-//! record on every node and reports what a majority agrees on; [`RedLock::observe`] polls it.
+//! Who leads an election (design 2.8): [`leader`] reads the lock and the identity record on
+//! every node and reports what a majority agrees on; [`observe`] polls it.
 
 use std::fmt;
 use std::time::Duration;
@@ -31,87 +31,88 @@ impl fmt::Display for Leader {
     }
 }
 
-impl Coordinator {
-    pub(crate) async fn leader(&self, name: &str) -> Result<Option<Leader>, Error> {
-        if name.is_empty() {
-            return Err(ConfigError::EmptyResource.into());
-        }
-        let (lock_key, identity_key) = election_keys(self, name);
-        let keys = vec![lock_key, identity_key];
-        let answers = futures::future::join_all(
-            self.node_list()
-                .iter()
-                .map(|node| observe_node(node, keys.clone())),
-        )
-        .await;
-        let mut seen: Vec<((u64, String), usize)> = Vec::new();
-        let mut failures = Vec::new();
-        let mut answered = 0;
-        for answer in answers {
-            match answer {
-                Err(e) => failures.push(e),
-                Ok(view) => {
-                    answered += 1;
-                    let Some(leader) = view else { continue };
-                    match seen.iter_mut().find(|(l, _)| *l == leader) {
-                        Some((_, n)) => *n += 1,
-                        None => seen.push((leader, 1)),
-                    }
+/// Who leads the election `name`, as a majority of `client`'s nodes reports it.
+pub(crate) async fn leader(client: &Coordinator, name: &str) -> Result<Option<Leader>, Error> {
+    if name.is_empty() {
+        return Err(ConfigError::EmptyResource.into());
+    }
+    let (lock_key, identity_key) = election_keys(client, name);
+    let keys = vec![lock_key, identity_key];
+    let answers = futures::future::join_all(
+        client
+            .node_list()
+            .iter()
+            .map(|node| observe_node(node, keys.clone())),
+    )
+    .await;
+    let mut seen: Vec<((u64, String), usize)> = Vec::new();
+    let mut failures = Vec::new();
+    let mut answered = 0;
+    for answer in answers {
+        match answer {
+            Err(e) => failures.push(e),
+            Ok(view) => {
+                answered += 1;
+                let Some(leader) = view else { continue };
+                match seen.iter_mut().find(|(l, _)| *l == leader) {
+                    Some((_, n)) => *n += 1,
+                    None => seen.push((leader, 1)),
                 }
             }
         }
-        let quorum = self.quorum();
-        if answered < quorum {
-            return Err(Error::NoQuorum {
-                resource: name.to_string(),
-                needed: quorum,
-                agreed: answered,
-                failures,
-            });
-        }
-        Ok(seen
-            .into_iter()
-            .find(|(_, n)| *n >= quorum)
-            .map(|((term, identity), nodes)| Leader {
-                identity,
-                term,
-                nodes,
-            }))
     }
-
-    pub(crate) fn observe(
-        &self,
-        name: &str,
-        every: Duration,
-    ) -> impl Stream<Item = Result<Option<Leader>, Error>> + Send + 'static {
-        let (redlock, name) = (self.clone(), name.to_string());
-        let every = every.max(Duration::from_millis(1));
-        // The last report, compared without the count of agreeing nodes.
-        let last: Option<Result<Option<(u64, String)>, String>> = None;
-        futures::stream::unfold(
-            (redlock, name, last, true),
-            move |(redlock, name, mut last, first)| async move {
-                if !first {
-                    tokio::time::sleep(every).await;
-                }
-                loop {
-                    let seen = redlock.leader(&name).await;
-                    let key = match &seen {
-                        Ok(leader) => Ok(leader.as_ref().map(|l| (l.term, l.identity.clone()))),
-                        Err(e) => Err(error_kind(e)),
-                    };
-                    if last.as_ref() != Some(&key) {
-                        last = Some(key);
-                        return Some((seen, (redlock, name, last, false)));
-                    }
-                    tokio::time::sleep(every).await;
-                }
-            },
-        )
+    let quorum = client.quorum();
+    if answered < quorum {
+        return Err(Error::NoQuorum {
+            resource: name.to_string(),
+            needed: quorum,
+            agreed: answered,
+            failures,
+        });
     }
+    Ok(seen
+        .into_iter()
+        .find(|(_, n)| *n >= quorum)
+        .map(|((term, identity), nodes)| Leader {
+            identity,
+            term,
+            nodes,
+        }))
 }
 
-/// An error as [`RedLock::observe`] compares them: by kind, not by the nodes' messages.
+/// Polls who leads the election `name` every `every`, reporting each change.
+pub(crate) fn observe(
+    client: &Coordinator,
+    name: &str,
+    every: Duration,
+) -> impl Stream<Item = Result<Option<Leader>, Error>> + Send + 'static {
+    let (client, name) = (client.clone(), name.to_string());
+    let every = every.max(Duration::from_millis(1));
+    // The last report, compared without the count of agreeing nodes.
+    let last: Option<Result<Option<(u64, String)>, String>> = None;
+    futures::stream::unfold(
+        (client, name, last, true),
+        move |(client, name, mut last, first)| async move {
+            if !first {
+                tokio::time::sleep(every).await;
+            }
+            loop {
+                let seen = leader(&client, &name).await;
+                let key = match &seen {
+                    Ok(leader) => Ok(leader.as_ref().map(|l| (l.term, l.identity.clone()))),
+                    Err(e) => Err(error_kind(e)),
+                };
+                if last.as_ref() != Some(&key) {
+                    last = Some(key);
+                    return Some((seen, (client, name, last, false)));
+                }
+                tokio::time::sleep(every).await;
+            }
+        },
+    )
+}
+
+/// An error as [`observe`] compares them: by kind, not by the nodes' messages.
 fn error_kind(e: &Error) -> String {
     match e {
         Error::NoQuorum { .. } => "no quorum".into(),

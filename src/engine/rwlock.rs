@@ -2,9 +2,9 @@
 //!
 //! A side is a [`Held`] whose claim is `r:token` or `w:token` in the lock's sorted set, run
 //! through the lock's rounds with the semaphores' scripts (extension, release, fencing,
-//! keep-alive, shutdown). The acquisition is the semaphores' one-round attempt
-//! ([`Coordinator::attempt_member`]) with the RW_ACQUIRE script, in the lock's loop
-//! ([`Coordinator::acquiring`]). A writer refused because others hold records an intent on
+//! keep-alive, shutdown). The acquisition is the semaphores' claim kind
+//! ([`Seat`], in `engine/attempt.rs`'s one attempt) with the RW_ACQUIRE script, in the lock's
+//! loop (`Coordinator::acquiring`). A writer refused because others hold records an intent on
 //! the nodes that refused it, which keeps new readers out until the writer is through; each
 //! of its attempts renews the intent, so its pauses are at most a third of the ttl, and the
 //! intent is dropped everywhere once the writer's call ends, however it ends: announced as a
@@ -15,9 +15,11 @@ use std::time::Duration;
 
 use fred::types::{Key, Value};
 
-use crate::config::Retry;
+use crate::config::{Config, Retry};
+use crate::engine::attempt::{self, Resources};
 use crate::engine::coordinator::Coordinator;
-use crate::engine::held::{Held, Keys, Member};
+use crate::engine::held::Held;
+use crate::engine::semaphore::{sorted_set, Ask, Seat};
 use crate::engine::token::Token;
 use crate::error::{ConfigError, Error};
 use crate::node::Primitive;
@@ -25,19 +27,18 @@ use crate::node::Primitive;
 /// A read-write lock's name and keys, checked once.
 #[derive(Debug, Clone)]
 pub(crate) struct RwSpec {
-    name: String,
-    /// The lock's key, then (with fencing) its fencing counter.
-    keys: Keys,
+    /// The lock's name, and its key, then (with fencing) its fencing counter.
+    target: Resources,
 }
 
 impl RwSpec {
     pub(crate) fn name(&self) -> &str {
-        &self.name
+        &self.target.name
     }
 
     /// The lock's key on the nodes.
     pub(crate) fn key(&self) -> &str {
-        self.keys.all[0].as_str().unwrap_or_default()
+        self.target.keys.all[0].as_str().unwrap_or_default()
     }
 }
 
@@ -63,7 +64,7 @@ const READ_WRITE: Option<u32> = Some(0);
 /// a release, and attempt at once instead of after their pause. A writer granted drops it
 /// silently: readers wait for its release.
 struct Intent {
-    redlock: Coordinator,
+    client: Coordinator,
     keys: Vec<Key>,
     waiter: Value,
     armed: bool,
@@ -78,38 +79,38 @@ impl Drop for Intent {
         }
         if self.granted {
             let args = vec![self.waiter.clone(), Value::from("")];
-            self.redlock.detached(u64::MAX, |node| {
+            self.client.fanout().detached(u64::MAX, |node| {
                 node.discard(Primitive::Permit, self.keys.clone(), args.clone())
             });
         } else {
             let waiter = self.waiter.as_str().unwrap_or_default();
             let intent = Value::from(format!("i:{waiter}"));
-            self.redlock
+            self.client
+                .fanout()
                 .release_detached(Primitive::Permit, self.keys.clone(), intent);
         }
     }
 }
 
-impl Coordinator {
+impl RwSpec {
     /// Checks a read-write lock's name, before anything is sent.
-    pub(crate) fn rw_lock(&self, name: &str) -> Result<RwSpec, ConfigError> {
+    pub(crate) fn new(config: &Config, name: &str) -> Result<RwSpec, ConfigError> {
         Ok(RwSpec {
-            name: name.to_string(),
-            keys: self.set_keys(name)?,
+            target: sorted_set(config, name)?,
         })
     }
 
-    /// Takes the read side (`reader`) or the write side of `spec` for `ttl`, retrying as
-    /// `retry` says and waiting in line for a release as a lock does.
-    pub(crate) async fn acquire_rw(
+    /// Takes the read side (`reader`) or the write side for `ttl` through `client`,
+    /// retrying as `retry` says and waiting in line for a release as a lock does.
+    pub(crate) async fn acquire(
         &self,
-        spec: &RwSpec,
+        client: &Coordinator,
         reader: bool,
         ttl: Duration,
         retry: Retry,
     ) -> Result<Held, Error> {
-        self.refuse_if_shut_down()?;
-        let ttl = self.config().check_ttl(ttl)?;
+        client.held().refuse()?;
+        let ttl = client.config().check_ttl(ttl)?;
         retry.validate()?;
         let mut retry = retry;
         let mut intent = None;
@@ -118,8 +119,8 @@ impl Coordinator {
             retry.delay = retry.delay.min(ttl.ttl / 3);
             retry.jitter = retry.jitter.min(ttl.ttl / 6);
             intent = Some(Intent {
-                redlock: self.clone(),
-                keys: spec.keys.locks().to_vec(),
+                client: client.clone(),
+                keys: self.target.keys.locks().to_vec(),
                 waiter: Value::from(Token::generate()?.as_str()),
                 armed: true,
                 granted: false,
@@ -128,26 +129,14 @@ impl Coordinator {
         let waiter = intent
             .as_ref()
             .map_or_else(|| Value::from(""), |i| i.waiter.clone());
-        let key = spec.key().to_string();
-        let side = if reader {
-            Member::Reader
-        } else {
-            Member::Writer
-        };
+        let key = self.key().to_string();
         let mut attempts = 0u32;
-        let held = self
-            .acquiring(&spec.name, Some(key), READ_WRITE, ttl, retry, || {
+        let held = client
+            .acquiring(self.name(), Some(key), READ_WRITE, ttl, retry, || {
                 attempts += 1;
                 let waiter = waiter.clone();
-                self.attempt_member(
-                    &spec.name,
-                    &spec.keys,
-                    ttl,
-                    move |node, key, token| {
-                        node.acquire_rw(key, token, ttl.px, reader, (waiter.clone(), ttl.px))
-                    },
-                    move |_| side,
-                )
+                let seat = Seat::new(Ask::Side { reader, waiter });
+                attempt::attempt(client.machinery(), &self.target, ttl, seat)
             })
             .await;
         // A writer granted at its first attempt, with no node heard refusing it, recorded

@@ -6,42 +6,44 @@
 //! with the semaphore's scripts (`node::Primitive::Permit`). Only the acquisition differs:
 //! every node records the first slot free in the attempt's preference order
 //! (`algo::slots`), and the permit is granted on a slot that a majority recorded, with the
-//! lock's validity rule. The acquisition loop, waiting in line for a release included, is
-//! the lock's ([`Coordinator::acquiring`]).
+//! lock's validity rule: a claim kind of its own ([`Seat`]) in the one attempt of every claim
+//! (`engine/attempt.rs`). The acquisition loop, waiting in line for a release included, is
+//! the lock's (`Coordinator::acquiring`).
 
-use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tokio::sync::watch;
 
 use fred::types::{Key, Value};
+use futures::future::Either;
 
 use crate::algo::keys;
 use crate::algo::quorum::{Stake, Tally};
 use crate::algo::slots;
-use crate::algo::verdict::{self, Timed};
-use crate::config::{Retry, Ttl};
-use crate::engine::coordinator::{CleanupOnDrop, Coordinator};
+use crate::config::{Config, Retry, Ttl};
+use crate::engine::attempt::{self, ClaimKind, Grant, Heard, Resources};
+use crate::engine::coordinator::Coordinator;
+use crate::engine::fanout::Round;
 use crate::engine::fencing::Fencing;
-use crate::engine::held::{Acquisition, Held, Keys, Member, PermitSlot};
+use crate::engine::held::{Held, Keys, Member, PermitSlot};
+use crate::engine::machinery::Machinery;
 use crate::engine::token::Token;
 use crate::error::{ConfigError, Error, MAX_PERMITS};
-use crate::node::{Node, NodeResult, Primitive, SlotAnswer};
+use crate::node::{Node, Primitive, SlotAnswer};
 
 /// A semaphore's name, number of permits and keys, checked once.
 #[derive(Debug, Clone)]
-pub(crate) struct Spec {
-    name: String,
+pub(crate) struct SemaphoreSpec {
+    /// The semaphore's name, and its key, then (with fencing) its fencing counter.
+    target: Resources,
     permits: u32,
-    /// The semaphore's key, then (with fencing) its fencing counter.
-    keys: Keys,
 }
 
-impl Spec {
+impl SemaphoreSpec {
     pub(crate) fn name(&self) -> &str {
-        &self.name
+        &self.target.name
     }
 
     pub(crate) fn permits(&self) -> u32 {
@@ -50,116 +52,116 @@ impl Spec {
 
     /// The semaphore's key on the nodes (the resource name, after the key prefix).
     pub(crate) fn key(&self) -> &str {
-        self.keys.all[0].as_str().unwrap_or_default()
+        self.target.keys.all[0].as_str().unwrap_or_default()
     }
 }
 
-impl Coordinator {
-    /// Checks a semaphore's name and number of permits, before anything is sent.
-    pub(crate) fn semaphore(&self, name: &str, permits: u32) -> Result<Spec, ConfigError> {
-        if permits == 0 || permits > MAX_PERMITS {
-            return Err(ConfigError::InvalidPermits { permits });
+/// What a claim in a sorted set asks each node for.
+#[derive(Debug, Clone)]
+pub(crate) enum Ask {
+    /// A permit of a semaphore of `permits`, the free slot first in `order`
+    /// (`algo::slots::preference`).
+    Permit { permits: u32, order: (u32, u32) },
+    /// A read-write lock's read side (`reader`) or write side, a writer recording the
+    /// intent `waiter` where it is refused.
+    Side { reader: bool, waiter: Value },
+}
+
+/// A claim in a sorted set (a permit, or a read-write lock's side): every node records a
+/// claim for the attempt's token (a slot, answered); granted on a slot that a majority
+/// recorded, as the claim `slot:token` (`r:token`, `w:token`). The claims of a failed
+/// attempt, and those of a granted one on other slots, are discarded silently.
+#[derive(Debug)]
+pub(crate) struct Seat {
+    ask: Ask,
+    /// Tells the nodes that answer after the round was decided which slot was granted
+    /// (their answers are not counted): one that recorded another slot drops that claim.
+    granted_slot: Option<watch::Sender<Option<Option<u32>>>>,
+    /// The slot most nodes recorded, and by how many.
+    best: Option<(u32, usize)>,
+    /// What DISCARD gets to drop every claim of the attempt's token.
+    discard_all: Vec<Value>,
+}
+
+impl Seat {
+    pub(crate) fn new(ask: Ask) -> Seat {
+        Seat {
+            ask,
+            granted_slot: None,
+            best: None,
+            discard_all: Vec::new(),
         }
-        let keys = self.set_keys(name)?;
-        Ok(Spec {
-            name: name.to_string(),
-            permits,
-            keys,
-        })
     }
 
-    /// The keys of the sorted set of `name` (a semaphore's, a read-write lock's): its key,
-    /// then (with fencing) its fencing counter; the name checked as a lock's is.
-    pub(crate) fn set_keys(&self, name: &str) -> Result<Keys, ConfigError> {
-        if name.is_empty() {
-            return Err(ConfigError::EmptyResource);
+    /// The claim a granted `slot` makes.
+    fn member(&self, slot: u32) -> Member {
+        match self.ask {
+            Ask::Permit { permits, .. } => Member::Permit(PermitSlot { slot, permits }),
+            Ask::Side { reader: true, .. } => Member::Reader,
+            Ask::Side { reader: false, .. } => Member::Writer,
         }
-        let key = keys::lock_key(&self.config().key_prefix, name);
-        if keys::is_reserved(&key) {
-            return Err(ConfigError::ReservedResource(key));
-        }
-        let mut all = vec![Key::from(key.as_str())];
-        if self.config().fencing {
-            all.push(Key::from(keys::fence_key(&key)));
-        }
-        Ok(Keys { all, locks: 1 })
+    }
+}
+
+impl ClaimKind for Seat {
+    type Answer = SlotAnswer;
+
+    fn primitive(&self) -> Primitive {
+        Primitive::Permit
     }
 
-    /// Takes a permit of `spec` for `ttl`, retrying as `retry` says and waiting in line for
-    /// a release as a lock does.
-    pub(crate) async fn acquire_permit(
-        &self,
-        spec: &Spec,
-        ttl: Duration,
-        retry: Retry,
-    ) -> Result<Held, Error> {
-        self.refuse_if_shut_down()?;
-        let ttl = self.config().check_ttl(ttl)?;
-        retry.validate()?;
-        let key = spec.key().to_string();
-        self.acquiring(
-            &spec.name,
-            Some(key),
-            Some(spec.permits),
-            ttl,
-            retry,
-            || {
-                let order = slots::preference(spec.permits, rand::random(), rand::random());
-                let permits = spec.permits;
-                self.attempt_member(
-                    &spec.name,
-                    &spec.keys,
-                    ttl,
-                    move |node, key, token| node.acquire_permit(key, token, ttl.px, permits, order),
-                    move |slot| Member::Permit(PermitSlot { slot, permits }),
-                )
-            },
-        )
-        .await
+    fn noun(&self) -> Option<&'static str> {
+        Some("permit")
     }
 
-    /// One attempt at a claim in a sorted set (a permit, or a read-write lock's side): every
-    /// node records a claim for a fresh token with `send` (a slot, answered); granted on a
-    /// slot that a majority recorded, in time, as the claim `member(slot)`. The claims of a
-    /// failed attempt, and those of a granted one on other slots, are discarded silently.
-    ///
-    /// Granted, it also says whether a majority of the nodes that recorded the slot had
-    /// room for another claim: the next caller in this client's line may attempt at once.
-    pub(crate) async fn attempt_member<S, Fut>(
-        &self,
-        name: &str,
-        keys: &Keys,
+    fn discard(&self, value: &Value) -> Option<Vec<Value>> {
+        Some(vec![value.clone(), Value::from("")])
+    }
+
+    async fn send(
+        &mut self,
+        client: &Machinery,
+        target: &Resources,
+        token: &Token,
         ttl: Ttl,
-        send: S,
-        member: impl Fn(u32) -> Member,
-    ) -> Result<(Held, bool), Error>
-    where
-        S: Fn(&Node, Key, Value) -> Fut,
-        Fut: Future<Output = NodeResult<SlotAnswer>> + Send + 'static,
-    {
-        let token = Token::generate()?;
+    ) -> Round<SlotAnswer> {
         let value = Value::from(token.as_str());
-        let locks = keys.locks();
-        // Whatever happens to this attempt, no claim of its token is left behind.
-        let discard_all = vec![value.clone(), Value::from("")];
-        let mut guard = CleanupOnDrop::new(self, Primitive::Permit, locks, discard_all.clone());
+        let locks = target.keys.locks();
+        self.discard_all = vec![value.clone(), Value::from("")];
+        let discard_all = &self.discard_all;
         let key = &locks[0];
-        // The slot granted, told to the nodes that answer after the round was decided (their
-        // answers are not counted): one that recorded another slot drops that claim.
         let (granted_slot, verdict_rx) = watch::channel(None::<Option<u32>>);
+        self.granted_slot = Some(granted_slot);
         let decided = Arc::new(AtomicBool::new(false));
-        let start = Instant::now();
         // Decided on one slot, not on a majority of yes: nodes that recorded different slots
         // do not end the round while those still to answer could make one slot a majority.
         let decide = |tally: &Tally, answers: &[(usize, SlotAnswer)]| {
             slots::decision(tally, recorded(answers))
         };
-        let round = self
+        let ask = &self.ask;
+        let send = |node: &Node| match ask {
+            Ask::Permit { permits, order } => Either::Left(node.acquire_permit(
+                key.clone(),
+                value.clone(),
+                ttl.px,
+                *permits,
+                *order,
+            )),
+            Ask::Side { reader, waiter } => Either::Right(node.acquire_rw(
+                key.clone(),
+                value.clone(),
+                ttl.px,
+                *reader,
+                (waiter.clone(), ttl.px),
+            )),
+        };
+        client
+            .fanout()
             .round_deciding(
                 Some(&decided),
                 Stake::Taking,
                 |node| {
-                    let answer = send(node, key.clone(), value.clone());
+                    let answer = send(node);
                     let (decided, mut verdict) = (Arc::clone(&decided), verdict_rx.clone());
                     // The node records at most one claim per attempt: dropping every claim of
                     // the token there drops the one on the wrong slot. Sent only if awaited.
@@ -183,8 +185,10 @@ impl Coordinator {
                 },
                 decide,
             )
-            .await;
-        let elapsed = start.elapsed();
+            .await
+    }
+
+    fn read(&mut self, target: &Resources, round: &Round<SlotAnswer>) -> Heard {
         // Another kind at the key is a kind mismatch only on more nodes than a majority may
         // do without; on fewer, those nodes refused, and the others may grant the claim.
         let found = slots::kind_in_the_way(
@@ -194,74 +198,114 @@ impl Coordinator {
                 _ => None,
             }),
         );
-        let best = slots::most_recorded(recorded(&round.answers));
-        let tally = slots::narrowed(&round.tally, best.map_or(0, |(_, n)| n));
-        let failure = match (
-            found,
-            best,
-            verdict::timed(&tally, ttl.ttl, ttl.drift, elapsed),
-        ) {
-            (Some(found), ..) => Error::KindMismatch {
-                resource: name.to_string(),
+        self.best = slots::most_recorded(recorded(&round.answers));
+        Heard {
+            // Judged on the nodes that recorded the slot most did: with none, no majority.
+            tally: slots::narrowed(&round.tally, self.best.map_or(0, |(_, n)| n)),
+            refusal: found.map(|found| Error::KindMismatch {
+                resource: target.name.clone(),
                 found,
-            },
-            (None, Some((slot, _)), Timed::Valid(_)) => {
-                guard.disarm();
-                let claim = Value::from(format!("{slot}:{}", token.as_str()));
-                // Nodes that recorded another slot, or that were not heard: their claims of
-                // this token, if any, go; the granted claim stays.
-                // Nodes heard from that recorded another slot drop that claim; those heard
-                // later do so themselves (above).
-                granted_slot.send_replace(Some(Some(slot)));
-                let elsewhere = round
-                    .answers
-                    .iter()
-                    .filter(|(_, a)| matches!(a, SlotAnswer::Granted(s, _) if *s != slot))
-                    .fold(0u64, |mask, (i, _)| mask | 1 << i);
-                self.detached(elsewhere, |node| {
-                    node.discard(Primitive::Permit, locks.to_vec(), discard_all.clone())
-                });
-                for failure in &round.failures {
-                    tracing::warn!(resource = %name, node = failure.index, error = %failure, "permit acquired without this node");
-                }
-                let fencing = self.config().fencing.then(|| Fencing::new(None, None));
-                let room = round
-                    .answers
-                    .iter()
-                    .filter(|(_, a)| *a == SlotAnswer::Granted(slot, true))
-                    .count()
-                    >= tally.quorum();
-                let permit = Held::new(Acquisition {
-                    redlock: self.clone(),
-                    name: name.to_string(),
-                    resources: vec![name.to_string()],
-                    keys: keys.clone(),
-                    token,
-                    value: claim,
-                    fencing,
-                    ttl: ttl.ttl,
-                    valid_until: start + ttl.usable,
-                    acquired_on: tally.yes,
-                    failures: round.failures,
-                    handovers: 0,
-                    member: Some(member(slot)),
-                });
-                return Ok((permit, room));
-            }
-            (None, Some(_), Timed::Late) => Error::ValidityExpired {
-                resource: name.to_string(),
-                elapsed,
-                ttl: ttl.ttl,
-                drift: ttl.drift,
-            },
-            _ => self.lost(name, tally, round.failures),
-        };
-        guard.disarm();
-        granted_slot.send_replace(Some(None));
-        self.discard_round(Primitive::Permit, locks, &discard_all, round.answered)
-            .await;
-        Err(failure)
+            }),
+        }
     }
+
+    fn granted(
+        &mut self,
+        client: &Machinery,
+        target: &Resources,
+        round: &Round<SlotAnswer>,
+    ) -> Grant {
+        // Granted on a majority, so some slot was recorded by one.
+        let slot = self.best.map_or(0, |(slot, _)| slot);
+        // Nodes heard from that recorded another slot drop that claim; those heard later do
+        // so themselves (above).
+        if let Some(granted_slot) = &self.granted_slot {
+            granted_slot.send_replace(Some(Some(slot)));
+        }
+        let elsewhere = round
+            .answers
+            .iter()
+            .filter(|(_, a)| matches!(a, SlotAnswer::Granted(s, _) if *s != slot))
+            .fold(0u64, |mask, (i, _)| mask | 1 << i);
+        let (locks, discard_all) = (target.keys.locks(), &self.discard_all);
+        client.fanout().detached(elsewhere, |node| {
+            node.discard(Primitive::Permit, locks.to_vec(), discard_all.clone())
+        });
+        let quorum = slots::narrowed(&round.tally, self.best.map_or(0, |(_, n)| n)).quorum();
+        Grant {
+            fencing: client.config().fencing.then(|| Fencing::new(None, None)),
+            member: Some(self.member(slot)),
+            handovers: 0,
+            room: round
+                .answers
+                .iter()
+                .filter(|(_, a)| *a == SlotAnswer::Granted(slot, true))
+                .count()
+                >= quorum,
+        }
+    }
+
+    fn refused(&mut self, _round: &Round<SlotAnswer>) {
+        if let Some(granted_slot) = &self.granted_slot {
+            granted_slot.send_replace(Some(None));
+        }
+    }
+}
+
+impl SemaphoreSpec {
+    /// Checks a semaphore's name and number of permits, before anything is sent.
+    pub(crate) fn new(config: &Config, name: &str, permits: u32) -> Result<Self, ConfigError> {
+        if permits == 0 || permits > MAX_PERMITS {
+            return Err(ConfigError::InvalidPermits { permits });
+        }
+        Ok(SemaphoreSpec {
+            target: sorted_set(config, name)?,
+            permits,
+        })
+    }
+
+    /// Takes a permit for `ttl` through `client`, retrying as `retry` says and waiting in
+    /// line for a release as a lock does.
+    pub(crate) async fn acquire(
+        &self,
+        client: &Coordinator,
+        ttl: Duration,
+        retry: Retry,
+    ) -> Result<Held, Error> {
+        client.held().refuse()?;
+        let ttl = client.config().check_ttl(ttl)?;
+        retry.validate()?;
+        let key = self.key().to_string();
+        let permits = self.permits;
+        client
+            .acquiring(self.name(), Some(key), Some(permits), ttl, retry, || {
+                let order = slots::preference(permits, rand::random(), rand::random());
+                let seat = Seat::new(Ask::Permit { permits, order });
+                attempt::attempt(client.machinery(), &self.target, ttl, seat)
+            })
+            .await
+    }
+}
+
+/// The sorted set of `name` (a semaphore's, a read-write lock's): its name, and its key,
+/// then (with fencing) its fencing counter; the name checked as a lock's is.
+pub(crate) fn sorted_set(config: &Config, name: &str) -> Result<Resources, ConfigError> {
+    if name.is_empty() {
+        return Err(ConfigError::EmptyResource);
+    }
+    let key = keys::lock_key(&config.key_prefix, name);
+    if keys::is_reserved(&key) {
+        return Err(ConfigError::ReservedResource(key));
+    }
+    let mut all = vec![Key::from(key.as_str())];
+    if config.fencing {
+        all.push(Key::from(keys::fence_key(&key)));
+    }
+    Ok(Resources {
+        name: name.to_string(),
+        resources: vec![name.to_string()],
+        keys: Keys { all, locks: 1 },
+    })
 }
 
 /// The slot recorded by each node that recorded one, among a round's answers.

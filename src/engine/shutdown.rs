@@ -1,4 +1,4 @@
-//! A clean end for a client: [`RedLock::shutdown`] releases every lock the client holds,
+//! A clean end for a client: [`RedLock::shutdown`](crate::RedLock::shutdown) releases every lock the client holds,
 //! waits for the nodes, and refuses later lock calls.
 //!
 //! Without it, a process that ends with a lock held leaves the lock's keys on the nodes for
@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 
 use crate::engine::coordinator::Coordinator;
-use crate::engine::held::{Held, Ident};
+use crate::engine::held::Ident;
 use crate::engine::token::Token;
 use crate::error::Error;
 
@@ -70,7 +70,7 @@ impl Holdings {
             .unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Enters a lock whose token is `token` (see `Lock::new`).
+    /// Enters a lock whose token is `token` (see `Held::new`).
     pub(crate) fn enter(&self, token: &Token, lock: Weak<Ident>) -> Registration {
         // Random, so the shards share the locks evenly.
         let shard = token
@@ -125,43 +125,36 @@ impl Holdings {
     pub(crate) fn is_shut(&self) -> bool {
         self.shut.load(Ordering::SeqCst)
     }
-}
-
-impl Coordinator {
-    pub(crate) async fn shutdown(&self) -> Shutdown {
-        let held = self.held();
-        // Set before the registry is read: a lock entered after that is seen by its lock
-        // call (`RedLock::refuse_after_shutdown`), which releases it.
-        held.shut.store(true, Ordering::SeqCst);
-        // The keeper lets go of its locks: dropping them releases them (below, as `Lock`
-        // does), and their handles see them no longer kept.
-        let mut released = self.keeper().let_go().await;
-        for lock in held.held() {
-            if lock.start_release() {
-                held.remove(lock.entry());
-                lock.release_detached();
-                released += 1;
-            }
-        }
-        // The callers waiting in line attempt now, and fail.
-        self.wakeups().wake_all();
-        let settled = self.settle(self.config().node_timeout() * 2).await;
-        tracing::debug!(released, settled, "client shut down");
-        Shutdown { released, settled }
-    }
 
     /// [`Error::ShutDown`] once the client is shut down (before anything is sent).
-    pub(crate) fn refuse_if_shut_down(&self) -> Result<(), Error> {
-        match self.held().is_shut() {
+    pub(crate) fn refuse(&self) -> Result<(), Error> {
+        match self.is_shut() {
             true => Err(Error::ShutDown),
             false => Ok(()),
         }
     }
+}
 
-    /// The lock a lock call got, unless the client was shut down meanwhile: then the lock
-    /// is dropped (which releases it, unless the shutdown did) and the call fails.
-    pub(crate) fn refuse_after_shutdown(&self, lock: Held) -> Result<Held, Error> {
-        self.refuse_if_shut_down()?;
-        Ok(lock)
+/// Releases every lock `client` holds, waits for the nodes, and refuses later lock calls
+/// ([`RedLock::shutdown`](crate::RedLock::shutdown)).
+pub(crate) async fn shut_down(client: &Coordinator) -> Shutdown {
+    let held = client.held();
+    // Set before the registry is read: a lock entered after that is seen by its lock call
+    // (`Coordinator::acquiring`), which releases it.
+    held.shut.store(true, Ordering::SeqCst);
+    // The keeper lets go of its locks: dropping them releases them (below, as `Lock` does),
+    // and their handles see them no longer kept.
+    let mut released = client.keeper().let_go().await;
+    for lock in held.held() {
+        if lock.start_release() {
+            held.remove(lock.entry());
+            lock.release_detached();
+            released += 1;
+        }
     }
+    // The callers waiting in line attempt now, and fail.
+    client.wakeups().wake_all();
+    let settled = client.settle(client.config().node_timeout() * 2).await;
+    tracing::debug!(released, settled, "client shut down");
+    Shutdown { released, settled }
 }
