@@ -12,4 +12,5 @@ pub(crate) mod facts;
 pub(crate) mod findings;
 pub(crate) mod node_report;
 
+pub(crate) use findings::report;
 pub(crate) use node_report::*;

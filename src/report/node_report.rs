@@ -6,7 +6,7 @@ use std::fmt;
 use std::time::Duration;
 
 use crate::error::NodeErrorKind;
-use crate::report::capabilities::{self, ReleasePath};
+use crate::report::capabilities::ReleasePath;
 use crate::report::facts::{ClockRate, Excluded, Facts};
 
 /// How serious a finding is.
@@ -154,45 +154,10 @@ pub(crate) struct Rules {
     pub(crate) max_ttl: Duration,
 }
 
-/// Turns what was observed into a report with findings.
-pub(crate) fn report(index: usize, node: &str, seen: Observed, rules: Rules) -> NodeReport {
-    let facts = seen.facts.clone().unwrap_or_default();
-    let findings = super::findings::findings(&seen, &facts, rules);
-    NodeReport {
-        index,
-        node: node.to_string(),
-        reachable: seen.error.is_none(),
-        error: seen.error,
-        error_kind: seen.error_kind,
-        round_trip: seen.round_trip,
-        version: facts.version.clone(),
-        server: capabilities::server(&facts),
-        release_path: capabilities::release_path(seen.facts.as_ref()),
-        compare_and_delete: capabilities::compare_and_delete(&facts),
-        role: facts.role.as_deref().map(|r| match r {
-            "slave" => "replica".to_string(),
-            other => other.to_string(),
-        }),
-        run_id: facts.run_id.clone(),
-        uptime: facts.uptime,
-        aof_enabled: facts.aof_enabled,
-        appendfsync: facts.appendfsync.clone(),
-        maxmemory: facts.maxmemory,
-        maxmemory_policy: facts.maxmemory_policy.clone(),
-        clock_rate: seen.clock_rate.map(|c| c.rate),
-        drift_factor: rules.drift_factor,
-        quarantined_for: seen.quarantined_for,
-        same_server_as: seen.same_server_as,
-        refused_commands: seen.refused,
-        refused_for_elections: seen.refused_for_elections,
-        refused_for_semaphores: seen.refused_for_semaphores,
-        findings,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::report::findings::report;
 
     fn healthy() -> Observed {
         let mut facts = Facts::default();

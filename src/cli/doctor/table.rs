@@ -8,6 +8,7 @@ use quorumlock::{NodeReport, ReleasePath, Severity};
 
 use super::verdict::Overall;
 use super::Client;
+use super::{ceil_secs, compact};
 
 /// The table, the findings (the nodes', then the client's) and the overall verdict.
 pub(super) fn human(reports: &[NodeReport], client: &Client, overall: &Overall) -> String {
@@ -168,22 +169,6 @@ pub(super) fn trimmed(x: f64) -> String {
 /// Milliseconds with two decimals: `0.21ms`.
 pub(super) fn millis(d: Duration) -> String {
     format!("{:.2}ms", d.as_secs_f64() * 1000.0)
-}
-
-/// Whole seconds, rounded up: a node still quarantined never shows `0s left`.
-pub(super) fn ceil_secs(d: Duration) -> Duration {
-    Duration::from_secs(d.as_secs() + u64::from(d.subsec_nanos() > 0))
-}
-
-/// A duration in its two largest units, to the second: `42s`, `5m 3s`, `2h 5m`, `3d 2h`.
-pub(super) fn compact(d: Duration) -> String {
-    let s = d.as_secs();
-    match s {
-        0..60 => format!("{s}s"),
-        60..3600 => format!("{}m {}s", s / 60, s % 60),
-        3600..86400 => format!("{}h {}m", s / 3600, s % 3600 / 60),
-        _ => format!("{}d {}h", s / 86400, s % 86400 / 3600),
-    }
 }
 
 #[cfg(test)]

@@ -5,8 +5,7 @@ use std::time::Duration;
 
 use quorumlock::{quorum, NodeReport, Severity};
 
-use super::table::{ceil_secs, compact};
-use super::{UNAVAILABLE, UNKNOWN, UNSAFE};
+use super::{ceil_secs, compact, UNAVAILABLE, UNKNOWN, UNSAFE};
 
 /// The verdict across the nodes.
 #[derive(Debug)]
