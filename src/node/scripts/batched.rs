@@ -2,9 +2,11 @@
 //! scripts it runs by number, and how a call is announced in its arguments.
 
 use super::lock::{ACQUIRE, DISCARD, EXTEND, FENCE, HANDOVER, PEEK, RELEASE, RESTORE, SET_NX};
+#[cfg(any(test, feature = "testkit"))]
+use super::permit::PERMIT_HOLDERS;
 use super::permit::{
-    PERMIT_ACQUIRE, PERMIT_DISCARD, PERMIT_EXTEND, PERMIT_FENCE, PERMIT_HANDOVER, PERMIT_HOLDERS,
-    PERMIT_PEEK, PERMIT_RELEASE, RW_ACQUIRE,
+    PERMIT_ACQUIRE, PERMIT_DISCARD, PERMIT_EXTEND, PERMIT_FENCE, PERMIT_HANDOVER, PERMIT_PEEK,
+    PERMIT_RELEASE, RW_ACQUIRE,
 };
 #[cfg(any(test, feature = "testkit"))]
 use super::records::{IDENTIFY, OBSERVE, QUARANTINE, SEED};

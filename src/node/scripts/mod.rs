@@ -29,10 +29,12 @@ pub(crate) mod permit;
 pub(crate) mod records;
 
 #[cfg(any(test, feature = "testkit"))]
+pub(crate) use batched::batch;
+#[cfg(any(test, feature = "testkit"))]
 pub(crate) use batched::ALL;
 #[cfg(test)]
 pub(crate) use batched::PERMIT;
-pub(crate) use batched::{batch, batch_header, BatchHeader, Natives, BATCHED};
+pub(crate) use batched::{batch_header, BatchHeader, Natives, BATCHED};
 pub(crate) use lock::release_args;
 
 // The locks' scripts, each also run by number in the batch script (`Op` in `node/batch/`).
