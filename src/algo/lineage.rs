@@ -253,7 +253,7 @@ pub(crate) fn record_age(_uptime: Option<Duration>, _max_ttl: Duration) -> Durat
 /// node was intact, and its quarantine record's `RUN_ID:START_MS`, if it had one of the
 /// running server (design 2.6a). A `FLUSHALL` breaks no connection, so a client connected
 /// before it would go on counting the node's votes; every command that carries a vote
-/// therefore reads both again, on the node, after its votes (`node/batch.rs`), and
+/// therefore reads both again, on the node, after its votes (`node/batch/`), and
 /// [`still_checked`] tells whether they still count.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub(crate) struct Checked {

@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-/// How many attempts one lock call may make (see `Retry` in `config/builder.rs`).
+/// How many attempts one lock call may make (see `Retry` in `config/retry.rs`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum RetryLimit {
     /// At most this many attempts in all, the first one included.

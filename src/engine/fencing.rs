@@ -150,7 +150,7 @@ pub(crate) fn largest(round: &Round<Acquired>) -> Option<u64> {
 }
 
 /// `hint`, if an ACQUIRE round sent with it recorded it on a majority: a majority of trusted
-/// nodes said yes with counters below it, and so raised them to it (`node/scripts.rs`).
+/// nodes said yes with counters below it, and so raised them to it (`node/scripts/`).
 pub(crate) fn recorded(round: &Round<Acquired>, hint: u64) -> Option<u64> {
     let below = round
         .answers
