@@ -7,13 +7,11 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use humantime::format_duration;
 use quorumlock::{quorum, Access, PermitHolder, RedLock, RwHolder};
-use serde::Serialize;
 
 use super::super::exit::{Failure, SOFTWARE, TAKEN, UNAVAILABLE};
 use super::super::holder;
-use super::document::{json_nodes, HolderJson, StatusDocument};
+use super::document::{json_nodes, Claimed, HolderJson, StatusDocument};
 use super::{node_line, Found, Seen};
 
 /// The number of permits of the semaphore the nodes hold at the key, when more of them
@@ -131,49 +129,6 @@ pub(super) async fn rw_status(found: &Found<'_>, redlock: &RedLock) -> Result<u8
         verdict,
     };
     report(found, &census, read.as_ref().err())
-}
-
-/// Which claim a holder of a semaphore or a read-write lock has, in the JSON documents of
-/// `status` and `ls` (its fields stand among the holder's own).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-#[serde(untagged)]
-pub(in crate::cli) enum Claimed {
-    /// A semaphore's slot.
-    Slot { slot: u32 },
-    /// A read-write lock's side, `read` or `write`, and whether this is a writer waiting
-    /// (its intent) rather than a holder.
-    Side { access: &'static str, waiting: bool },
-}
-
-impl Claimed {
-    /// A read-write lock's reader (`write` false), writer, or writer waiting.
-    pub(in crate::cli) fn side(write: bool, waiting: bool) -> Claimed {
-        let access = if write { "write" } else { "read" };
-        Claimed::Side { access, waiting }
-    }
-
-    /// The holder's line in `status`'s text: `slot 1: held by …`, `reader …`.
-    fn line(&self, sha1: &str, nodes: usize, of: usize, ttl: Duration, held: bool) -> String {
-        let expires = format_duration(Duration::from_millis(ttl.as_millis() as u64));
-        match *self {
-            Claimed::Slot { slot } if held => {
-                format!(
-                    "slot {slot}: held by {sha1} on {nodes} of {of} nodes (expires in {expires})"
-                )
-            }
-            Claimed::Slot { slot } => {
-                format!("slot {slot}: claimed by {sha1} on {nodes} of {of} nodes only: not held")
-            }
-            Claimed::Side { access, waiting } => {
-                let who = match (access, waiting) {
-                    (_, true) => "writer waiting",
-                    ("read", _) => "reader",
-                    _ => "writer",
-                };
-                format!("{who} {sha1} on {nodes} of {of} nodes (expires in {expires})")
-            }
-        }
-    }
 }
 
 /// One holder of a semaphore's permit or of a read-write lock's side, as the census found it.

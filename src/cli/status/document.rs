@@ -1,10 +1,12 @@
 //! `status --json`: one document, for a lock and for a semaphore or read-write lock alike.
 //! Every holder is named by its holder id (`holder.rs`), never by its token.
 
+use std::time::Duration;
+
+use humantime::format_duration;
 use serde::Serialize;
 
 use super::super::holder::holder_id;
-use super::census::Claimed;
 use super::Seen;
 
 /// The JSON document, fields in this order.
@@ -95,4 +97,54 @@ pub(super) fn json_nodes<'a>(
             }
         })
         .collect()
+}
+
+/// Which claim a holder of a semaphore or a read-write lock has, in the JSON documents of
+/// `status` and `ls` (its fields stand among the holder's own).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(untagged)]
+pub(in crate::cli) enum Claimed {
+    /// A semaphore's slot.
+    Slot { slot: u32 },
+    /// A read-write lock's side, `read` or `write`, and whether this is a writer waiting
+    /// (its intent) rather than a holder.
+    Side { access: &'static str, waiting: bool },
+}
+
+impl Claimed {
+    /// A read-write lock's reader (`write` false), writer, or writer waiting.
+    pub(in crate::cli) fn side(write: bool, waiting: bool) -> Claimed {
+        let access = if write { "write" } else { "read" };
+        Claimed::Side { access, waiting }
+    }
+
+    /// The holder's line in `status`'s text: `slot 1: held by …`, `reader …`.
+    pub(super) fn line(
+        &self,
+        sha1: &str,
+        nodes: usize,
+        of: usize,
+        ttl: Duration,
+        held: bool,
+    ) -> String {
+        let expires = format_duration(Duration::from_millis(ttl.as_millis() as u64));
+        match *self {
+            Claimed::Slot { slot } if held => {
+                format!(
+                    "slot {slot}: held by {sha1} on {nodes} of {of} nodes (expires in {expires})"
+                )
+            }
+            Claimed::Slot { slot } => {
+                format!("slot {slot}: claimed by {sha1} on {nodes} of {of} nodes only: not held")
+            }
+            Claimed::Side { access, waiting } => {
+                let who = match (access, waiting) {
+                    (_, true) => "writer waiting",
+                    ("read", _) => "reader",
+                    _ => "writer",
+                };
+                format!("{who} {sha1} on {nodes} of {of} nodes (expires in {expires})")
+            }
+        }
+    }
 }

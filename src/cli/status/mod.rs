@@ -24,9 +24,9 @@ mod counting;
 mod document;
 mod lock;
 
-pub(super) use census::Claimed;
 use census::{read_write, rw_status, semaphore_of, semaphore_status};
 use counting::Counting;
+pub(super) use document::Claimed;
 use lock::lock_status;
 
 /// `quorumlock status`.
