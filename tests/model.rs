@@ -25,6 +25,8 @@ mod claims_steps;
 mod client;
 #[path = "model/explore.rs"]
 mod explore;
+#[path = "model/lock_refinement.rs"]
+mod lock_refinement;
 #[path = "model/loss.rs"]
 mod loss;
 #[path = "model/node.rs"]
@@ -590,4 +592,61 @@ fn larger_short_lived_with_tokens_and_a_flush_at_any_tick() {
     ];
     let sys = system(Rules::CRATE, bounds);
     assert_holds_within("short-lived, larger", sys, &witnessed, LARGER_CAP);
+}
+
+/// The runs whose node steps the refinement check runs on a real server: fencing tokens
+/// across a restart and its re-seed, and a young node flushed while processes come and go.
+const REFINED: [Bounds; 2] = [
+    Bounds {
+        ticks: 2,
+        attempts: 1,
+        ..FENCING
+    },
+    Bounds {
+        phases: &[0],
+        processes: 1,
+        attempts: 1,
+        ..YOUNG_FLUSH
+    },
+];
+
+/// Every distinct node step of the lock (SET NX with its read-back, PEEK, FENCE,
+/// QUARANTINE, SEED) over the states of [`REFINED`] answers and leaves the node as the
+/// crate's script does on a real server; and a model node that reads back no record, or
+/// seeds without the record, differs from the scripts.
+#[tokio::test]
+async fn the_lock_node_steps_are_the_lua() {
+    use lock_refinement::{first_difference, node_steps, Broken};
+    let started = Instant::now();
+    let quorum = quorumlock::testkit::LocalQuorum::start(1)
+        .await
+        .expect("a redis-server");
+    let server = quorum.node(0);
+    let mut all = BTreeSet::new();
+    for bounds in REFINED {
+        let (states, steps) = node_steps(&system(Rules::CRATE, bounds));
+        println!(
+            "lock refinement: {states} states, {} node steps",
+            steps.len()
+        );
+        all.extend(steps);
+    }
+    let kinds = |pick: fn(&node::Call) -> bool| all.iter().filter(|(_, c)| pick(c)).count();
+    println!(
+        "lock refinement: {} distinct steps ({} SET NX, {} PEEK or FENCE, {} QUARANTINE, {} SEED)",
+        all.len(),
+        kinds(|c| matches!(c, node::Call::Run(r, _) if r.round.stage == system::Stage::Acquire)),
+        kinds(|c| matches!(c, node::Call::Run(r, _) if r.round.stage != system::Stage::Acquire)),
+        kinds(|c| matches!(c, node::Call::Quarantine(..))),
+        kinds(|c| matches!(c, node::Call::Seed(..))),
+    );
+    if let Some(difference) = first_difference(server, &all, Broken::None).await {
+        panic!("a node step differs from the Lua on {difference}");
+    }
+    for broken in [Broken::ReadBackWithoutRecord, Broken::SeedWithoutRecord] {
+        let found = first_difference(server, &all, broken).await;
+        let found = found.unwrap_or_else(|| panic!("{broken:?}: no step differs"));
+        println!("lock refinement, {broken:?}: {found}");
+    }
+    println!("lock refinement: {:.1?}", started.elapsed());
 }
