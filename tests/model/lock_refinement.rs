@@ -337,15 +337,16 @@ pub async fn first_difference(
     server: &LocalNode,
     steps: &BTreeSet<Step>,
     broken: Broken,
-) -> Option<String> {
+) -> Option<(Step, String)> {
     for step in steps {
         let (answer, after) = model_step(step, broken);
         let (real_answer, real_after, took) = real_step(server, step).await;
         let slack = took + 5;
         if !(same(&answer, &real_answer, slack) && same(&after, &real_after, slack)) {
-            return Some(format!(
+            let shown = format!(
                 "{step:?}:\nmodel {answer:?} {after:?}\nreal  {real_answer:?} {real_after:?}"
-            ));
+            );
+            return Some((step.clone(), shown));
         }
     }
     None
