@@ -9,7 +9,8 @@
 //!
 //! The semaphore and the read-write lock are a model of their own on the same clocks
 //! (`claims.rs`, `claims_steps.rs`, `claims_explore.rs`, run by `claim_runs.rs`), whose node step is checked against the crate's Lua
-//! on a real server (`refinement.rs`).
+//! on a real server (`refinement.rs`). The lock's node steps are checked against the crate's
+//! Lua likewise (`lock_refinement.rs`).
 //!
 //! `cargo test --features model --test model -- --nocapture` prints the state counts.
 
