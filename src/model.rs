@@ -3,9 +3,9 @@
 //! the docs, and not part of the API (no semver promise; it changes with `algo/`).
 //!
 //! Each item forwards to the crate's own function or type, unchanged, so that the model's
-//! steps take the decisions the client takes: no rule is written here. Two node scripts are
-//! forwarded too, as text, for the refinement check that runs them on a real server against
-//! the model's node step.
+//! steps take the decisions the client takes: no rule is written here. The node scripts
+//! that the model writes again are forwarded too, as text, for the refinement checks that
+//! run them on a real server against the model's node steps.
 
 use std::time::Duration;
 
@@ -305,3 +305,24 @@ pub const PERMIT_ACQUIRE: &str = crate::node::scripts::permit::PERMIT_ACQUIRE;
 /// The Lua of RW_ACQUIRE (`node::scripts::permit`), `KEYS = [key]`,
 /// `ARGV = [token, ttl_ms, 'r' or 'w', waiter, intent_ttl_ms]`.
 pub const RW_ACQUIRE: &str = crate::node::scripts::permit::RW_ACQUIRE;
+
+/// The Lua of SET_NX_ALONE (`node::scripts::batched`), a lone `SET NX PX` vote and its
+/// read-back of the node's marker and record: `KEYS = [key]`, `ARGV = [token, ttl_ms]`,
+/// answers `{0 or nil, marker, record}`.
+pub const SET_NX_ALONE: &str = crate::node::scripts::batched::SET_NX_ALONE;
+
+/// The Lua of PEEK (`node::scripts::lock`), `KEYS = [key, its fencing counter, marker key,
+/// largest counter key]`, `ARGV = [token, n, marker]`.
+pub const PEEK: &str = crate::node::scripts::lock::PEEK;
+
+/// The Lua of FENCE (`node::scripts::lock`), `KEYS` as PEEK's, `ARGV = [token, fence, n,
+/// marker]`.
+pub const FENCE: &str = crate::node::scripts::lock::FENCE;
+
+/// The Lua of QUARANTINE (`node::scripts::records`), `KEYS = [marker key, quarantine key]`,
+/// `ARGV = [run_id, wait_ms, age_ms]`.
+pub const QUARANTINE: &str = crate::node::scripts::records::QUARANTINE;
+
+/// The Lua of SEED (`node::scripts::records`), `KEYS = [marker key, largest counter key,
+/// quarantine key]`, `ARGV = [old marker or '', marker, floor, RUN_ID:START_MS or '']`.
+pub const SEED: &str = crate::node::scripts::records::SEED;

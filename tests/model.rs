@@ -9,7 +9,8 @@
 //!
 //! The semaphore and the read-write lock are a model of their own on the same clocks
 //! (`claims.rs`, `claims_steps.rs`, `claims_explore.rs`, run by `claim_runs.rs`), whose node step is checked against the crate's Lua
-//! on a real server (`refinement.rs`).
+//! on a real server (`refinement.rs`). The lock's node steps are checked against the crate's
+//! Lua likewise (`lock_refinement.rs`).
 //!
 //! `cargo test --features model --test model -- --nocapture` prints the state counts.
 
@@ -25,6 +26,8 @@ mod claims_steps;
 mod client;
 #[path = "model/explore.rs"]
 mod explore;
+#[path = "model/lock_refinement.rs"]
+mod lock_refinement;
 #[path = "model/loss.rs"]
 mod loss;
 #[path = "model/node.rs"]
@@ -590,4 +593,98 @@ fn larger_short_lived_with_tokens_and_a_flush_at_any_tick() {
     ];
     let sys = system(Rules::CRATE, bounds);
     assert_holds_within("short-lived, larger", sys, &witnessed, LARGER_CAP);
+}
+
+/// The runs whose node steps the refinement check runs on a real server: fencing tokens
+/// across a restart and its re-seed, and a young node flushed while processes come and go.
+const REFINED: [Bounds; 3] = [
+    Bounds {
+        attempts: 1,
+        ..FENCING
+    },
+    Bounds {
+        tokens: true,
+        attempts: 1,
+        ..restart(true)
+    },
+    Bounds {
+        phases: &[0],
+        processes: 1,
+        attempts: 1,
+        ..YOUNG_FLUSH
+    },
+];
+
+/// Every distinct node step of the lock (SET NX with its read-back, PEEK, FENCE,
+/// QUARANTINE, SEED) over the states of `runs` answers and leaves the node as the crate's
+/// script does on a real server; and, where `teeth`, a model node that reads back no
+/// record, or seeds without the record, differs from the scripts (the runs must have a
+/// re-seed after a flush that its check did not see).
+async fn lock_steps_refine(runs: &[Bounds], teeth: bool) {
+    use lock_refinement::{first_difference, node_steps, Broken};
+    use node::Call;
+    let started = Instant::now();
+    let quorum = quorumlock::testkit::LocalQuorum::start(1)
+        .await
+        .expect("a redis-server");
+    let server = quorum.node(0);
+    let mut all = BTreeSet::new();
+    for bounds in runs {
+        let (states, steps) = node_steps(&system(Rules::CRATE, *bounds));
+        println!(
+            "lock refinement: {states} states, {} node steps",
+            steps.len()
+        );
+        all.extend(steps);
+    }
+    let acquire =
+        |c: &Call| matches!(c, Call::Run(r, _) if r.round.stage == system::Stage::Acquire);
+    let kinds = |pick: &dyn Fn(&Call) -> bool| all.iter().filter(|(_, c)| pick(c)).count();
+    println!(
+        "lock refinement: {} distinct steps ({} SET NX, {} PEEK or FENCE, {} QUARANTINE, {} SEED)",
+        all.len(),
+        kinds(&acquire),
+        kinds(&|c| matches!(c, Call::Run(..)) && !acquire(c)),
+        kinds(&|c| matches!(c, Call::Quarantine(..))),
+        kinds(&|c| matches!(c, Call::Seed(..))),
+    );
+    if let Some((_, difference)) = first_difference(server, &all, Broken::None).await {
+        panic!("a node step differs from the Lua on {difference}");
+    }
+    let broken = [Broken::ReadBackWithoutRecord, Broken::SeedWithoutRecord];
+    for broken in broken.into_iter().filter(|_| teeth) {
+        let found = first_difference(server, &all, broken).await;
+        let (step, found) = found.unwrap_or_else(|| panic!("{broken:?}: no step differs"));
+        // Each is caught on the step it breaks: a SET NX, a SEED.
+        let on_its_step = match broken {
+            Broken::SeedWithoutRecord => matches!(step.1, Call::Seed(..)),
+            _ => acquire(&step.1),
+        };
+        assert!(on_its_step, "{broken:?} caught on another step: {found}");
+        println!("lock refinement, {broken:?}: {found}");
+    }
+    println!("lock refinement: {:.1?}", started.elapsed());
+}
+
+#[tokio::test]
+async fn the_lock_node_steps_are_the_lua() {
+    lock_steps_refine(&REFINED, true).await;
+}
+
+/// More holds, and so more PEEK and FENCE steps: `cargo test --features model --test model
+/// -- --ignored --nocapture larger_lock_node_steps` (docs/model.md).
+#[tokio::test]
+#[ignore]
+async fn larger_lock_node_steps_are_the_lua() {
+    let fencing = Bounds {
+        ticks: 2,
+        ..FENCING
+    };
+    let flush = Bounds {
+        ticks: 3,
+        attempts: 1,
+        processes: 1,
+        ..FLUSH
+    };
+    lock_steps_refine(&[fencing, flush], false).await;
 }

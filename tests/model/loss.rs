@@ -164,7 +164,12 @@ impl State {
             self.seen |= seen::RESEED_STALE;
         }
         let old = self.nodes[n].marker;
-        match self.nodes[n].seed(old, marker, record.filter(|_| rules.reseed_checked)) {
+        match self.nodes[n].seed(
+            old,
+            marker,
+            record.filter(|_| rules.reseed_checked),
+            now_node,
+        ) {
             Seeded::Written => {}
             Seeded::MarkerChanged => return false,
             Seeded::RecordGone => {

@@ -1,10 +1,74 @@
 //! What a node does: its scripts, run atomically (`src/node/scripts.rs`), a restart and a
 //! FLUSHALL. The node side is Lua in the crate, so it is written here again, as the scripts
-//! say; the decisions of the client are not (they are called, `client.rs`).
+//! say, and held to them on a real server (`lock_refinement.rs`); the decisions of the
+//! client are not (they are called, `client.rs`).
+
+use std::cell::RefCell;
+use std::collections::BTreeSet;
 
 use quorumlock::__model::{self as algo, Ballot};
 
 use super::system::{run_id, Marker, Node, Reply, Request, Stage, TTL};
+
+/// A node step as the model takes it, for the refinement check (`lock_refinement.rs`): the
+/// node before, its times moved so that the step runs at [`STEP_AT_MS`], and the call.
+pub type Step = (Node, Call);
+
+/// A call of a node script, its times moved as the node's.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Call {
+    /// SET NX (with its read-back), PEEK or FENCE, and whether counters read the floor.
+    Run(Request, bool),
+    /// QUARANTINE with its wait and age.
+    Quarantine(u64, u64),
+    /// SEED: the marker read, the one to write, and the record held to (`RUN_ID:START_MS`).
+    Seed(Option<Marker>, Marker, Option<String>),
+}
+
+/// The node clock of a recorded step.
+pub const STEP_AT_MS: u64 = 1_000_000;
+
+thread_local! {
+    /// The steps taken since [`record_steps`] was called, if it was.
+    static STEPS: RefCell<Option<BTreeSet<Step>>> = const { RefCell::new(None) };
+}
+
+/// From now on (on this thread), every node step is noted for [`recorded_steps`].
+pub fn record_steps() {
+    STEPS.with(|s| *s.borrow_mut() = Some(BTreeSet::new()));
+}
+
+/// The distinct steps noted since [`record_steps`], which stops noting them.
+pub fn recorded_steps() -> BTreeSet<Step> {
+    STEPS.with(|s| s.borrow_mut().take().unwrap_or_default())
+}
+
+/// `time` (a node's clock at `now_ms`) as the clock of a recorded step reads it.
+fn moved(time: u64, now_ms: u64) -> u64 {
+    time + STEP_AT_MS - now_ms
+}
+
+fn note(node: &Node, call: impl FnOnce(u64) -> Call, now_ms: u64) {
+    STEPS.with(|s| {
+        if let Some(steps) = s.borrow_mut().as_mut() {
+            let mut node = node.clone();
+            // What no script reads: the node's class and when its server started.
+            (node.class, node.started_ms, node.phase) = (0, 0, 0);
+            node.key = node.key.map(|(token, until)| (token, moved(until, now_ms)));
+            node.record = node
+                .record
+                .map(|(run, start, wait)| (run, moved(start, now_ms), wait));
+            steps.insert((node, call(now_ms)));
+        }
+    });
+}
+
+/// `RUN_ID:START_MS` with its start moved as [`moved`] does.
+fn moved_record(record: &str, now_ms: u64) -> String {
+    let (run, start) = record.rsplit_once(':').expect("RUN_ID:START_MS");
+    let start: u64 = start.parse().expect("START_MS");
+    format!("{run}:{}", moved(start, now_ms))
+}
 
 impl Marker {
     /// As stored: `RUN_ID:FLOOR`, or `RUN_ID:0:new`.
@@ -84,6 +148,7 @@ impl Node {
     /// `floor`). SET NX, which carries a vote, reads back the node's marker and record in
     /// the same atomic step (the batch script's `held!`).
     pub fn run(&mut self, request: &Request, now_ms: u64, floor: bool) -> Reply {
+        note(self, |_| Call::Run(*request, floor), now_ms);
         let mut reply = self.answer(request, now_ms, floor);
         if request.round.stage == Stage::Acquire {
             reply.held = (self.marker, self.record);
@@ -133,6 +198,7 @@ impl Node {
     /// the running server (its wait raised to `wait_ms`), or writes one that starts `age_ms`
     /// before now. Answers `(START_MS, WAIT_MS, now)`.
     pub fn quarantine(&mut self, wait_ms: u64, age_ms: u64, now_ms: u64) -> (u64, u64, u64) {
+        note(self, |_| Call::Quarantine(wait_ms, age_ms), now_ms);
         match &mut self.record {
             Some((run, start, was)) if *run == self.run => {
                 *was = (*was).max(wait_ms);
@@ -154,7 +220,15 @@ impl Node {
     /// The SEED script: if the marker is still `old` and, where `record` is given (the
     /// `RUN_ID:START_MS` of the record the re-seeding check found), the node still holds that
     /// record, writes `marker` and raises the hwm to its floor.
-    pub fn seed(&mut self, old: Option<Marker>, marker: Marker, record: Option<&str>) -> Seeded {
+    pub fn seed(
+        &mut self,
+        old: Option<Marker>,
+        marker: Marker,
+        record: Option<&str>,
+        now_ms: u64,
+    ) -> Seeded {
+        let call = |now| Call::Seed(old, marker, record.map(|r| moved_record(r, now)));
+        note(self, call, now_ms);
         if self.marker != old {
             return Seeded::MarkerChanged;
         }
