@@ -1,6 +1,7 @@
 //! The semaphore and the read-write lock (design 2.9): claims in one sorted set per resource
-//! on each node, taken in one round by `engine::semaphore::attempt_member`, and decided on
-//! one slot recorded by a majority, with the lock's validity rule.
+//! on each node, taken in one round by `engine::attempt::attempt` of the claim kind `Seat`
+//! (`engine::semaphore`), and decided on one slot recorded by a majority, with the lock's
+//! validity rule.
 //!
 //! Time, clocks and the ttl are the lock model's (`system.rs`: ticks of 2 s, nodes 10% fast,
 //! clients 10% slow, a 4 s ttl, the drift factor 0.2). The client's decisions are the
@@ -8,7 +9,7 @@
 //! tally (`Tally`), when the round is decided (`slots::decision`), the slot granted
 //! (`slots::most_recorded`), the tally its verdict sees (`slots::narrowed`) and the verdict
 //! (`verdict::timed`, `quorumlock::drift`). What the model writes itself is what a node does
-//! (the Lua of PERMIT_ACQUIRE and RW_ACQUIRE, `src/node/scripts.rs`, rewritten as Rust) and
+//! (the Lua of PERMIT_ACQUIRE and RW_ACQUIRE, `src/node/scripts/`, rewritten as Rust) and
 //! the order of the client's steps (`claims_steps.rs`). This file holds the rules, the
 //! bounds and the state; `claims_explore.rs` the model as stateright sees it.
 //!

@@ -164,7 +164,7 @@ impl Claims {
                 }
             }
             // Decided before this node answered: a claim on another slot than the one
-            // granted is discarded (`attempt_member`), and so is the intent a writer's
+            // granted is discarded (the claim kind `Seat` in `attempt::attempt`), and so is the intent a writer's
             // refusal left (the drop of the intent follows on the connection).
             Phase::Held { token, member, .. } if token == request.token => {
                 if self.rules.per_slot {
@@ -185,7 +185,7 @@ impl Claims {
         self.conclude(s, c);
     }
 
-    /// Once the round of `c` is decided: its verdict (`attempt_member`).
+    /// Once the round of `c` is decided: its verdict (the claim kind `Seat` in `attempt::attempt`).
     fn conclude(&self, s: &mut State, c: usize) {
         let now = s.client_ms();
         let Phase::Acquiring {

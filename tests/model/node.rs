@@ -1,4 +1,4 @@
-//! What a node does: its scripts, run atomically (`src/node/scripts.rs`), a restart and a
+//! What a node does: its scripts, run atomically (`src/node/scripts/`), a restart and a
 //! FLUSHALL. The node side is Lua in the crate, so it is written here again, as the scripts
 //! say, and held to them on a real server (`lock_refinement.rs`); the decisions of the
 //! client are not (they are called, `client.rs`).

@@ -71,7 +71,7 @@ pub struct Rules {
     /// The same for the FENCE round alone: a token recorded on fewer nodes.
     pub fence_needed: Option<usize>,
     /// Whether a node's counters read as at least its marker's floor (`largest_counter!`
-    /// in `src/node/scripts.rs`).
+    /// in `src/node/scripts/`).
     pub floor: bool,
     /// Whether an acquisition's votes count only if the node, right after running them,
     /// still holds the marker or the record its check found (`lineage::still_checked`): what
@@ -228,7 +228,7 @@ pub struct Reply {
     pub refused: bool,
     pub marker: Option<Marker>,
     /// What the node held right after an acquisition's SET, read in the same atomic step
-    /// (`held!` in `src/node/scripts.rs`): its marker and its record.
+    /// (`held!` in `src/node/scripts/`): its marker and its record.
     pub held: Held,
 }
 
