@@ -164,8 +164,9 @@ impl Claims {
                 }
             }
             // Decided before this node answered: a claim on another slot than the one
-            // granted is discarded (the claim kind `Seat` in `attempt::attempt`), and so is the intent a writer's
-            // refusal left (the drop of the intent follows on the connection).
+            // granted is discarded (the claim kind `Seat` in `attempt::attempt`), and so is
+            // the intent a writer's refusal left (the drop of the intent follows on the
+            // connection).
             Phase::Held { token, member, .. } if token == request.token => {
                 if self.rules.per_slot {
                     s.nodes[n].retain(|c| c.token != token || c.member == member);
