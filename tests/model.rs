@@ -26,6 +26,10 @@ mod claims_steps;
 mod client;
 #[path = "model/explore.rs"]
 mod explore;
+#[path = "model/live.rs"]
+mod live;
+#[path = "model/live_runs.rs"]
+mod live_runs;
 #[path = "model/lock_refinement.rs"]
 mod lock_refinement;
 #[path = "model/loss.rs"]
@@ -71,6 +75,7 @@ const LOCKS: Bounds = Bounds {
     late_replies: true,
     phases: &[],
     restart_first: false,
+    fair_from: None,
 };
 
 /// Two processes contend, without a pause: where a rule of the verdict is replaced (every
@@ -218,7 +223,7 @@ fn assert_holds(label: &str, sys: System, witnessed: &[&'static str]) {
 /// [`assert_holds`] with room for `cap` states.
 fn assert_holds_within(label: &str, sys: System, witnessed: &[&'static str], cap: usize) {
     let run = explore(label, sys, Goal::All, cap);
-    for property in [ONE_HOLDER, TOKENS_GROW] {
+    for property in [ONE_HOLDER, TOKENS_GROW, explore::EVENTUALLY_GRANT] {
         if let Some(path) = run.discovery(property) {
             panic!(
                 "{}: \"{property}\" fails:\n{}",

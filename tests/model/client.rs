@@ -53,6 +53,7 @@ impl Client {
             alive: false,
             born: 0,
             paused_until: 0,
+            tried: false,
             views: [View::default(); NODES],
             channels: Default::default(),
             phase: Phase::Idle,
@@ -162,6 +163,7 @@ impl State {
                 }
             }
         }
+        self.fair_tick(bounds);
         for c in 0..self.clients.len() {
             let t = self.t;
             let client = &mut self.clients[c];
@@ -190,6 +192,7 @@ impl State {
     pub fn attempt(&mut self, rules: &Rules, c: usize) {
         let token = self.next_token;
         self.next_token += 1;
+        self.clients[c].tried = self.fair_token.is_some();
         self.clients[c].phase = Phase::Acquiring {
             token,
             start_ms: self.client_ms(),
@@ -329,6 +332,9 @@ impl State {
                         }
                         if self.majority_lost_at.is_some_and(|at| token >= at) {
                             self.seen |= seen::GRANT_AFTER_MAJORITY_LOST;
+                        }
+                        if self.fair_token.is_some_and(|at| token >= at) {
+                            self.seen |= seen::FAIR_GRANT;
                         }
                     }
                     Timed::Late | Timed::Gone | Timed::Short => {

@@ -60,6 +60,7 @@ pub const GRANT_AFTER_FLUSH_SEEN: &str = "a grant after a flush seen by a vote";
 pub const DATED_BACK: &str = "a young node's record dated back to its start";
 pub const AT_THE_BOUNDARY: &str = "a record written where the rule before 91b693e dates otherwise";
 pub const RESEED_STALE: &str = "a re-seed after the record its check found is gone";
+pub const EVENTUALLY_GRANT: &str = "once faults stop, a process that keeps trying gets the lock";
 
 impl Model for System {
     type State = State;
@@ -82,6 +83,7 @@ impl Model for System {
             out_of_order: false,
             seen: 0,
             majority_lost_at: None,
+            fair_token: (self.bounds.fair_from == Some(0)).then_some(0),
         };
         let b = &self.bounds;
         let phases = if b.phases.is_empty() { &[0] } else { b.phases };
@@ -108,18 +110,24 @@ impl Model for System {
 
     fn actions(&self, s: &State, actions: &mut Vec<Action>) {
         let b = &self.bounds;
-        if s.t < b.ticks {
+        // Once faults stop (`live.rs`): no fault is offered, the tick waits until the run
+        // is settled, and a path ends at its goal.
+        let fair = self.fair(s);
+        if fair && s.live() {
+            return;
+        }
+        if s.t < b.ticks && (!fair || s.settled()) {
             actions.push(Action::Tick);
         }
         for (c, client) in s.clients.iter().enumerate() {
             let room = s.used.starts < b.processes;
             if !client.alive {
-                if room {
+                if room || fair {
                     actions.push(Action::Start(c));
                 }
                 continue;
             }
-            if room && b.lifetime.is_none() {
+            if room && b.lifetime.is_none() && !fair {
                 actions.push(Action::Exit(c));
             }
             let active = client.active(s.t);
@@ -129,7 +137,7 @@ impl Model for System {
                     actions.push(Action::Arrive(c, n));
                     // Only an acquisition's verdict reads how long its round took.
                     let timed = request.round.stage == Stage::Acquire;
-                    if current && timed && b.late_replies && s.t < b.ticks {
+                    if current && timed && b.late_replies && s.t < b.ticks && !fair {
                         actions.push(Action::ArriveLate(c, n));
                     }
                 }
@@ -137,11 +145,15 @@ impl Model for System {
             if !active {
                 continue;
             }
-            if s.used.pauses < b.pauses {
+            if s.used.pauses < b.pauses && !fair {
                 actions.push(Action::Pause(c));
             }
             match client.phase {
-                Phase::Idle if s.next_token < b.attempts => {
+                // Once fair, a process keeps trying, once a tick (`live.rs`).
+                Phase::Idle if fair && s.may_attempt(c) => {
+                    actions.push(Action::Attempt(c));
+                }
+                Phase::Idle if !fair && s.next_token < b.attempts => {
                     actions.push(Action::Attempt(c));
                 }
                 Phase::Held { fencing, .. } => {
@@ -166,7 +178,7 @@ impl Model for System {
             }
         }
         let phases = if b.phases.is_empty() { &[0] } else { b.phases };
-        for n in 0..NODES {
+        for n in (0..NODES).filter(|_| !fair) {
             if s.t <= b.restarts_by && s.used.restarts[n] < b.restarts[n] {
                 actions.extend(phases.iter().map(|&phase| Action::Restart(n, phase)));
             }
@@ -206,7 +218,7 @@ impl Model for System {
     }
 
     fn properties(&self) -> Vec<Property<Self>> {
-        vec![
+        let mut properties = vec![
             Property::always(ONE_HOLDER, |_, s: &State| s.holders() <= 1),
             Property::always(TOKENS_GROW, |_, s: &State| !s.out_of_order),
             Property::sometimes(GRANT, |_, s: &State| s.seen & seen::GRANT != 0),
@@ -231,7 +243,16 @@ impl Model for System {
             Property::sometimes(RESEED_STALE, |_, s: &State| {
                 s.seen & seen::RESEED_STALE != 0
             }),
-        ]
+        ];
+        if self.bounds.fair_from.is_some() {
+            // On every path to a terminal state (the model is bounded in ticks: every path
+            // ends). The flag is kept once set, so a path that meets another in one state
+            // has the same answer.
+            properties.push(Property::eventually(EVENTUALLY_GRANT, |_, s: &State| {
+                s.live()
+            }));
+        }
+        properties
     }
 }
 

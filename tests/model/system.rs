@@ -137,6 +137,12 @@ pub struct Bounds {
     /// Whether node 0 restarts empty before the first step of the run (one initial state
     /// per phase), the processes then checking it as they start.
     pub restart_first: bool,
+    /// The tick from which faults stop and the run is fair, if any (`live.rs`): no restart,
+    /// flush, pause, exit or late reply; every request runs and every reply is taken within
+    /// the tick; an empty slot gets a new process; a process that holds no valid lock
+    /// attempts once a tick, its round not overlapping another's. `attempts` and
+    /// `processes` bound only what comes before.
+    pub fair_from: Option<u8>,
 }
 
 /// A node's marker, `RUN_ID:FLOOR` or `RUN_ID:0:new` (`lineage::Marker`).
@@ -286,6 +292,8 @@ pub struct Client {
     pub born: u8,
     /// No step before this tick (a pause).
     pub paused_until: u8,
+    /// It attempted in this tick (kept only once the run is fair).
+    pub tried: bool,
     pub views: [View; NODES],
     pub channels: [Channel; NODES],
     pub phase: Phase,
@@ -324,6 +332,8 @@ pub mod seen {
     /// A re-seed by a process whose check's record the node no longer holds (it lost data
     /// again since).
     pub const RESEED_STALE: u16 = 2048;
+    /// A grant to an attempt that started once the run was fair.
+    pub const FAIR_GRANT: u16 = 4096;
 }
 
 /// The whole system.
@@ -347,6 +357,8 @@ pub struct State {
     /// Once a majority of the nodes lost data at once: the first token of the attempts
     /// that started after.
     pub majority_lost_at: Option<u8>,
+    /// Once the run is fair: the first token of the attempts that started after.
+    pub fair_token: Option<u8>,
 }
 
 /// A node's run_id for `run`: hex, as a server's.

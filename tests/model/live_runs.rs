@@ -1,0 +1,63 @@
+//! The liveness runs (`live.rs`, docs/model.md "Liveness"): once faults stop, the crate's
+//! rules grant the lock on every fair path; the quarantine kept in each process's memory
+//! does not, where every process lives shorter than the quarantine.
+
+use super::explore::EVENTUALLY_GRANT;
+use super::system::{Bounds, Quarantine, Rules};
+use super::{assert_caught, assert_holds, restart, system, Search, SHORT_LIVED};
+
+/// Short-lived processes (each lives two ticks, 3,600 ms of its clock, less than the
+/// quarantine of 4,000 ms) after a majority of the nodes was flushed in tick 0; faults stop
+/// at tick 1.
+const LIVE_SHORT_LIVED: Bounds = Bounds {
+    ticks: 5,
+    processes: 1,
+    fair_from: Some(1),
+    ..SHORT_LIVED
+};
+
+#[test]
+fn once_faults_stop_short_lived_processes_get_the_lock() {
+    assert_holds(
+        "live, short-lived",
+        system(Rules::CRATE, LIVE_SHORT_LIVED),
+        &[super::explore::GRANT_AFTER_MAJORITY_LOST],
+    );
+}
+
+/// The quarantine kept in each process's memory (the rule before the record): a process
+/// that lives shorter than the quarantine never counts the flushed nodes, and no process
+/// gets the lock however long the run is fair.
+#[test]
+fn a_quarantine_counted_per_process_starves_short_lived_processes() {
+    let rules = Rules {
+        quarantine: Quarantine::PerProcess,
+        ..Rules::CRATE
+    };
+    assert_caught(
+        "live, per process",
+        system(rules, LIVE_SHORT_LIVED),
+        (EVENTUALLY_GRANT, Search::Shortest),
+        26,
+    );
+}
+
+/// Two processes contend; in tick 0, node 0 restarts empty, replies come late, and a
+/// process pauses for three ticks; faults stop at tick 1.
+const LIVE_RESTART: Bounds = Bounds {
+    ticks: 5,
+    restarts_by: 0,
+    late_replies: true,
+    pauses: 1,
+    fair_from: Some(1),
+    ..restart(false)
+};
+
+#[test]
+fn once_faults_stop_a_process_that_keeps_trying_gets_the_lock() {
+    assert_holds(
+        "live, restart",
+        system(Rules::CRATE, LIVE_RESTART),
+        &[super::explore::GRANT],
+    );
+}
