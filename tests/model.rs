@@ -24,6 +24,8 @@ mod claims_explore;
 mod claims_steps;
 #[path = "model/client.rs"]
 mod client;
+#[path = "model/election.rs"]
+mod election;
 #[path = "model/explore.rs"]
 mod explore;
 #[path = "model/live.rs"]
@@ -72,6 +74,7 @@ const LOCKS: Bounds = Bounds {
     lifetime: None,
     persistent: [false; 3],
     tokens: false,
+    election: false,
     late_replies: true,
     phases: &[],
     restart_first: false,
@@ -223,7 +226,13 @@ fn assert_holds(label: &str, sys: System, witnessed: &[&'static str]) {
 /// [`assert_holds`] with room for `cap` states.
 fn assert_holds_within(label: &str, sys: System, witnessed: &[&'static str], cap: usize) {
     let run = explore(label, sys, Goal::All, cap);
-    for property in [ONE_HOLDER, TOKENS_GROW, explore::EVENTUALLY_GRANT] {
+    let properties = [
+        ONE_HOLDER,
+        TOKENS_GROW,
+        explore::TERMS_GROW,
+        explore::EVENTUALLY_GRANT,
+    ];
+    for property in properties {
         if let Some(path) = run.discovery(property) {
             panic!(
                 "{}: \"{property}\" fails:\n{}",

@@ -60,6 +60,8 @@ pub const GRANT_AFTER_FLUSH_SEEN: &str = "a grant after a flush seen by a vote";
 pub const DATED_BACK: &str = "a young node's record dated back to its start";
 pub const AT_THE_BOUNDARY: &str = "a record written where the rule before 91b693e dates otherwise";
 pub const RESEED_STALE: &str = "a re-seed after the record its check found is gone";
+pub const TERMS_GROW: &str = "terms grow with the leaders";
+pub const LEADER_AFTER_RESTART: &str = "a leader after a restart";
 pub const EVENTUALLY_GRANT: &str = "once faults stop, a process that keeps trying gets the lock";
 
 impl Model for System {
@@ -156,6 +158,13 @@ impl Model for System {
                 Phase::Idle if !fair && s.next_token < b.attempts => {
                     actions.push(Action::Attempt(c));
                 }
+                // A campaign asks its term first, and releases once it has it (resigns) or
+                // cannot have it (and campaigns again): `election.rs`.
+                Phase::Held { fencing, .. } if b.election => match fencing {
+                    Fencing::NotAsked => actions.push(Action::AskToken(c)),
+                    Fencing::Handed(_) | Fencing::Refused => actions.push(Action::Release(c)),
+                    Fencing::Peeking(_) | Fencing::Recording(..) => {}
+                },
                 Phase::Held { fencing, .. } => {
                     if b.tokens && fencing == Fencing::NotAsked {
                         actions.push(Action::AskToken(c));
@@ -213,6 +222,9 @@ impl Model for System {
             Action::Exit(c) => s.exit(c),
             Action::Start(c) => s.start(rules, c),
         }
+        if self.bounds.election {
+            s.note_leaders(last);
+        }
         s.normalize(&self.bounds);
         Some(s)
     }
@@ -244,6 +256,14 @@ impl Model for System {
                 s.seen & seen::RESEED_STALE != 0
             }),
         ];
+        if self.bounds.election {
+            properties.push(Property::always(TERMS_GROW, |_, s: &State| {
+                s.seen & seen::TERM_NOT_GREATER == 0
+            }));
+            properties.push(Property::sometimes(LEADER_AFTER_RESTART, |_, s: &State| {
+                s.seen & seen::LEADER_AFTER_RESTART != 0
+            }));
+        }
         if self.bounds.fair_from.is_some() {
             // On every path to a terminal state (the model is bounded in ticks: every path
             // ends). The flag is kept once set, so a path that meets another in one state

@@ -70,6 +70,8 @@ pub struct Rules {
     pub needed: Option<usize>,
     /// The same for the FENCE round alone: a token recorded on fewer nodes.
     pub fence_needed: Option<usize>,
+    /// The same for the PEEK round alone: a token (a term) read from fewer nodes.
+    pub peek_needed: Option<usize>,
     /// Whether a node's counters read as at least its marker's floor (`largest_counter!`
     /// in `src/node/scripts/`).
     pub floor: bool,
@@ -93,6 +95,7 @@ impl Rules {
         elapsed: true,
         needed: None,
         fence_needed: None,
+        peek_needed: None,
         floor: true,
         votes_checked: true,
         reseed_checked: true,
@@ -123,6 +126,11 @@ pub struct Bounds {
     pub persistent: [bool; NODES],
     /// Whether holders ask for their fencing token.
     pub tokens: bool,
+    /// Whether the processes campaign (`election.rs`): a holder asks its token, the term,
+    /// before anything else, and releases the lock if it cannot be had (then campaigns
+    /// again); a holder with its term leads until it resigns (releases) or its validity
+    /// ends.
+    pub election: bool,
     /// Whether an acquisition's replies may come a tick late (else each comes as its
     /// request runs, or never: a timeout).
     pub late_replies: bool,
@@ -334,6 +342,10 @@ pub mod seen {
     pub const RESEED_STALE: u16 = 2048;
     /// A grant to an attempt that started once the run was fair.
     pub const FAIR_GRANT: u16 = 4096;
+    /// A leader (a campaign with its term) after a node restarted.
+    pub const LEADER_AFTER_RESTART: u16 = 8192;
+    /// A leader whose term is not greater than an earlier leader's.
+    pub const TERM_NOT_GREATER: u16 = 16384;
 }
 
 /// The whole system.
