@@ -92,3 +92,20 @@ fn a_term_read_from_a_minority_repeats() {
     let found = (TERMS_GROW, Search::Shortest);
     assert_caught("term from a minority", system(rules, bounds), found, 17);
 }
+
+/// Terms rely on the re-seed (design 2.8): read without its floor, a term recorded on a
+/// node that restarted empty and on one other is read again from the re-seeded node and the
+/// third, and repeats (depth first, over the larger run's 3 ticks).
+#[test]
+fn terms_read_without_the_reseed_floor_repeat() {
+    let rules = Rules {
+        floor: false,
+        ..Rules::CRATE
+    };
+    let bounds = Bounds {
+        ticks: 3,
+        ..ELECTION
+    };
+    let found = (TERMS_GROW, Search::Deep);
+    assert_caught("election, no floor", system(rules, bounds), found, 23);
+}
