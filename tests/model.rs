@@ -6,6 +6,9 @@
 //! explores every interleaving within its bounds. The crate's rules must keep one holder at a
 //! time and fencing tokens growing with the grants, and witness what the run is for (so that
 //! it is not vacuous); each known-bad rule must be caught, with its counterexample printed.
+//! Once faults stop, a process that keeps trying must get the lock (`live.rs`, run by
+//! `live_runs.rs`); campaigns of the election must take terms that grow with the leaders
+//! (`election.rs`).
 //!
 //! The semaphore and the read-write lock are a model of their own on the same clocks
 //! (`claims.rs`, `claims_steps.rs`, `claims_explore.rs`, run by `claim_runs.rs`), whose node step is checked against the crate's Lua
