@@ -63,6 +63,7 @@ pub const RESEED_STALE: &str = "a re-seed after the record its check found is go
 pub const TERMS_GROW: &str = "terms grow with the leaders";
 pub const LEADER_AFTER_RESTART: &str = "a leader after a restart";
 pub const EVENTUALLY_GRANT: &str = "once faults stop, a process that keeps trying gets the lock";
+pub const LIVE_AFTER_FAULTS: &str = "a grant once faults stopped, after a restart and a pause";
 
 impl Model for System {
     type State = State;
@@ -270,6 +271,9 @@ impl Model for System {
             // has the same answer.
             properties.push(Property::eventually(EVENTUALLY_GRANT, |_, s: &State| {
                 s.live()
+            }));
+            properties.push(Property::sometimes(LIVE_AFTER_FAULTS, |_, s: &State| {
+                s.live() && s.seen & seen::RESTART != 0 && s.used.pauses > 0
             }));
         }
         properties
