@@ -31,6 +31,11 @@ impl State {
             let (Some(term), None) = (handed(&client.phase), handed(&before.phase)) else {
                 continue;
             };
+            if let Phase::Held { token, .. } = client.phase {
+                if self.fair_token.is_some_and(|from| token >= from) {
+                    self.seen |= seen::FAIR_LEADER;
+                }
+            }
             if largest.is_some_and(|earlier| term <= earlier) {
                 self.seen |= seen::TERM_NOT_GREATER;
             }

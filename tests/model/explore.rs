@@ -116,10 +116,10 @@ impl Model for System {
         // Once faults stop (`live.rs`): no fault is offered, the tick waits until the run
         // is settled, and a path ends at its goal.
         let fair = self.fair(s);
-        if fair && s.live() {
+        if fair && self.live(s) {
             return;
         }
-        if s.t < b.ticks && (!fair || s.settled()) {
+        if s.t < b.ticks && (!fair || self.settled(s)) {
             actions.push(Action::Tick);
         }
         for (c, client) in s.clients.iter().enumerate() {
@@ -269,11 +269,11 @@ impl Model for System {
             // On every path to a terminal state (the model is bounded in ticks: every path
             // ends). The flag is kept once set, so a path that meets another in one state
             // has the same answer.
-            properties.push(Property::eventually(EVENTUALLY_GRANT, |_, s: &State| {
-                s.live()
+            properties.push(Property::eventually(EVENTUALLY_GRANT, |m: &System, s| {
+                m.live(s)
             }));
-            properties.push(Property::sometimes(LIVE_AFTER_FAULTS, |_, s: &State| {
-                s.live() && s.seen & seen::RESTART != 0 && s.used.pauses > 0
+            properties.push(Property::sometimes(LIVE_AFTER_FAULTS, |m: &System, s| {
+                m.live(s) && s.seen & seen::RESTART != 0 && s.used.pauses > 0
             }));
         }
         properties

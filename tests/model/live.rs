@@ -13,20 +13,61 @@
 //!   validity is over has lost the lock, and tries again;
 //! - contenders are separated: a process attempts only while no other's round is under
 //!   way (the retry's jitter, which in the crate breaks the split votes of contenders that
-//!   start together; without it two processes can split the nodes at every tick).
+//!   start together; without it two processes can split the nodes at every tick);
+//! - in an election (`election.rs`), a campaign that holds the lock asks its term, and one
+//!   whose term was refused releases, within the tick; and the seeder runs when due: a
+//!   re-seed that can be done now is done within the tick.
 //!
-//! The goal, `FAIR_GRANT`, is a grant to an attempt that started once the run was fair.
+//! The goal, `FAIR_GRANT`, is a grant to an attempt that started once the run was fair; in
+//! an election, `FAIR_LEADER`, a leader whose campaign started once the run was fair.
 //! It is a flag of the state, kept once set, so that two paths that meet in one state agree
 //! on it (stateright keeps the first path's view of an `eventually` at such a join). A path
 //! ends at the goal: the actions stop there.
 
 use super::explore::System;
-use super::system::{seen, Bounds, Phase, State};
+use super::system::{seen, Bounds, Fencing, Phase, Stage, State, NODES};
 
 impl System {
     /// Whether the run is fair in state `s`.
     pub fn fair(&self, s: &State) -> bool {
         self.bounds.fair_from.is_some_and(|from| s.t >= from)
+    }
+
+    /// Whether the goal of a fair run is reached in `s`: the path ends.
+    pub fn live(&self, s: &State) -> bool {
+        let goal = if self.bounds.election {
+            seen::FAIR_LEADER
+        } else {
+            seen::FAIR_GRANT
+        };
+        s.seen & goal != 0
+    }
+
+    /// Whether a fair run may move on from `s` to the next tick: every slot has a process,
+    /// no request is on its way, no reply waits to be taken, and every process that may
+    /// attempt did; in an election, no campaign waits to ask its term or to release after
+    /// a refusal, and no re-seed that can be done now waits.
+    pub fn settled(&self, s: &State) -> bool {
+        let election = self.bounds.election;
+        let waits = |c: usize| {
+            let client = &s.clients[c];
+            let campaign = matches!(
+                client.phase,
+                Phase::Held {
+                    fencing: Fencing::NotAsked | Fencing::Refused,
+                    ..
+                }
+            );
+            let reseed = (0..NODES).any(|n| {
+                let view = &client.views[n];
+                view.checked
+                    && view.marker.is_none()
+                    && view.reseed_due.is_some_and(|due| due <= s.client_ms())
+                    && s.clone().reseed(&self.rules, c, n)
+            });
+            election && (campaign || reseed)
+        };
+        s.settled() && (0..s.clients.len()).all(|c| !s.clients[c].active(s.t) || !waits(c))
     }
 }
 
@@ -44,14 +85,15 @@ impl State {
         for client in &mut self.clients {
             client.tried = false;
             if matches!(client.phase, Phase::Held { valid_until, .. } if now >= valid_until) {
+                // Its PEEK or FENCE, if any, is abandoned with the lock (a campaign's, sent
+                // before a pause): what is left of it runs to no effect, as after a release.
                 client.phase = Phase::Idle;
+                for channel in &mut client.channels {
+                    channel.reply = None;
+                    channel.requests.retain(|r| r.round.stage == Stage::Acquire);
+                }
             }
         }
-    }
-
-    /// Whether the goal of a fair run is reached: the path ends.
-    pub fn live(&self) -> bool {
-        self.seen & seen::FAIR_GRANT != 0
     }
 
     /// Whether process `c` may attempt in a fair run: idle, it has not attempted in this

@@ -4,7 +4,10 @@
 
 use super::explore::{EVENTUALLY_GRANT, GRANT, GRANT_AFTER_MAJORITY_LOST, LIVE_AFTER_FAULTS};
 use super::system::{Bounds, Quarantine, Rules};
-use super::{assert_caught, assert_holds, restart, system, Search, SHORT_LIVED};
+use super::{
+    assert_caught, assert_holds, assert_holds_within, restart, system, Search, LARGER_CAP,
+    SHORT_LIVED,
+};
 
 /// Short-lived processes (each lives two ticks, 3,600 ms of its clock, less than the
 /// quarantine of 4,000 ms) after a majority of the nodes was flushed in tick 0; faults stop
@@ -66,4 +69,36 @@ fn once_faults_stop_a_process_that_keeps_trying_gets_the_lock() {
         system(Rules::CRATE, LIVE_RESTART),
         &[GRANT, LIVE_AFTER_FAULTS],
     );
+}
+
+/// The election's liveness, not in the test command (docs/model.md: a million states and
+/// more each): `cargo test --features model --test model -- --ignored --nocapture
+/// larger_live_election`. Once faults stop, a campaign leads (a grant, and its term):
+/// after the restart, the pause and late replies of the run above, its restarted node's
+/// counters untrusted until it is re-seeded.
+#[test]
+#[ignore]
+fn larger_live_election_a_campaign_leads_after_a_restart() {
+    let bounds = Bounds {
+        election: true,
+        ..LIVE_RESTART
+    };
+    let witnessed = [LIVE_AFTER_FAULTS, super::explore::LEADER_AFTER_RESTART];
+    let sys = system(Rules::CRATE, bounds);
+    assert_holds_within("live election, restart", sys, &witnessed, LARGER_CAP);
+}
+
+/// The same with short-lived processes after a majority of the nodes was flushed: no term
+/// can be had until the flushed nodes are re-seeded (a clock floor), which the fair
+/// seeder does once their record is over.
+#[test]
+#[ignore]
+fn larger_live_election_short_lived_campaigns_lead_after_a_majority_was_flushed() {
+    let bounds = Bounds {
+        election: true,
+        ..LIVE_SHORT_LIVED
+    };
+    let witnessed = [super::explore::TOKEN_AFTER_MAJORITY_LOST];
+    let sys = system(Rules::CRATE, bounds);
+    assert_holds_within("live election, short-lived", sys, &witnessed, LARGER_CAP);
 }

@@ -346,6 +346,8 @@ pub mod seen {
     pub const LEADER_AFTER_RESTART: u16 = 8192;
     /// A leader whose term is not greater than an earlier leader's.
     pub const TERM_NOT_GREATER: u16 = 16384;
+    /// A leader whose campaign started once the run was fair.
+    pub const FAIR_LEADER: u16 = 32768;
 }
 
 /// The whole system.
