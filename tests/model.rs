@@ -6,6 +6,9 @@
 //! explores every interleaving within its bounds. The crate's rules must keep one holder at a
 //! time and fencing tokens growing with the grants, and witness what the run is for (so that
 //! it is not vacuous); each known-bad rule must be caught, with its counterexample printed.
+//! Once faults stop, a process that keeps trying must get the lock (`live.rs`, run by
+//! `live_runs.rs`); campaigns of the election must take terms that grow with the leaders
+//! (`election.rs`).
 //!
 //! The semaphore and the read-write lock are a model of their own on the same clocks
 //! (`claims.rs`, `claims_steps.rs`, `claims_explore.rs`, run by `claim_runs.rs`), whose node step is checked against the crate's Lua
@@ -24,8 +27,14 @@ mod claims_explore;
 mod claims_steps;
 #[path = "model/client.rs"]
 mod client;
+#[path = "model/election.rs"]
+mod election;
 #[path = "model/explore.rs"]
 mod explore;
+#[path = "model/live.rs"]
+mod live;
+#[path = "model/live_runs.rs"]
+mod live_runs;
 #[path = "model/lock_refinement.rs"]
 mod lock_refinement;
 #[path = "model/loss.rs"]
@@ -68,9 +77,11 @@ const LOCKS: Bounds = Bounds {
     lifetime: None,
     persistent: [false; 3],
     tokens: false,
+    election: false,
     late_replies: true,
     phases: &[],
     restart_first: false,
+    fair_from: None,
 };
 
 /// Two processes contend, without a pause: where a rule of the verdict is replaced (every
@@ -218,7 +229,13 @@ fn assert_holds(label: &str, sys: System, witnessed: &[&'static str]) {
 /// [`assert_holds`] with room for `cap` states.
 fn assert_holds_within(label: &str, sys: System, witnessed: &[&'static str], cap: usize) {
     let run = explore(label, sys, Goal::All, cap);
-    for property in [ONE_HOLDER, TOKENS_GROW] {
+    let properties = [
+        ONE_HOLDER,
+        TOKENS_GROW,
+        explore::TERMS_GROW,
+        explore::EVENTUALLY_GRANT,
+    ];
+    for property in properties {
         if let Some(path) = run.discovery(property) {
             panic!(
                 "{}: \"{property}\" fails:\n{}",

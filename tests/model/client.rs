@@ -18,17 +18,22 @@ fn ms(d: Duration) -> u64 {
 }
 
 impl Rules {
-    /// A fresh tally for a round (taking a lock, or on a lock we hold; `fence` for FENCE).
-    fn tally(&self, answers: &Answers, holding: bool, fence: bool) -> Tally {
-        let mut tally = if holding {
-            Tally::holding(NODES)
-        } else {
-            Tally::taking(NODES)
+    /// A fresh tally for a round of `stage` (taking a lock, or PEEK or FENCE on a lock we
+    /// hold).
+    fn tally(&self, answers: &Answers, stage: Stage) -> Tally {
+        let mut tally = match stage {
+            Stage::Acquire => Tally::taking(NODES),
+            Stage::Peek | Stage::Fence(_) => Tally::holding(NODES),
         };
         if let Some(needed) = self.needed {
             tally = tally.needing(needed);
         }
-        if let Some(needed) = self.fence_needed.filter(|_| fence) {
+        let only = match stage {
+            Stage::Acquire => None,
+            Stage::Peek => self.peek_needed,
+            Stage::Fence(_) => self.fence_needed,
+        };
+        if let Some(needed) = only {
             tally = tally.needing(needed);
         }
         for (ballot, _) in answers.iter().flatten() {
@@ -53,6 +58,7 @@ impl Client {
             alive: false,
             born: 0,
             paused_until: 0,
+            tried: false,
             views: [View::default(); NODES],
             channels: Default::default(),
             phase: Phase::Idle,
@@ -162,6 +168,7 @@ impl State {
                 }
             }
         }
+        self.fair_tick(bounds);
         for c in 0..self.clients.len() {
             let t = self.t;
             let client = &mut self.clients[c];
@@ -190,6 +197,7 @@ impl State {
     pub fn attempt(&mut self, rules: &Rules, c: usize) {
         let token = self.next_token;
         self.next_token += 1;
+        self.clients[c].tried = self.fair_token.is_some();
         self.clients[c].phase = Phase::Acquiring {
             token,
             start_ms: self.client_ms(),
@@ -307,7 +315,7 @@ impl State {
                 start_ms,
                 answers,
             } => {
-                let tally = rules.tally(&answers, false, false);
+                let tally = rules.tally(&answers, Stage::Acquire);
                 if tally.decision() == Decision::Pending {
                     return;
                 }
@@ -330,6 +338,9 @@ impl State {
                         if self.majority_lost_at.is_some_and(|at| token >= at) {
                             self.seen |= seen::GRANT_AFTER_MAJORITY_LOST;
                         }
+                        if self.fair_token.is_some_and(|at| token >= at) {
+                            self.seen |= seen::FAIR_GRANT;
+                        }
                     }
                     Timed::Late | Timed::Gone | Timed::Short => {
                         // DISCARD follows its SETs on each connection: they undo nothing.
@@ -343,7 +354,7 @@ impl State {
                 fencing: Fencing::Peeking(answers),
                 ..
             } => {
-                let tally = rules.tally(&answers, true, false);
+                let tally = rules.tally(&answers, Stage::Peek);
                 if tally.decision() == Decision::Pending {
                     return;
                 }
@@ -376,7 +387,7 @@ impl State {
                 hold,
                 fencing: Fencing::Recording(f, answers),
             } => {
-                let tally = rules.tally(&answers, true, true);
+                let tally = rules.tally(&answers, Stage::Fence(0));
                 if tally.decision() == Decision::Pending {
                     return;
                 }

@@ -60,6 +60,10 @@ pub const GRANT_AFTER_FLUSH_SEEN: &str = "a grant after a flush seen by a vote";
 pub const DATED_BACK: &str = "a young node's record dated back to its start";
 pub const AT_THE_BOUNDARY: &str = "a record written where the rule before 91b693e dates otherwise";
 pub const RESEED_STALE: &str = "a re-seed after the record its check found is gone";
+pub const TERMS_GROW: &str = "terms grow with the leaders";
+pub const LEADER_AFTER_RESTART: &str = "a leader after a restart";
+pub const EVENTUALLY_GRANT: &str = "once faults stop, a process that keeps trying gets the lock";
+pub const LIVE_AFTER_FAULTS: &str = "a grant once faults stopped, after a restart and a pause";
 
 impl Model for System {
     type State = State;
@@ -82,6 +86,7 @@ impl Model for System {
             out_of_order: false,
             seen: 0,
             majority_lost_at: None,
+            fair_token: (self.bounds.fair_from == Some(0)).then_some(0),
         };
         let b = &self.bounds;
         let phases = if b.phases.is_empty() { &[0] } else { b.phases };
@@ -108,18 +113,24 @@ impl Model for System {
 
     fn actions(&self, s: &State, actions: &mut Vec<Action>) {
         let b = &self.bounds;
-        if s.t < b.ticks {
+        // Once faults stop (`live.rs`): no fault is offered, the tick waits until the run
+        // is settled, and a path ends at its goal.
+        let fair = self.fair(s);
+        if fair && self.live(s) {
+            return;
+        }
+        if s.t < b.ticks && (!fair || self.settled(s)) {
             actions.push(Action::Tick);
         }
         for (c, client) in s.clients.iter().enumerate() {
             let room = s.used.starts < b.processes;
             if !client.alive {
-                if room {
+                if room || fair {
                     actions.push(Action::Start(c));
                 }
                 continue;
             }
-            if room && b.lifetime.is_none() {
+            if room && b.lifetime.is_none() && !fair {
                 actions.push(Action::Exit(c));
             }
             let active = client.active(s.t);
@@ -129,7 +140,7 @@ impl Model for System {
                     actions.push(Action::Arrive(c, n));
                     // Only an acquisition's verdict reads how long its round took.
                     let timed = request.round.stage == Stage::Acquire;
-                    if current && timed && b.late_replies && s.t < b.ticks {
+                    if current && timed && b.late_replies && s.t < b.ticks && !fair {
                         actions.push(Action::ArriveLate(c, n));
                     }
                 }
@@ -137,13 +148,24 @@ impl Model for System {
             if !active {
                 continue;
             }
-            if s.used.pauses < b.pauses {
+            if s.used.pauses < b.pauses && !fair {
                 actions.push(Action::Pause(c));
             }
             match client.phase {
-                Phase::Idle if s.next_token < b.attempts => {
+                // Once fair, a process keeps trying, once a tick (`live.rs`).
+                Phase::Idle if fair && s.may_attempt(c) => {
                     actions.push(Action::Attempt(c));
                 }
+                Phase::Idle if !fair && s.next_token < b.attempts => {
+                    actions.push(Action::Attempt(c));
+                }
+                // A campaign asks its term first, and releases once it has it (resigns) or
+                // cannot have it (and campaigns again): `election.rs`.
+                Phase::Held { fencing, .. } if b.election => match fencing {
+                    Fencing::NotAsked => actions.push(Action::AskToken(c)),
+                    Fencing::Handed(_) | Fencing::Refused => actions.push(Action::Release(c)),
+                    Fencing::Peeking(_) | Fencing::Recording(..) => {}
+                },
                 Phase::Held { fencing, .. } => {
                     if b.tokens && fencing == Fencing::NotAsked {
                         actions.push(Action::AskToken(c));
@@ -166,7 +188,7 @@ impl Model for System {
             }
         }
         let phases = if b.phases.is_empty() { &[0] } else { b.phases };
-        for n in 0..NODES {
+        for n in (0..NODES).filter(|_| !fair) {
             if s.t <= b.restarts_by && s.used.restarts[n] < b.restarts[n] {
                 actions.extend(phases.iter().map(|&phase| Action::Restart(n, phase)));
             }
@@ -201,12 +223,15 @@ impl Model for System {
             Action::Exit(c) => s.exit(c),
             Action::Start(c) => s.start(rules, c),
         }
+        if self.bounds.election {
+            s.note_leaders(last);
+        }
         s.normalize(&self.bounds);
         Some(s)
     }
 
     fn properties(&self) -> Vec<Property<Self>> {
-        vec![
+        let mut properties = vec![
             Property::always(ONE_HOLDER, |_, s: &State| s.holders() <= 1),
             Property::always(TOKENS_GROW, |_, s: &State| !s.out_of_order),
             Property::sometimes(GRANT, |_, s: &State| s.seen & seen::GRANT != 0),
@@ -231,7 +256,27 @@ impl Model for System {
             Property::sometimes(RESEED_STALE, |_, s: &State| {
                 s.seen & seen::RESEED_STALE != 0
             }),
-        ]
+        ];
+        if self.bounds.election {
+            properties.push(Property::always(TERMS_GROW, |_, s: &State| {
+                s.seen & seen::TERM_NOT_GREATER == 0
+            }));
+            properties.push(Property::sometimes(LEADER_AFTER_RESTART, |_, s: &State| {
+                s.seen & seen::LEADER_AFTER_RESTART != 0
+            }));
+        }
+        if self.bounds.fair_from.is_some() {
+            // On every path to a terminal state (the model is bounded in ticks: every path
+            // ends). The flag is kept once set, so a path that meets another in one state
+            // has the same answer.
+            properties.push(Property::eventually(EVENTUALLY_GRANT, |m: &System, s| {
+                m.live(s)
+            }));
+            properties.push(Property::sometimes(LIVE_AFTER_FAULTS, |m: &System, s| {
+                m.live(s) && s.seen & seen::RESTART != 0 && s.used.pauses > 0
+            }));
+        }
+        properties
     }
 }
 

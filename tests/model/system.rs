@@ -70,6 +70,8 @@ pub struct Rules {
     pub needed: Option<usize>,
     /// The same for the FENCE round alone: a token recorded on fewer nodes.
     pub fence_needed: Option<usize>,
+    /// The same for the PEEK round alone: a token (a term) read from fewer nodes.
+    pub peek_needed: Option<usize>,
     /// Whether a node's counters read as at least its marker's floor (`largest_counter!`
     /// in `src/node/scripts/`).
     pub floor: bool,
@@ -93,6 +95,7 @@ impl Rules {
         elapsed: true,
         needed: None,
         fence_needed: None,
+        peek_needed: None,
         floor: true,
         votes_checked: true,
         reseed_checked: true,
@@ -123,6 +126,11 @@ pub struct Bounds {
     pub persistent: [bool; NODES],
     /// Whether holders ask for their fencing token.
     pub tokens: bool,
+    /// Whether the processes campaign (`election.rs`): a holder asks its token, the term,
+    /// before anything else, and releases the lock if it cannot be had (then campaigns
+    /// again); a holder with its term leads until it resigns (releases) or its validity
+    /// ends.
+    pub election: bool,
     /// Whether an acquisition's replies may come a tick late (else each comes as its
     /// request runs, or never: a timeout).
     pub late_replies: bool,
@@ -137,6 +145,12 @@ pub struct Bounds {
     /// Whether node 0 restarts empty before the first step of the run (one initial state
     /// per phase), the processes then checking it as they start.
     pub restart_first: bool,
+    /// The tick from which faults stop and the run is fair, if any (`live.rs`): no restart,
+    /// flush, pause, exit or late reply; every request runs and every reply is taken within
+    /// the tick; an empty slot gets a new process; a process that holds no valid lock
+    /// attempts once a tick, its round not overlapping another's. `attempts` and
+    /// `processes` bound only what comes before.
+    pub fair_from: Option<u8>,
 }
 
 /// A node's marker, `RUN_ID:FLOOR` or `RUN_ID:0:new` (`lineage::Marker`).
@@ -286,6 +300,8 @@ pub struct Client {
     pub born: u8,
     /// No step before this tick (a pause).
     pub paused_until: u8,
+    /// It attempted in this tick (kept only once the run is fair).
+    pub tried: bool,
     pub views: [View; NODES],
     pub channels: [Channel; NODES],
     pub phase: Phase,
@@ -324,6 +340,14 @@ pub mod seen {
     /// A re-seed by a process whose check's record the node no longer holds (it lost data
     /// again since).
     pub const RESEED_STALE: u16 = 2048;
+    /// A grant to an attempt that started once the run was fair.
+    pub const FAIR_GRANT: u16 = 4096;
+    /// A leader (a campaign with its term) after a node restarted.
+    pub const LEADER_AFTER_RESTART: u16 = 8192;
+    /// A leader whose term is not greater than an earlier leader's.
+    pub const TERM_NOT_GREATER: u16 = 16384;
+    /// A leader whose campaign started once the run was fair.
+    pub const FAIR_LEADER: u16 = 32768;
 }
 
 /// The whole system.
@@ -347,6 +371,8 @@ pub struct State {
     /// Once a majority of the nodes lost data at once: the first token of the attempts
     /// that started after.
     pub majority_lost_at: Option<u8>,
+    /// Once the run is fair: the first token of the attempts that started after.
+    pub fair_token: Option<u8>,
 }
 
 /// A node's run_id for `run`: hex, as a server's.

@@ -111,6 +111,9 @@ pub fn label(sys: &System) -> String {
     if let Some(n) = rules.fence_needed {
         changed.push(format!("{n} FENCE votes win"));
     }
+    if let Some(n) = rules.peek_needed {
+        changed.push(format!("{n} PEEK votes win"));
+    }
     if !rules.floor {
         changed.push("no floor".into());
     }
