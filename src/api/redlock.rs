@@ -13,7 +13,7 @@ use crate::api::semaphore::Semaphore;
 use crate::config::{Candidacy, Config, RedLockBuilder, Retry};
 use crate::engine::coordinator::Coordinator;
 use crate::engine::election::Leading;
-use crate::engine::held::Released;
+use crate::engine::outcome::Released;
 use crate::engine::observe::{self, Leader};
 use crate::engine::rwlock::RwSpec;
 use crate::engine::semaphore::SemaphoreSpec;

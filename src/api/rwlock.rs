@@ -6,8 +6,9 @@ use std::time::Duration;
 use crate::config::Retry;
 use crate::engine::census::{ClaimCensus, RwHolder};
 use crate::engine::coordinator::Coordinator;
-use crate::engine::held::{Held, Member};
-use crate::engine::rwlock::{Access, RwSpec};
+use crate::engine::claim::{Access, Member};
+use crate::engine::held::Held;
+use crate::engine::rwlock::RwSpec;
 use crate::error::Error;
 
 /// Many readers or one writer of a resource, across every client and host, over the same

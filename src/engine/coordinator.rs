@@ -18,11 +18,13 @@ use crate::algo::keys;
 use crate::algo::quorum::{quorum, Stake};
 use crate::config::KeepAlive;
 use crate::config::{Config, Retry, Ttl};
-use crate::engine::attempt::{self, ClaimKind, Grant, Resources};
+use crate::engine::attempt::{self, ClaimKind, Grant};
 use crate::engine::census::ClaimCensus;
 use crate::engine::fanout::{Background, Fanout, Round};
 use crate::engine::fencing;
-use crate::engine::held::{Held, Keys, Released};
+use crate::engine::claim::{Keys, Resources};
+use crate::engine::held::Held;
+use crate::engine::outcome::{self, Released};
 use crate::engine::keeper::Keeper;
 use crate::engine::kept::KeptHandle;
 use crate::engine::machinery::Machinery;
@@ -482,7 +484,7 @@ impl Coordinator {
     /// Deletes `resource`'s key on every node where it holds `token`, with the RELEASE
     /// script (compare-and-delete, announced to the waiters as a release is): an operator
     /// breaking the lock of a holder that is gone (`RedLock::break_lock`, design 3.4b).
-    /// Decided as a release is ([`attempt::confirmed`]).
+    /// Decided as a release is ([`outcome::confirmed`]).
     pub(crate) async fn break_lock(&self, resource: &str, token: &str) -> Result<Released, Error> {
         if token.is_empty() {
             return Err(ConfigError::EmptyToken.into());
@@ -496,7 +498,7 @@ impl Coordinator {
                 node.release(Primitive::Lock, locks.clone(), args.clone())
             })
             .await;
-        attempt::confirmed(&target.name, round.tally, round.failures)
+        outcome::confirmed(&target.name, round.tally, round.failures)
     }
 
     /// Checks resource names and makes their keys.

@@ -27,9 +27,10 @@ use std::time::Instant;
 use fred::types::Key;
 
 use crate::algo::quorum::Stake;
-use crate::engine::attempt;
 use crate::engine::fanout::Round;
-use crate::engine::held::{Ident, Keys};
+use crate::engine::claim::Keys;
+use crate::engine::held::Ident;
+use crate::engine::outcome;
 use crate::error::NodeErrorKind;
 use crate::error::{ConfigError, Error};
 use crate::node::{Acquired, CounterRead, Node};
@@ -206,11 +207,11 @@ impl Ident {
                     None => round.failures.clone(),
                     Some(_) => Vec::new(),
                 };
-                attempt::confirmed(self.name(), tally, round.failures).map_err(no_token)?;
+                outcome::confirmed(self.name(), tally, round.failures).map_err(no_token)?;
                 match seen {
                     Some(seen) => seen,
                     None => {
-                        let unconfirmed = attempt::unheld(self.name(), tally, failures, false);
+                        let unconfirmed = outcome::unheld(self.name(), tally, failures, false);
                         return Err(no_token(unconfirmed));
                     }
                 }
@@ -225,7 +226,7 @@ impl Ident {
                 node.fence(primitive, keys.to_vec(), locks, value.clone(), fence)
             })
             .await;
-        attempt::confirmed(self.name(), round.tally, round.failures).map_err(no_token)?;
+        outcome::confirmed(self.name(), round.tally, round.failures).map_err(no_token)?;
         // The round counts against the validity, as the acquisition's rounds do.
         valid()?;
         client.hints().note(&keys[locks..], fence);

@@ -30,10 +30,12 @@ use std::sync::Arc;
 use fred::types::{Key, Value};
 
 use crate::config::Ttl;
-use crate::engine::attempt::{self, ClaimKind, Grant, Resources};
+use crate::engine::attempt::{self, ClaimKind, Grant};
+use crate::engine::claim::{Keys, Member, Resources};
 use crate::engine::fanout::Round;
 use crate::engine::fencing;
-use crate::engine::held::{Ident, Keys, Member, Released};
+use crate::engine::held::Ident;
+use crate::engine::outcome::Released;
 use crate::engine::machinery::Machinery;
 use crate::engine::token::Token;
 use crate::engine::waiters::Ticket;

@@ -13,65 +13,17 @@ use fred::types::{Key, Value};
 use crate::algo::quorum::Stake;
 use crate::algo::verdict::{self, Timed};
 use crate::config::Ttl;
-use crate::engine::attempt;
+use crate::engine::claim::{Keys, Member, PermitSlot};
 use crate::engine::fanout::Round;
 use crate::engine::fencing::Fencing;
 use crate::engine::handover::{self, Handover};
 use crate::engine::machinery::Machinery;
+use crate::engine::outcome::{self, Released};
 use crate::engine::shutdown::Registration;
 use crate::engine::token::Token;
 use crate::error::{Error, NodeError};
 use crate::node::scripts::release_args;
 use crate::node::{Extended, Primitive};
-
-/// The keys of one lock: the lock keys, then (with fencing) their fencing counters.
-#[derive(Debug, Clone)]
-pub(crate) struct Keys {
-    pub(crate) all: Vec<Key>,
-    /// How many of `all` are lock keys; the rest are fencing counters.
-    pub(crate) locks: usize,
-}
-
-impl Keys {
-    pub(crate) fn locks(&self) -> &[Key] {
-        &self.all[..self.locks]
-    }
-
-    pub(crate) fn fencing(&self) -> bool {
-        self.all.len() > self.locks
-    }
-
-    /// The fencing counters (none without fencing).
-    pub(crate) fn counters(&self) -> &[Key] {
-        &self.all[self.locks..]
-    }
-
-    /// What an acquisition round sends: every key when it reads the fencing counters, the
-    /// lock keys alone otherwise.
-    pub(crate) fn sent(&self, reads_counters: bool) -> &[Key] {
-        if reads_counters {
-            &self.all
-        } else {
-            self.locks()
-        }
-    }
-}
-
-/// A permit's slot, and how many permits its semaphore has.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct PermitSlot {
-    pub(crate) slot: u32,
-    pub(crate) permits: u32,
-}
-
-/// What a holder's claim is, where it is a member of a sorted set rather than a lock's key:
-/// a semaphore's permit (design 2.9), or a read-write lock's reader or writer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Member {
-    Permit(PermitSlot),
-    Reader,
-    Writer,
-}
 
 /// What a successful acquisition hands to [`Held::new`].
 #[derive(Debug)]
@@ -276,17 +228,6 @@ pub(crate) struct Held {
     valid_until: Instant,
     acquired_on: usize,
     failures: Box<[NodeError]>,
-}
-
-/// The outcome of [`Lock::release`](crate::Lock::release).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct Released {
-    /// How many nodes confirmed that they deleted our key before `release` returned (the
-    /// others still get the delete, in the background).
-    pub released: usize,
-    /// How many nodes are configured.
-    pub nodes: usize,
 }
 
 impl Held {
@@ -499,13 +440,13 @@ impl Held {
             }
             Timed::Late => {
                 self.valid_until = self.valid_until.min(extended_until);
-                Err(attempt::expired(name, elapsed, ttl))
+                Err(outcome::expired(name, elapsed, ttl))
             }
             timed => {
                 let gone = timed == Timed::Gone;
                 let since = if gone { start } else { extended_until };
                 self.valid_until = self.valid_until.min(since);
-                Err(attempt::unheld(name, round.tally, round.failures, gone))
+                Err(outcome::unheld(name, round.tally, round.failures, gone))
             }
         }
     }
@@ -573,7 +514,7 @@ impl Held {
             std::task::Poll::Ready(round) => round,
             std::task::Poll::Pending => round.await,
         };
-        attempt::confirmed(ident.name(), round.tally, round.failures)
+        outcome::confirmed(ident.name(), round.tally, round.failures)
     }
 
     /// Sets our keys again, in the background, on the nodes that answered that they lost

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use crate::config::Config;
 use crate::engine::fanout::Fanout;
 use crate::engine::fencing::Hints;
-use crate::engine::held::Keys;
+use crate::engine::claim::Keys;
 use crate::engine::keeper::Keeper;
 use crate::engine::shutdown::Holdings;
 use crate::engine::waiters::Wakeups;

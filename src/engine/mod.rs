@@ -11,12 +11,13 @@
 //! drawing of lock tokens from the operating system's CSPRNG ([`token`]).
 //!
 //! Its only public items are values it hands out, re-exported at the crate root
-//! ([`Token`](token::Token), [`Released`](held::Released), [`Shutdown`](shutdown::Shutdown),
+//! ([`Token`](token::Token), [`Released`](outcome::Released), [`Shutdown`](shutdown::Shutdown),
 //! [`Leader`](observe::Leader), [`PermitHolder`](census::PermitHolder)). Imports `error`,
 //! `stats`, `algo`, `report`, `config` and `node`; never the public face.
 
 pub(crate) mod attempt;
 pub(crate) mod census;
+pub(crate) mod claim;
 pub(crate) mod coordinator;
 pub(crate) mod election;
 pub(crate) mod fanout;
@@ -28,6 +29,7 @@ pub(crate) mod keeper;
 pub(crate) mod kept;
 pub(crate) mod machinery;
 pub(crate) mod observe;
+pub(crate) mod outcome;
 pub(crate) mod rwlock;
 pub(crate) mod seeder;
 pub(crate) mod semaphore;
