@@ -18,7 +18,7 @@ use crate::algo::quorum::Tally;
 use crate::algo::verdict::{self, Timed};
 use crate::config::Ttl;
 use crate::engine::fanout::{CleanupOnDrop, Round};
-use crate::engine::fencing::Fencing;
+use crate::engine::fence_state::Fencing;
 use crate::engine::claim::{Member, Resources};
 use crate::engine::held::{Acquisition, Held};
 use crate::engine::outcome::{expired, lost};

@@ -21,7 +21,7 @@ use crate::config::{Config, Retry, Ttl};
 use crate::engine::attempt::{self, ClaimKind, Grant};
 use crate::engine::census::ClaimCensus;
 use crate::engine::fanout::{Background, Fanout, Round};
-use crate::engine::fencing;
+use crate::engine::fence_state;
 use crate::engine::claim::{Keys, Resources};
 use crate::engine::held::Held;
 use crate::engine::outcome::{self, Released};
@@ -591,7 +591,7 @@ impl ClaimKind for Locking {
         // record the token). Several resources take the ACQUIRE script, which reads the
         // counters too, for next to nothing; so does one resource once this client's locks
         // have had their token asked for, and it records the next token too if this client
-        // guesses it (its hint, `engine/fencing.rs`): then asking sends nothing, and
+        // guesses it (its hint, `engine/fence_state.rs`): then asking sends nothing, and
         // otherwise one round.
         self.reads_counters = client.reads_counters(keys);
         if self.reads_counters && client.tokens_asked() {
@@ -620,7 +620,7 @@ impl ClaimKind for Locking {
         // With the counters, if read: the largest on the majority that said yes.
         let hints = (self.hint, client.hints());
         Grant {
-            fencing: fencing::granted(&target.keys, self.reads_counters, round, hints),
+            fencing: fence_state::granted(&target.keys, self.reads_counters, round, hints),
             member: None,
             handovers: 0,
             room: false,

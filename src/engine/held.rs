@@ -15,7 +15,7 @@ use crate::algo::verdict::{self, Timed};
 use crate::config::Ttl;
 use crate::engine::claim::{Keys, Member, PermitSlot};
 use crate::engine::fanout::Round;
-use crate::engine::fencing::Fencing;
+use crate::engine::fence_state::Fencing;
 use crate::engine::handover::{self, Handover};
 use crate::engine::machinery::Machinery;
 use crate::engine::outcome::{self, Released};

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use crate::config::Config;
 use crate::engine::fanout::Fanout;
-use crate::engine::fencing::Hints;
+use crate::engine::fence_state::Hints;
 use crate::engine::claim::Keys;
 use crate::engine::keeper::Keeper;
 use crate::engine::shutdown::Holdings;
@@ -32,7 +32,7 @@ pub(crate) struct Machinery {
     /// acquisitions of one resource read the fencing counters too, and record the token this
     /// client expects next where they can (see `Locking` in `engine/coordinator.rs`).
     tokens_asked: AtomicBool,
-    /// The hints of its acquisitions' fencing tokens (`engine/fencing.rs`).
+    /// The hints of its acquisitions' fencing tokens (`engine/fence_state.rs`).
     hints: Hints,
 }
 

@@ -21,6 +21,7 @@ pub(crate) mod claim;
 pub(crate) mod coordinator;
 pub(crate) mod election;
 pub(crate) mod fanout;
+pub(crate) mod fence_state;
 pub(crate) mod fencing;
 pub(crate) mod handover;
 pub(crate) mod held;

@@ -27,7 +27,7 @@ use crate::engine::attempt::{self, ClaimKind, Grant, Heard};
 use crate::engine::claim::{Keys, Member, PermitSlot, Resources};
 use crate::engine::coordinator::Coordinator;
 use crate::engine::fanout::Round;
-use crate::engine::fencing::Fencing;
+use crate::engine::fence_state::Fencing;
 use crate::engine::held::Held;
 use crate::engine::machinery::Machinery;
 use crate::engine::token::Token;
