@@ -43,8 +43,8 @@ pub use config::Candidacy;
 pub use config::KeepAlive;
 pub use engine::census::{PermitHolder, RwHolder};
 pub use engine::claim::Access;
-pub use engine::outcome::Released;
 pub use engine::observe::Leader;
+pub use engine::outcome::Released;
 pub use engine::shutdown::Shutdown;
 pub use engine::token::Token;
 pub use error::{

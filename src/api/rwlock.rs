@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use crate::config::Retry;
 use crate::engine::census::{ClaimCensus, RwHolder};
-use crate::engine::coordinator::Coordinator;
 use crate::engine::claim::{Access, Member};
+use crate::engine::coordinator::Coordinator;
 use crate::engine::held::Held;
 use crate::engine::rwlock::RwSpec;
 use crate::error::Error;
@@ -116,7 +116,9 @@ impl RwLock {
     /// name is in use as another kind on more nodes than a majority may do without (fewer
     /// such nodes hold no claim of it); [`Error::ShutDown`] after the client's shutdown.
     pub async fn holders(&self) -> Result<Vec<RwHolder>, Error> {
-        ClaimCensus::of(&self.client).rw_holders(&self.spec).await
+        ClaimCensus::of(self.client.machinery())
+            .rw_holders(self.spec.name(), self.spec.key())
+            .await
     }
 
     /// Takes `access` for `ttl`, retrying by `retry`. A writer's pauses between attempts are

@@ -17,12 +17,12 @@ use fred::types::Value;
 use crate::algo::quorum::Tally;
 use crate::algo::verdict::{self, Timed};
 use crate::config::Ttl;
+use crate::engine::claim::{Member, Resources};
 use crate::engine::fanout::{CleanupOnDrop, Round};
 use crate::engine::fence_state::Fencing;
-use crate::engine::claim::{Member, Resources};
 use crate::engine::held::{Acquisition, Held};
-use crate::engine::outcome::{expired, lost};
 use crate::engine::machinery::Machinery;
+use crate::engine::outcome::{expired, lost};
 use crate::engine::token::Token;
 use crate::error::Error;
 use crate::node::{Answer, Primitive};
@@ -217,4 +217,3 @@ pub(crate) async fn traced(
     record_attempt(&span, &result.as_ref().map(|(lock, _)| lock));
     result
 }
-

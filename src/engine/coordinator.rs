@@ -20,15 +20,15 @@ use crate::config::KeepAlive;
 use crate::config::{Config, Retry, Ttl};
 use crate::engine::attempt::{self, ClaimKind, Grant};
 use crate::engine::census::ClaimCensus;
+use crate::engine::claim::{Keys, Resources};
 use crate::engine::fanout::{Background, Fanout, Round};
 use crate::engine::fence_state;
-use crate::engine::claim::{Keys, Resources};
 use crate::engine::held::Held;
-use crate::engine::outcome::{self, Released};
-use crate::engine::keeper::Keeper;
+use crate::engine::held::Ident;
+use crate::engine::holdings::Holdings;
 use crate::engine::kept::KeptHandle;
 use crate::engine::machinery::Machinery;
-use crate::engine::shutdown::Holdings;
+use crate::engine::outcome::{self, Released};
 use crate::engine::token::Token;
 use crate::engine::waiters::{self, Ticket, Wakeups, Woken};
 use crate::error::{ConfigError, Error};
@@ -131,11 +131,7 @@ impl Coordinator {
         self.inner.machinery.wakeups()
     }
 
-    pub(crate) fn keeper(&self) -> &Keeper {
-        self.inner.machinery.keeper()
-    }
-
-    pub(crate) fn held(&self) -> &Holdings {
+    pub(crate) fn held(&self) -> &Holdings<Ident> {
         self.inner.machinery.held()
     }
 
@@ -437,7 +433,9 @@ impl Coordinator {
         let (true, 1, None, Some(key)) = (taken, made, permits, key) else {
             return None;
         };
-        let found = ClaimCensus::of(self).kind_in_the_way(key).await?;
+        let found = ClaimCensus::of(self.machinery())
+            .kind_in_the_way(key)
+            .await?;
         Some(Error::KindMismatch {
             resource: name.to_string(),
             found,

@@ -158,4 +158,3 @@ async fn reseeds_due(nodes: &[Node], until: Instant) {
         }
     }
 }
-

@@ -17,9 +17,9 @@ use crate::engine::claim::{Keys, Member, PermitSlot};
 use crate::engine::fanout::Round;
 use crate::engine::fence_state::Fencing;
 use crate::engine::handover::{self, Handover};
+use crate::engine::holdings::Registration;
 use crate::engine::machinery::Machinery;
 use crate::engine::outcome::{self, Released};
-use crate::engine::shutdown::Registration;
 use crate::engine::token::Token;
 use crate::error::{Error, NodeError};
 use crate::node::scripts::release_args;
@@ -72,7 +72,7 @@ pub(crate) struct Ident {
     /// Set when the lock's release starts (`release`, a drop, or the client's shutdown):
     /// whoever sets it sends the release, once.
     released: AtomicBool,
-    /// The lock's place in its client's registry of held locks (`engine/shutdown.rs`).
+    /// The lock's place in its client's registry of held locks (`engine/holdings.rs`).
     entry: Registration,
 }
 

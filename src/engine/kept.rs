@@ -11,8 +11,8 @@ use tokio::sync::Notify;
 
 use crate::config::KeepAlive;
 use crate::engine::held::{Held, Ident};
-use crate::engine::outcome::Released;
 use crate::engine::keeper::KeepTicket;
+use crate::engine::outcome::Released;
 use crate::engine::token::Token;
 use crate::error::{ConfigError, Error, LostReason};
 

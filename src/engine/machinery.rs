@@ -8,11 +8,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use crate::config::Config;
+use crate::engine::claim::Keys;
 use crate::engine::fanout::Fanout;
 use crate::engine::fence_state::Hints;
-use crate::engine::claim::Keys;
+use crate::engine::held::Ident;
+use crate::engine::holdings::Holdings;
 use crate::engine::keeper::Keeper;
-use crate::engine::shutdown::Holdings;
 use crate::engine::waiters::Wakeups;
 use crate::node::Node;
 
@@ -24,8 +25,8 @@ pub(crate) struct Machinery {
     fanout: Fanout,
     /// The task that extends this client's kept locks, started with the first one.
     keeper: Keeper,
-    /// The locks this client holds, for its shutdown (`engine/shutdown.rs`).
-    held: Holdings,
+    /// The locks this client holds, for its shutdown (`engine/holdings.rs`).
+    held: Holdings<Ident>,
     /// The waiters for releases, by key (see `engine/waiters.rs`).
     wakeups: Arc<Wakeups>,
     /// Set once a fencing token of one of this client's locks was asked for: from then on,
@@ -77,7 +78,7 @@ impl Machinery {
         &self.keeper
     }
 
-    pub(crate) fn held(&self) -> &Holdings {
+    pub(crate) fn held(&self) -> &Holdings<Ident> {
         &self.held
     }
 

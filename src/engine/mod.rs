@@ -25,6 +25,7 @@ pub(crate) mod fence_state;
 pub(crate) mod fencing;
 pub(crate) mod handover;
 pub(crate) mod held;
+pub(crate) mod holdings;
 pub(crate) mod inspect;
 pub(crate) mod keeper;
 pub(crate) mod kept;
