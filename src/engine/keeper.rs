@@ -26,7 +26,8 @@ use tokio::sync::mpsc::{self, UnboundedReceiver, UnboundedSender};
 use tokio::sync::oneshot;
 
 use crate::algo::schedule::{KeepSchedule, COALESCE_MAX};
-use crate::engine::held::{Extension, Held};
+use crate::engine::extension::Extension;
+use crate::engine::held::Held;
 use crate::engine::kept::Publisher;
 use crate::error::Error;
 use crate::error::{LostReason, NodeError};
