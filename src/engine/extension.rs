@@ -1,7 +1,7 @@
 //! Extending a held claim: one round that sets its keys again for a ttl, judged by the
 //! grant rule; the keys a node lost restored where a majority extended the claim. The round
-//! runs detached from the claim ([`Held::extension`]) so that the keeper drives many at once,
-//! and its outcome is applied apart ([`Held::settle_extension`]).
+//! runs detached from the claim ([`Extendable::extension`]) so that the keeper drives many at once,
+//! and its outcome is applied apart ([`Extendable::settle_extension`]).
 
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -17,12 +17,13 @@ use crate::config::Ttl;
 use crate::engine::fanout::Round;
 use crate::engine::fence_state::Fencing;
 use crate::engine::held::{Held, Ident};
+use crate::engine::keeper::Extendable;
 use crate::engine::outcome;
 use crate::error::Error;
 use crate::node::{Extended, Primitive};
 
 /// An extension round that has run, detached from its lock (see
-/// [`Held::extension`]): what [`Held::settle_extension`] judges.
+/// [`Extendable::extension`]): what [`Extendable::settle_extension`] judges.
 #[derive(Debug)]
 pub(crate) struct Extension {
     ttl: Ttl,
@@ -44,14 +45,51 @@ impl Held {
         self.settle_extension(extension)
     }
 
-    /// The checks of [`extend_for`](Self::extend_for), then its round as a future that
+    /// Sets our keys again, in the background, on the nodes that answered that they lost
+    /// them. Those that answer so only after the extension was decided restore themselves
+    /// once it stands (in [`Extendable::extension`]); those that answer that they kept
+    /// them get nothing more. Only after a majority that held the lock all along extended
+    /// it: restoring strengthens a lock we hold, it never revives one we lost.
+    ///
+    /// A permit is not restored: a node that lost its claim is one vote fewer until the
+    /// permit is taken again.
+    fn restore_missing(&self, answers: &[(usize, Extended)], ttl_ms: i64) {
+        if self.ident().member().is_some() {
+            return;
+        }
+        let restore = answers
+            .iter()
+            .filter(|(_, a)| *a == Extended::Missing)
+            .fold(0u64, |mask, (i, _)| mask | 1 << i);
+        if restore != 0 {
+            self.ident().restore(restore, ttl_ms);
+        }
+    }
+}
+
+impl Extendable for Held {
+    type Extension = Extension;
+
+    fn resource(&self) -> &str {
+        Held::resource(self)
+    }
+
+    fn ttl(&self) -> Duration {
+        Held::ttl(self)
+    }
+
+    fn valid_until(&self) -> Instant {
+        Held::valid_until(self)
+    }
+
+    fn validity(&self) -> Duration {
+        Held::validity(self)
+    }
+
+    /// The checks of [`extend_for`](Held::extend_for), then its round as a future that
     /// does not borrow the lock, so that a keeper can drive many at once while it keeps
     /// the locks; [`settle_extension`](Self::settle_extension) applies its outcome.
-    ///
-    /// # Errors
-    /// [`Error::Config`] for a bad ttl, [`Error::Expired`] if the validity has run out
-    /// (nothing is sent then).
-    pub(crate) fn extension(
+    fn extension(
         &self,
         ttl: Duration,
     ) -> Result<impl Future<Output = Extension> + Send + 'static, Error> {
@@ -115,8 +153,8 @@ impl Held {
     }
 
     /// Judges an extension round made by [`extension`](Self::extension) of this lock, and
-    /// moves the validity as [`extend_for`](Self::extend_for) documents.
-    pub(crate) fn settle_extension(&mut self, extension: Extension) -> Result<Duration, Error> {
+    /// moves the validity as [`extend_for`](Held::extend_for) documents.
+    fn settle_extension(&mut self, extension: Extension) -> Result<Duration, Error> {
         let Extension {
             ttl,
             start,
@@ -147,27 +185,6 @@ impl Held {
                     gone,
                 ))
             }
-        }
-    }
-
-    /// Sets our keys again, in the background, on the nodes that answered that they lost
-    /// them. Those that answer so only after the extension was decided restore themselves
-    /// once it stands (in [`extension`](Self::extension)); those that answer that they kept
-    /// them get nothing more. Only after a majority that held the lock all along extended
-    /// it: restoring strengthens a lock we hold, it never revives one we lost.
-    ///
-    /// A permit is not restored: a node that lost its claim is one vote fewer until the
-    /// permit is taken again.
-    fn restore_missing(&self, answers: &[(usize, Extended)], ttl_ms: i64) {
-        if self.ident().member().is_some() {
-            return;
-        }
-        let restore = answers
-            .iter()
-            .filter(|(_, a)| *a == Extended::Missing)
-            .fold(0u64, |mask, (i, _)| mask | 1 << i);
-        if restore != 0 {
-            self.ident().restore(restore, ttl_ms);
         }
     }
 }

@@ -14,6 +14,7 @@
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
+use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
@@ -26,55 +27,98 @@ use tokio::sync::mpsc::{self, UnboundedReceiver, UnboundedSender};
 use tokio::sync::oneshot;
 
 use crate::algo::schedule::{KeepSchedule, COALESCE_MAX};
-use crate::engine::extension::Extension;
-use crate::engine::held::Held;
-use crate::engine::kept::Publisher;
+use crate::engine::kept_status::Publisher;
 use crate::error::Error;
 use crate::error::{LostReason, NodeError};
 
-/// The channel to the running keeper task, if one runs.
-type TaskSlot = Arc<Mutex<Option<UnboundedSender<Command>>>>;
+/// What the keeper keeps: a held claim, extended by rounds that run detached from it
+/// ([`extension`](Self::extension)) and whose outcome is then applied to it
+/// ([`settle_extension`](Self::settle_extension)). A held lock, a permit, a read-write
+/// lock's side: `Held` (`engine/extension.rs`).
+pub(crate) trait Extendable: Send + 'static {
+    /// An extension round that has run, detached from its claim.
+    type Extension: Send + 'static;
 
-fn lock_slot(slot: &TaskSlot) -> MutexGuard<'_, Option<UnboundedSender<Command>>> {
+    /// The claim's name, for traces and for the report of its loss.
+    fn resource(&self) -> &str;
+
+    /// Its ttl.
+    fn ttl(&self) -> Duration;
+
+    /// Until when it can be relied on.
+    fn valid_until(&self) -> Instant;
+
+    /// How long it can still be relied on (zero once released).
+    fn validity(&self) -> Duration;
+
+    /// The checks of an extension for `ttl`, then its round, as a future that does not
+    /// borrow the claim.
+    ///
+    /// # Errors
+    /// [`Error::Config`] for a bad ttl, [`Error::Expired`] if the validity has run out
+    /// (nothing is sent then).
+    fn extension(
+        &self,
+        ttl: Duration,
+    ) -> Result<impl Future<Output = Self::Extension> + Send + 'static, Error>;
+
+    /// Judges an extension round made by [`extension`](Self::extension), and moves the
+    /// validity.
+    fn settle_extension(&mut self, extension: Self::Extension) -> Result<Duration, Error>;
+}
+
+/// The channel to the running keeper task, if one runs.
+type TaskSlot<L> = Arc<Mutex<Option<UnboundedSender<Command<L>>>>>;
+
+fn lock_slot<L>(slot: &TaskSlot<L>) -> MutexGuard<'_, Option<UnboundedSender<Command<L>>>> {
     // The slot holds a sender only: nothing can be left half-written.
     slot.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// A client's registry of kept locks: starts its keeper task when needed.
-#[derive(Debug, Default)]
-pub(crate) struct Keeper {
-    slot: TaskSlot,
+/// A client's registry of kept locks (each an `L`): starts its keeper task when needed.
+#[derive(Debug)]
+pub(crate) struct Keeper<L> {
+    slot: TaskSlot<L>,
     ids: AtomicU64,
+}
+
+impl<L> Default for Keeper<L> {
+    fn default() -> Self {
+        Keeper {
+            slot: Arc::default(),
+            ids: AtomicU64::new(0),
+        }
+    }
 }
 
 /// A kept lock's place in the keeper.
 #[derive(Debug)]
-pub(crate) struct KeepTicket {
+pub(crate) struct KeepTicket<L> {
     id: u64,
-    keeper: UnboundedSender<Command>,
+    keeper: UnboundedSender<Command<L>>,
 }
 
-enum Command {
-    Keep(u64, Box<KeptEntry>),
+enum Command<L> {
+    Keep(u64, Box<KeptEntry<L>>),
     /// Stop keeping a lock: hand it back, or drop it (which releases it in the background).
     Stop {
         id: u64,
-        reply: Option<oneshot::Sender<Held>>,
+        reply: Option<oneshot::Sender<L>>,
     },
     /// Stop keeping every lock and drop them all (the client's shutdown); replies with how
     /// many there were once they are dropped.
     LetGo(oneshot::Sender<usize>),
 }
 
-impl Keeper {
+impl<L: Extendable> Keeper<L> {
     /// Hands `lock` to the keeper task, started on `runtime` if none runs.
     pub(crate) fn keep(
         &self,
         runtime: &Handle,
-        lock: Held,
+        lock: L,
         schedule: KeepSchedule,
         status: Publisher,
-    ) -> KeepTicket {
+    ) -> KeepTicket<L> {
         let id = self.ids.fetch_add(1, Ordering::Relaxed);
         let mut command = Command::Keep(id, Box::new(KeptEntry::new(lock, schedule, status)));
         // Under the slot's lock: the task decides to end under it too, so a lock is never
@@ -101,7 +145,7 @@ impl Keeper {
     }
 }
 
-impl Keeper {
+impl<L> Keeper<L> {
     /// Stops keeping every lock and drops them, which starts their releases; their handles
     /// see them no longer kept. Returns how many there were, once they are dropped.
     pub(crate) async fn let_go(&self) -> usize {
@@ -116,12 +160,12 @@ impl Keeper {
     }
 }
 
-impl KeepTicket {
+impl<L> KeepTicket<L> {
     /// Stops keeping the lock and takes it back; `None` if the keeper is gone.
     ///
     /// # Cancel safety
     /// If the future is dropped, the lock is dropped, which releases it in the background.
-    pub(crate) async fn take_back(self) -> Option<Held> {
+    pub(crate) async fn take_back(self) -> Option<L> {
         let (reply, lock) = oneshot::channel();
         let stop = Command::Stop {
             id: self.id,
@@ -152,8 +196,8 @@ enum Phase {
 }
 
 /// One kept lock in the keeper.
-struct KeptEntry {
-    lock: Held,
+struct KeptEntry<L> {
+    lock: L,
     status: Publisher,
     schedule: KeepSchedule,
     /// The lock's ttl when it was handed over: the length of every extension.
@@ -182,15 +226,15 @@ enum Next {
 }
 
 /// An extension round that has come back.
-struct Landed {
+struct Landed<E> {
     id: u64,
     seq: u32,
     for_ttl: Duration,
-    extension: Extension,
+    extension: E,
 }
 
-impl KeptEntry {
-    fn new(lock: Held, schedule: KeepSchedule, status: Publisher) -> KeptEntry {
+impl<L: Extendable> KeptEntry<L> {
+    fn new(lock: L, schedule: KeepSchedule, status: Publisher) -> KeptEntry<L> {
         let kept = Instant::now();
         let next_try = schedule.due(lock.valid_until(), lock.validity(), lock.ttl(), lock.ttl());
         KeptEntry {
@@ -268,7 +312,7 @@ impl KeptEntry {
     }
 
     /// An extension round came back.
-    fn landed(&mut self, seq: u32, for_ttl: Duration, extension: Extension) -> Next {
+    fn landed(&mut self, seq: u32, for_ttl: Duration, extension: L::Extension) -> Next {
         if self.phase != Phase::Extending(seq) {
             return Next::Idle; // lost meanwhile: the loss instant came first
         }
@@ -340,24 +384,34 @@ impl KeptEntry {
 
     fn lose(&mut self, reason: LostReason) {
         // Logged and counted there, once per lock.
-        self.status.lost(reason);
+        self.status.lost(self.lock.resource(), reason);
         self.phase = Phase::Lost;
     }
 }
 
 /// The keeper task's state.
-#[derive(Default)]
-struct Keeping {
-    entries: HashMap<u64, Box<KeptEntry>>,
+struct Keeping<L: Extendable> {
+    entries: HashMap<u64, Box<KeptEntry<L>>>,
     /// (when, entry id, timer sequence number), earliest first.
     timers: BinaryHeap<Reverse<(Instant, u64, u32)>>,
-    flights: FuturesUnordered<BoxFuture<'static, Landed>>,
+    flights: FuturesUnordered<BoxFuture<'static, Landed<L::Extension>>>,
     /// The timers taken from the heap by one wake-up (kept to reuse its allocation).
     fired: Vec<(Instant, u64, u32)>,
 }
 
-impl Keeping {
-    fn command(&mut self, command: Command, now: Instant) {
+impl<L: Extendable> Default for Keeping<L> {
+    fn default() -> Self {
+        Keeping {
+            entries: HashMap::new(),
+            timers: BinaryHeap::new(),
+            flights: FuturesUnordered::new(),
+            fired: Vec::new(),
+        }
+    }
+}
+
+impl<L: Extendable> Keeping<L> {
+    fn command(&mut self, command: Command<L>, now: Instant) {
         match command {
             Command::Keep(id, entry) => {
                 let next = entry.first(now);
@@ -411,7 +465,7 @@ impl Keeping {
         self.fired = fired;
     }
 
-    fn landed(&mut self, landed: Landed) {
+    fn landed(&mut self, landed: Landed<L::Extension>) {
         let Landed {
             id,
             seq,
@@ -460,8 +514,8 @@ impl Keeping {
 
 /// The keeper task: runs until the client keeps no lock (or its runtime shuts down, which
 /// drops the locks: their handles then report them no longer kept).
-async fn run(mut commands: UnboundedReceiver<Command>, slot: TaskSlot) {
-    let mut keeping = Keeping::default();
+async fn run<L: Extendable>(mut commands: UnboundedReceiver<Command<L>>, slot: TaskSlot<L>) {
+    let mut keeping = Keeping::<L>::default();
     let sleep = tokio::time::sleep(Duration::ZERO);
     tokio::pin!(sleep);
     let mut armed: Option<Instant> = None;

@@ -11,7 +11,7 @@ use crate::config::Config;
 use crate::engine::claim::Keys;
 use crate::engine::fanout::Fanout;
 use crate::engine::fence_state::Hints;
-use crate::engine::held::Ident;
+use crate::engine::held::{Held, Ident};
 use crate::engine::holdings::Holdings;
 use crate::engine::keeper::Keeper;
 use crate::engine::waiters::Wakeups;
@@ -24,7 +24,7 @@ pub(crate) struct Machinery {
     /// Every node, and the rounds sent to them.
     fanout: Fanout,
     /// The task that extends this client's kept locks, started with the first one.
-    keeper: Keeper,
+    keeper: Keeper<Held>,
     /// The locks this client holds, for its shutdown (`engine/holdings.rs`).
     held: Holdings<Ident>,
     /// The waiters for releases, by key (see `engine/waiters.rs`).
@@ -74,7 +74,7 @@ impl Machinery {
         self.node_list().len()
     }
 
-    pub(crate) fn keeper(&self) -> &Keeper {
+    pub(crate) fn keeper(&self) -> &Keeper<Held> {
         &self.keeper
     }
 

@@ -30,6 +30,7 @@ pub(crate) mod holdings;
 pub(crate) mod inspect;
 pub(crate) mod keeper;
 pub(crate) mod kept;
+pub(crate) mod kept_status;
 pub(crate) mod machinery;
 pub(crate) mod observe;
 pub(crate) mod outcome;
