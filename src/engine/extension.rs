@@ -17,7 +17,7 @@ use crate::config::Ttl;
 use crate::engine::fanout::Round;
 use crate::engine::fence_state::Fencing;
 use crate::engine::held::{Held, Ident};
-use crate::engine::keeper::Extendable;
+use crate::engine::keep_cycle::Extendable;
 use crate::engine::outcome;
 use crate::error::Error;
 use crate::node::{Extended, Primitive};

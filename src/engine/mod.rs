@@ -28,6 +28,7 @@ pub(crate) mod handover;
 pub(crate) mod held;
 pub(crate) mod holdings;
 pub(crate) mod inspect;
+pub(crate) mod keep_cycle;
 pub(crate) mod keeper;
 pub(crate) mod kept;
 pub(crate) mod kept_status;
