@@ -15,6 +15,7 @@
 //! [`Leader`](observe::Leader), [`PermitHolder`](census::PermitHolder)). Imports `error`,
 //! `stats`, `algo`, `report`, `config` and `node`; never the public face.
 
+pub(crate) mod acquiring;
 pub(crate) mod attempt;
 pub(crate) mod census;
 pub(crate) mod claim;
