@@ -25,6 +25,7 @@ pub(crate) mod quarantine;
 
 pub(crate) use floor::{floor, Floor, Surveyed};
 pub(crate) use marker::{lineage, Lineage, Marker};
-pub(crate) use quarantine::{
-    hold_back, record_age, still_checked, Checked, Recorded, UPTIME_RESOLUTION,
-};
+pub(crate) use quarantine::{hold_back, record_age, still_checked, Checked, Recorded};
+// Named by the model checker's way in (`src/model.rs`) alone.
+#[cfg(feature = "model")]
+pub(crate) use quarantine::UPTIME_RESOLUTION;
