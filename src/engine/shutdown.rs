@@ -26,7 +26,7 @@ pub struct Shutdown {
 pub(crate) async fn shut_down(client: &Machinery) -> Shutdown {
     let held = client.held();
     // Set before the registry is read: a lock entered after that is seen by its lock call
-    // (`Coordinator::acquiring`), which releases it.
+    // (the acquisition loop, `engine/acquiring.rs`), which releases it.
     held.shut();
     // The keeper lets go of its locks: dropping them releases them (below, as `Lock` does),
     // and their handles see them no longer kept.
