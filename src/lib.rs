@@ -42,9 +42,9 @@ pub use config::url::NodeUrl;
 pub use config::Candidacy;
 pub use config::KeepAlive;
 pub use engine::census::{PermitHolder, RwHolder};
-pub use engine::held::Released;
+pub use engine::claim::Access;
 pub use engine::observe::Leader;
-pub use engine::rwlock::Access;
+pub use engine::outcome::Released;
 pub use engine::shutdown::Shutdown;
 pub use engine::token::Token;
 pub use error::{

@@ -3,10 +3,11 @@
 
 use std::time::{Duration, Instant};
 
-use quorumlock::testkit::{LocalQuorum, NodeOptions, NodeState};
+use quorumlock::testkit::{LocalQuorum, NodeOptions};
 use serde_json::json;
 
-use crate::impls::{ready, Clients, Held, Impl};
+use crate::frozen::{freeze, release, resume};
+use crate::impls::{ready, Clients, Impl};
 use crate::stats::{fmt, Latencies};
 use crate::{print_table, NODES, NODE_TIMEOUT};
 
@@ -17,43 +18,6 @@ const WARM_UP: usize = 10;
 /// The longest an acquisition may take in d and e: rslock waits for its 500 ms response
 /// timeout on every frozen node; a capped call counts as failed.
 const ACQUIRE_CAP: Duration = Duration::from_secs(2);
-
-/// Freezes nodes `0..n` (those not frozen yet).
-pub(crate) fn freeze(quorum: &mut LocalQuorum, n: usize) {
-    for i in 0..n {
-        if quorum.node(i).state() == NodeState::Running {
-            quorum.node_mut(i).freeze().expect("SIGSTOP");
-        }
-    }
-}
-
-/// Resumes every frozen node.
-pub(crate) fn resume(quorum: &mut LocalQuorum) {
-    for node in quorum.nodes_mut() {
-        if node.state() == NodeState::Frozen {
-            node.resume().expect("SIGCONT");
-        }
-    }
-}
-
-/// Releases `held`; rslock's release with a frozen node waits for its response timeout, so
-/// it goes to the background then (the caller awaits the handles before resuming).
-pub(crate) async fn release(
-    clients: &Clients,
-    held: Held,
-    frozen: usize,
-    background: &mut Vec<tokio::task::JoinHandle<()>>,
-) {
-    match held {
-        Held::Rslock(lock) if frozen > 0 => {
-            let manager = clients.rslock.clone();
-            background.push(tokio::spawn(async move { manager.unlock(&lock).await }));
-        }
-        held => {
-            clients.release(held).await;
-        }
-    }
-}
 
 /// Acquisition latency of every implementation with `frozen` nodes frozen, sampled in
 /// turns; each sample locks a fresh resource (a capped call may leave its keys behind).

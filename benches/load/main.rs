@@ -36,6 +36,7 @@ mod allocs;
 mod faults;
 #[path = "../common/floor.rs"]
 mod floor;
+mod frozen;
 mod impls;
 mod majority;
 mod scaling;

@@ -7,7 +7,7 @@ use quorumlock::testkit::LocalQuorum;
 use quorumlock::Retry;
 use serde_json::json;
 
-use crate::faults::{freeze, release, resume};
+use crate::frozen::{freeze, release, resume};
 use crate::impls::{Clients, Held, Impl};
 use crate::stats::{fmt, Latencies};
 use crate::{print_table, NODES, NODE_TIMEOUT, TTL};

@@ -56,9 +56,9 @@ impl RedLockBuilder {
             return Err(ConfigError::NoRuntime);
         }
         let timeout = config.connect_timeout;
-        let redlock = Coordinator::connect(config, false)?;
-        redlock.wait_for_nodes(timeout).await;
-        let nodes = redlock.node_list();
-        Ok(crate::engine::inspect::inspect(nodes, redlock.config(), clock_window).await)
+        let inspecting = Coordinator::connect(config, false)?;
+        inspecting.wait_for_nodes(timeout).await;
+        let nodes = inspecting.node_list();
+        Ok(crate::engine::inspect::inspect(nodes, inspecting.config(), clock_window).await)
     }
 }

@@ -162,7 +162,7 @@ macro_rules! held_face {
         ]
         pub async fn release(
             self,
-        ) -> Result<$crate::engine::held::Released, $crate::error::Error> {
+        ) -> Result<$crate::engine::outcome::Released, $crate::error::Error> {
             self.0.release().await
         });
     };

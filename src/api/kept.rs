@@ -3,8 +3,8 @@
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-use crate::engine::held::Released;
 use crate::engine::kept::{Kept, KeptHandle};
+use crate::engine::outcome::Released;
 use crate::engine::token::Token;
 use crate::error::{Error, LostReason};
 

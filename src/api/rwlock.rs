@@ -5,9 +5,10 @@ use std::time::Duration;
 
 use crate::config::Retry;
 use crate::engine::census::{ClaimCensus, RwHolder};
+use crate::engine::claim::{Access, Member};
 use crate::engine::coordinator::Coordinator;
-use crate::engine::held::{Held, Member};
-use crate::engine::rwlock::{Access, RwSpec};
+use crate::engine::held::Held;
+use crate::engine::rwlock::RwSpec;
 use crate::error::Error;
 
 /// Many readers or one writer of a resource, across every client and host, over the same
@@ -115,7 +116,9 @@ impl RwLock {
     /// name is in use as another kind on more nodes than a majority may do without (fewer
     /// such nodes hold no claim of it); [`Error::ShutDown`] after the client's shutdown.
     pub async fn holders(&self) -> Result<Vec<RwHolder>, Error> {
-        ClaimCensus::of(&self.client).rw_holders(&self.spec).await
+        ClaimCensus::of(self.client.machinery())
+            .rw_holders(self.spec.name(), self.spec.key())
+            .await
     }
 
     /// Takes `access` for `ttl`, retrying by `retry`. A writer's pauses between attempts are

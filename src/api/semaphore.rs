@@ -193,7 +193,10 @@ impl Semaphore {
     ///   permits. Fewer such nodes hold no permit of it, and the list is read from the rest.
     /// - [`Error::ShutDown`] once the client is [shut down](crate::RedLock::shutdown).
     pub async fn holders(&self) -> Result<Vec<PermitHolder>, Error> {
-        ClaimCensus::of(&self.client).holders(&self.spec).await
+        let spec = &self.spec;
+        ClaimCensus::of(self.client.machinery())
+            .holders(spec.name(), spec.key(), spec.permits())
+            .await
     }
 }
 

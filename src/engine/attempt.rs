@@ -4,37 +4,28 @@
 //! [`Error::ValidityExpired`], or a refusal whose claims are discarded silently on every
 //! node. What differs between kinds is a [`ClaimKind`]: what each node is sent, how the
 //! answers are read, and what a granted claim holds.
-//!
-//! The verdict on a round of a held claim (release, fencing, an election's identity) is
-//! turned into a `Result` here too ([`confirmed`]).
+//! The errors of a refused or late round are written once, in `engine/outcome.rs`.
 
 use std::future::Future;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use tracing::Instrument;
 
 use fred::types::Value;
 
 use crate::algo::quorum::Tally;
-use crate::algo::verdict::{self, Confirmation, Timed};
+use crate::algo::verdict::{self, Timed};
 use crate::config::Ttl;
+use crate::engine::claim::{Member, Resources};
 use crate::engine::fanout::{CleanupOnDrop, Round};
-use crate::engine::fencing::Fencing;
-use crate::engine::held::{Acquisition, Held, Keys, Member, Released};
+use crate::engine::fence_state::Fencing;
+use crate::engine::held::{Acquisition, Held};
 use crate::engine::machinery::Machinery;
+use crate::engine::outcome::{expired, lost};
 use crate::engine::token::Token;
-use crate::error::{Error, NodeError, NodeErrorKind};
+use crate::error::Error;
 use crate::node::{Answer, Primitive};
-
-/// What one acquisition claims: the resources' names and their keys.
-#[derive(Debug, Clone)]
-pub(crate) struct Resources {
-    /// The resources' names joined by commas, for messages.
-    pub(crate) name: String,
-    pub(crate) resources: Vec<String>,
-    pub(crate) keys: Keys,
-}
 
 /// What a granted claim holds besides its token, as its kind says.
 #[derive(Debug)]
@@ -225,79 +216,4 @@ pub(crate) async fn traced(
     let result = attempt.instrument(span.clone()).await;
     record_attempt(&span, &result.as_ref().map(|(lock, _)| lock));
     result
-}
-
-/// A round that got its majority too late: [`Error::ValidityExpired`].
-pub(crate) fn expired(resource: &str, elapsed: Duration, ttl: Ttl) -> Error {
-    Error::ValidityExpired {
-        resource: resource.to_string(),
-        elapsed,
-        ttl: ttl.ttl,
-        drift: ttl.drift,
-    }
-}
-
-/// An acquisition round without a majority: [`Error::Taken`] when refusals decided it,
-/// [`Error::NoQuorum`] when failures did.
-pub(crate) fn lost(resource: &str, tally: Tally, failures: Vec<NodeError>) -> Error {
-    if tally.lost_to_contention() {
-        // The refusals are `held_elsewhere`.
-        let failures = failures
-            .into_iter()
-            .filter(|f| f.kind != NodeErrorKind::Refused)
-            .collect();
-        Error::Taken {
-            resource: resource.to_string(),
-            held_elsewhere: tally.no,
-            nodes: tally.nodes,
-            failures,
-        }
-    } else {
-        Error::NoQuorum {
-            resource: resource.to_string(),
-            needed: tally.quorum(),
-            agreed: tally.yes,
-            failures,
-        }
-    }
-}
-
-/// A round on a held claim, judged by [`verdict::confirmation`]: [`Released`] when a majority
-/// confirmed it, [`Error::NotHeld`] when the claim is gone, [`Error::NoQuorum`] when failed
-/// nodes left it undecided.
-pub(crate) fn confirmed(
-    resource: &str,
-    tally: Tally,
-    failures: Vec<NodeError>,
-) -> Result<Released, Error> {
-    match verdict::confirmation(&tally) {
-        Confirmation::Confirmed => Ok(Released {
-            released: tally.yes,
-            nodes: tally.nodes,
-        }),
-        confirmation => Err(unheld(
-            resource,
-            tally,
-            failures,
-            confirmation == Confirmation::Gone,
-        )),
-    }
-}
-
-/// Why a round on a held claim did not confirm it: [`Error::NotHeld`] when it is `gone`,
-/// else [`Error::NoQuorum`].
-pub(crate) fn unheld(resource: &str, tally: Tally, failures: Vec<NodeError>, gone: bool) -> Error {
-    if gone {
-        return Error::NotHeld {
-            resource: resource.to_string(),
-            held: tally.yes,
-            nodes: tally.nodes,
-        };
-    }
-    Error::NoQuorum {
-        resource: resource.to_string(),
-        needed: tally.quorum(),
-        agreed: tally.yes,
-        failures,
-    }
 }

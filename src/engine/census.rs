@@ -11,10 +11,8 @@ use fred::types::{Key, Value};
 
 use crate::algo::quorum::{quorum, Tally};
 use crate::algo::slots;
-use crate::engine::coordinator::Coordinator;
-use crate::engine::rwlock::{Access, RwSpec};
-use crate::engine::semaphore::SemaphoreSpec;
-use crate::engine::shutdown::Holdings;
+use crate::engine::claim::Access;
+use crate::engine::machinery::Machinery;
 use crate::error::{Error, FoundKind, NodeError};
 use crate::node::scripts::PERMIT_HOLDERS;
 use crate::node::Node;
@@ -95,37 +93,40 @@ pub struct RwHolder {
 /// A read of one sorted set's claims on every node of a client, which changes nothing.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct ClaimCensus<'a> {
-    nodes: &'a [Node],
-    /// The client's registry of held locks, which says whether it was shut down.
-    held: &'a Holdings,
+    /// The client's nodes, and its registry of held locks, which says whether it was shut
+    /// down.
+    client: &'a Machinery,
 }
 
 impl<'a> ClaimCensus<'a> {
     /// The census of `client`'s nodes.
-    pub(crate) fn of(client: &'a Coordinator) -> ClaimCensus<'a> {
-        ClaimCensus {
-            nodes: client.node_list(),
-            held: client.held(),
-        }
+    pub(crate) fn of(client: &'a Machinery) -> ClaimCensus<'a> {
+        ClaimCensus { client }
     }
 
     fn node_list(&self) -> &'a [Node] {
-        self.nodes
+        self.client.node_list()
     }
 
     fn quorum(&self) -> usize {
-        quorum(self.nodes.len())
+        quorum(self.client.nodes())
     }
 
-    /// Reads the holders of `spec` on every node, and puts together what they record.
-    pub(crate) async fn holders(&self, spec: &SemaphoreSpec) -> Result<Vec<PermitHolder>, Error> {
-        self.census(spec.name(), spec.key(), Some(spec.permits()))
-            .await
+    /// Reads the holders of the semaphore `name` of `permits`, at `key`, on every node, and
+    /// puts together what they record.
+    pub(crate) async fn holders(
+        &self,
+        name: &str,
+        key: &str,
+        permits: u32,
+    ) -> Result<Vec<PermitHolder>, Error> {
+        self.census(name, key, Some(permits)).await
     }
 
-    /// Reads the readers, writer and waiting writers of `spec` on every node.
-    pub(crate) async fn rw_holders(&self, spec: &RwSpec) -> Result<Vec<RwHolder>, Error> {
-        let found = self.census(spec.name(), spec.key(), None).await?;
+    /// Reads the readers, writer and waiting writers of the read-write lock `name`, at
+    /// `key`, on every node.
+    pub(crate) async fn rw_holders(&self, name: &str, key: &str) -> Result<Vec<RwHolder>, Error> {
+        let found = self.census(name, key, None).await?;
         Ok(found
             .into_iter()
             .map(|h| RwHolder {
@@ -169,7 +170,7 @@ impl<'a> ClaimCensus<'a> {
         key: &str,
         permits: Option<u32>,
     ) -> Result<Vec<PermitHolder>, Error> {
-        self.held.refuse()?;
+        self.client.held().refuse()?;
         let key = Key::from(key);
         let answers = futures::future::join_all(
             self.node_list()

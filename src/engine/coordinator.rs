@@ -1,41 +1,43 @@
-//! The coordinator: the client's machinery, one per `RedLock`: its nodes' fan-out
-//! (`engine/fanout.rs`), its registries (held locks, waiters, fencing hints, the keeper), and
-//! the acquisition loop.
+//! The coordinator: the client, one per `RedLock`: its machinery (`engine/machinery.rs`: the
+//! nodes' fan-out and the registries its held claims share), its nodes' fleet and its
+//! counters; a lock's acquisition ([`Locking`], its claim kind) and its break.
 //!
-//! Three layers, as in the algorithm's description: [`Coordinator::acquiring`] retries with
-//! jitter and waits in line; one attempt (`engine/attempt.rs`) claims on all nodes and judges
-//! the round; [`Fanout::round`] sends one command to every node in parallel and tallies the
-//! answers (each node's command runs under its own timeout, see `node/connection.rs`).
+//! Three layers, as in the algorithm's description: the acquisition loop
+//! (`engine/acquiring.rs`, through [`Coordinator::acquiring`]) retries with jitter and waits
+//! in line; one attempt (`engine/attempt.rs`) claims on all nodes and judges the round;
+//! [`Fanout::round`] sends one command to every node in parallel and tallies the answers
+//! (each node's command runs under its own timeout, see `node/connection.rs`).
 
 use std::future::Future;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use fred::types::{Key, Value};
-use futures::stream::{FuturesUnordered, StreamExt};
 
 use crate::algo::keys;
 use crate::algo::quorum::{quorum, Stake};
 use crate::config::KeepAlive;
 use crate::config::{Config, Retry, Ttl};
-use crate::engine::attempt::{self, ClaimKind, Grant, Resources};
-use crate::engine::census::ClaimCensus;
+use crate::engine::acquiring::Acquiring;
+use crate::engine::attempt::{self, ClaimKind, Grant};
+use crate::engine::claim::{Keys, Resources};
 use crate::engine::fanout::{Background, Fanout, Round};
-use crate::engine::fencing;
-use crate::engine::held::{Held, Keys, Released};
-use crate::engine::keeper::Keeper;
+use crate::engine::fence_state;
+use crate::engine::held::Held;
+use crate::engine::held::Ident;
+use crate::engine::holdings::Holdings;
 use crate::engine::kept::KeptHandle;
 use crate::engine::machinery::Machinery;
-use crate::engine::shutdown::Holdings;
+use crate::engine::outcome::{self, Released};
 use crate::engine::token::Token;
-use crate::engine::waiters::{self, Ticket, Wakeups, Woken};
+use crate::engine::waiters::Wakeups;
 use crate::error::{ConfigError, Error};
 use crate::node::admission::Fleet;
 use crate::node::probe::KeySpace;
 use crate::node::scripts::release_args;
 use crate::node::{Acquired, Node, Primitive, SetNx};
 use crate::report::facts::Excluded;
-use crate::stats::{self, Counters, Event, Stats};
+use crate::stats::{Counters, Stats};
 
 #[derive(Debug, Clone)]
 pub(crate) struct Coordinator {
@@ -48,31 +50,6 @@ struct Inner {
     machinery: Arc<Machinery>,
     fleet: Arc<Fleet>,
     counters: Counters,
-}
-
-/// A caller's place in the line for a key (see `engine/waiters.rs`); it leaves the line when dropped,
-/// and the last to leave unsubscribes.
-#[derive(Debug)]
-struct Place {
-    client: Coordinator,
-    key: String,
-    ticket: Arc<Ticket>,
-    /// Whether it leaves with the lock (then the next in line waits for its release).
-    acquired: bool,
-}
-
-impl Drop for Place {
-    fn drop(&mut self) {
-        let inner = &self.client.inner.machinery;
-        let channel = keys::release_channel(&self.key);
-        inner
-            .wakeups()
-            .leave(&self.key, &self.ticket, self.acquired, || {
-                for node in inner.fanout().nodes() {
-                    node.listener().unsubscribe(vec![channel.clone()]);
-                }
-            });
-    }
 }
 
 impl Coordinator {
@@ -125,15 +102,7 @@ impl Coordinator {
         self.inner.machinery.config()
     }
 
-    pub(crate) fn wakeups(&self) -> &Arc<Wakeups> {
-        self.inner.machinery.wakeups()
-    }
-
-    pub(crate) fn keeper(&self) -> &Keeper {
-        self.inner.machinery.keeper()
-    }
-
-    pub(crate) fn held(&self) -> &Holdings {
+    pub(crate) fn held(&self) -> &Holdings<Ident> {
         self.inner.machinery.held()
     }
 
@@ -274,15 +243,8 @@ impl Coordinator {
         .await
     }
 
-    /// Attempts with `attempt` until it is granted, retrying as `retry` says: callers that
-    /// find `key` taken wait in this client's line for its release (`engine/waiters.rs`),
-    /// without a key they pause between attempts. A lock's acquisition and a permit's
-    /// (`engine/semaphore.rs`) both run this loop; only their attempts differ. `name` names
-    /// the resource in traces. An attempt that is granted says whether the resource may have
-    /// room for the next caller in line (a semaphore with a slot still free): that caller
-    /// then attempts at once instead of waiting for a release. `permits` says what the
-    /// callers wait for (a lock: `None`), so that only a release of that kind is handed
-    /// over to them.
+    /// Attempts with `attempt` until it is granted, retrying as `retry` says, in this
+    /// client's line for `key` (`engine/acquiring.rs`, which documents the arguments).
     pub(crate) async fn acquiring<F, Fut>(
         &self,
         name: &str,
@@ -290,199 +252,20 @@ impl Coordinator {
         permits: Option<u32>,
         ttl: Ttl,
         retry: Retry,
-        mut attempt: F,
+        attempt: F,
     ) -> Result<Held, Error>
     where
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<(Held, bool), Error>>,
     {
-        let started = Instant::now();
-        let counters = &self.inner.counters;
-        let deadline = tokio::time::Instant::from_std(started)
-            .checked_add(retry.waiting_budget())
-            .unwrap_or_else(|| tokio::time::Instant::now() + Duration::from_secs(86_400 * 365));
-        let mut made = 0u32;
-        let mut place: Option<Place> = None;
-        let mut last: Option<Error> = None;
-        // Do not barge in before this client's callers already waiting for the resource.
-        let mut attempt_now = true;
-        if let Some(key) = key.as_deref().filter(|k| self.wakeups().queued(k)) {
-            let joined = self.join(key, ttl, permits).await;
-            attempt_now = joined.ticket.is_head();
-            place = Some(joined);
-        }
-        loop {
-            if !attempt_now {
-                let waited = (&retry, started, deadline);
-                if let Some(end) = self.wait_in_line(&mut place, waited, &mut last).await {
-                    return end;
-                }
-            }
-            self.held().refuse()?;
-            made += 1;
-            counters.count(Event::Attempt);
-            let error = match attempt::traced(name, made, attempt()).await {
-                Ok((lock, room)) => {
-                    counters.count(Event::Acquired);
-                    stats::call_ended(started.elapsed(), true);
-                    if let Some(mut waiting) = place.take() {
-                        // Leaving with the lock, the next in line waits for its release;
-                        // where there is room still, it attempts at once.
-                        waiting.acquired = !room;
-                    }
-                    self.held().refuse()?;
-                    return Ok(lock);
-                }
-                Err(e) if !e.is_retryable() => return Err(e),
-                Err(e) => e,
-            };
-            let taken = matches!(error, Error::Taken { .. });
-            if taken {
-                counters.count(Event::Taken);
-            } else {
-                stats::attempt_failed();
-            }
-            let first_refusal = (taken, made, permits, key.as_deref());
-            if let Some(mismatch) = self.kind_mismatch(name, first_refusal).await {
-                stats::call_ended(started.elapsed(), false);
-                return Err(mismatch);
-            }
-            let Some(pause) = retry.next_pause(made, started.elapsed(), jitter(retry.jitter))
-            else {
-                stats::call_ended(started.elapsed(), false);
-                return Err(error);
-            };
-            tracing::debug!(resource = %name, attempt = made, error = %error, "lock attempt failed");
-            last = Some(error);
-            let turn = (key.as_deref(), taken, pause);
-            attempt_now = self.next_turn(&mut place, turn, (ttl, permits)).await;
-        }
-    }
-
-    /// After a refused attempt, whether the next comes at once: `taken` and not in line yet,
-    /// the caller joins the line for `key` (the head's next attempt comes right after the
-    /// subscription, since a release made before it sent no message we could get); in line,
-    /// it waits there; without a key, it sleeps `pause` first.
-    async fn next_turn(
-        &self,
-        place: &mut Option<Place>,
-        (key, taken, pause): (Option<&str>, bool, Duration),
-        (ttl, permits): (Ttl, Option<u32>),
-    ) -> bool {
-        match (key, &place) {
-            (Some(key), None) if taken => {
-                let joined = self.join(key, ttl, permits).await;
-                let head = joined.ticket.is_head();
-                *place = Some(joined);
-                head
-            }
-            (_, Some(_)) => false,
-            _ => {
-                tokio::time::sleep(pause).await;
-                self.inner.counters.count(Event::Paused);
-                true
-            }
-        }
-    }
-
-    /// Waits in this client's line at `place` (if it has one) for a release, a handover, or
-    /// the pause after the last attempt; `Some` ends the call: with the lock handed over, or
-    /// with the last error once the deadline has passed.
-    async fn wait_in_line(
-        &self,
-        place: &mut Option<Place>,
-        (retry, started, deadline): (&Retry, Instant, tokio::time::Instant),
-        last: &mut Option<Error>,
-    ) -> Option<Result<Held, Error>> {
-        let counters = &self.inner.counters;
-        let waiting = place.as_ref()?;
-        let pause = retry
-            .next_pause(0, started.elapsed(), jitter(retry.jitter))
-            .unwrap_or(Duration::ZERO);
-        match waiters::wait(&waiting.ticket, pause, Some(deadline)).await {
-            Woken::Handed => {
-                let lock = waiting.ticket.take_handed()?;
-                counters.count(Event::HandedOver);
-                stats::call_ended(started.elapsed(), true);
-                if let Some(mut waiting) = place.take() {
-                    waiting.acquired = true;
-                }
-                // Unless the client was shut down meanwhile: then the lock is dropped
-                // (which releases it, unless the shutdown did).
-                return Some(self.held().refuse().map(|()| lock));
-            }
-            Woken::Released => counters.count(Event::Woken),
-            Woken::Paused => counters.count(Event::Paused),
-            Woken::Deadline => {
-                if let Some(error) = last.take() {
-                    stats::call_ended(started.elapsed(), false);
-                    return Some(Err(error));
-                }
-                // Never attempted: one attempt before giving up.
-            }
-        }
-        None
-    }
-
-    /// On a lock's first refusal (`Taken` at the first attempt, for a lock's `key`): a
-    /// semaphore or read-write lock of that name refuses every lock, which its `SET NX`
-    /// cannot tell from another lock. Says so rather than wait for it (design 2.9).
-    async fn kind_mismatch(
-        &self,
-        name: &str,
-        (taken, made, permits, key): (bool, u32, Option<u32>, Option<&str>),
-    ) -> Option<Error> {
-        let (true, 1, None, Some(key)) = (taken, made, permits, key) else {
-            return None;
-        };
-        let found = ClaimCensus::of(self).kind_in_the_way(key).await?;
-        Some(Error::KindMismatch {
-            resource: name.to_string(),
-            found,
-        })
-    }
-
-    /// Joins the line of this client's callers waiting for `key`; the first subscribes to the
-    /// key's release channel on every node and waits until a majority confirmed it (or every
-    /// node answered or timed out).
-    async fn join(&self, key: &str, ttl: Ttl, permits: Option<u32>) -> Place {
-        let wakeups = self.wakeups();
-        let channel = keys::release_channel(key);
-        let mut confirmations = Vec::new();
-        let ticket = wakeups.join(key, Some(ttl), permits, || {
-            for node in self.node_list() {
-                confirmations.push(node.listener().subscribe(vec![channel.clone()], wakeups));
-            }
-        });
-        let place = Place {
-            client: self.clone(),
-            key: key.to_string(),
-            ticket,
-            acquired: false,
-        };
-        if !confirmations.is_empty() {
-            let mut pending: FuturesUnordered<_> = confirmations.into_iter().collect();
-            let mut confirmed = 0;
-            // At most one node timeout: with a majority down, waiting longer would only
-            // delay the attempt (which the pause then covers).
-            let _ = tokio::time::timeout(self.config().node_timeout, async {
-                while let Some(answer) = pending.next().await {
-                    confirmed += usize::from(answer.unwrap_or(false));
-                    if confirmed >= self.quorum() {
-                        break;
-                    }
-                }
-            })
-            .await;
-            tracing::debug!(key, confirmed, "subscribed to the release channel");
-        }
-        place
+        let line = Acquiring::new(self.machinery(), &self.inner.counters);
+        line.run(name, (key, permits), ttl, retry, attempt).await
     }
 
     /// Deletes `resource`'s key on every node where it holds `token`, with the RELEASE
     /// script (compare-and-delete, announced to the waiters as a release is): an operator
     /// breaking the lock of a holder that is gone (`RedLock::break_lock`, design 3.4b).
-    /// Decided as a release is ([`attempt::confirmed`]).
+    /// Decided as a release is ([`outcome::confirmed`]).
     pub(crate) async fn break_lock(&self, resource: &str, token: &str) -> Result<Released, Error> {
         if token.is_empty() {
             return Err(ConfigError::EmptyToken.into());
@@ -496,7 +279,7 @@ impl Coordinator {
                 node.release(Primitive::Lock, locks.clone(), args.clone())
             })
             .await;
-        attempt::confirmed(&target.name, round.tally, round.failures)
+        outcome::confirmed(&target.name, round.tally, round.failures)
     }
 
     /// Checks resource names and makes their keys.
@@ -539,16 +322,6 @@ impl Coordinator {
     }
 }
 
-/// A jitter sample for the pause between attempts: uniform from zero to `max`, drawn from
-/// the fast thread-local generator (never the one tokens are drawn from).
-fn jitter(max: Duration) -> Duration {
-    let micros = u64::try_from(max.as_micros()).unwrap_or(u64::MAX);
-    if micros == 0 {
-        return Duration::ZERO;
-    }
-    Duration::from_micros(rand::Rng::random_range(&mut rand::rng(), 0..=micros))
-}
-
 /// A lock's claim: its keys, set on every node (`SET NX PX`, or the ACQUIRE script when it
 /// reads the fencing counters), granted on a majority of yes. With fencing, nothing more:
 /// the token is recorded only when the holder asks for it (`engine/fencing.rs`).
@@ -589,7 +362,7 @@ impl ClaimKind for Locking {
         // record the token). Several resources take the ACQUIRE script, which reads the
         // counters too, for next to nothing; so does one resource once this client's locks
         // have had their token asked for, and it records the next token too if this client
-        // guesses it (its hint, `engine/fencing.rs`): then asking sends nothing, and
+        // guesses it (its hint, `engine/fence_state.rs`): then asking sends nothing, and
         // otherwise one round.
         self.reads_counters = client.reads_counters(keys);
         if self.reads_counters && client.tokens_asked() {
@@ -618,7 +391,7 @@ impl ClaimKind for Locking {
         // With the counters, if read: the largest on the majority that said yes.
         let hints = (self.hint, client.hints());
         Grant {
-            fencing: fencing::granted(&target.keys, self.reads_counters, round, hints),
+            fencing: fence_state::granted(&target.keys, self.reads_counters, round, hints),
             member: None,
             handovers: 0,
             room: false,

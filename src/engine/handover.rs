@@ -30,11 +30,13 @@ use std::sync::Arc;
 use fred::types::{Key, Value};
 
 use crate::config::Ttl;
-use crate::engine::attempt::{self, ClaimKind, Grant, Resources};
+use crate::engine::attempt::{self, ClaimKind, Grant};
+use crate::engine::claim::{Keys, Member, Resources};
 use crate::engine::fanout::Round;
-use crate::engine::fencing;
-use crate::engine::held::{Ident, Keys, Member, Released};
+use crate::engine::fence_state;
+use crate::engine::held::Ident;
 use crate::engine::machinery::Machinery;
+use crate::engine::outcome::Released;
 use crate::engine::token::Token;
 use crate::engine::waiters::Ticket;
 use crate::error::Error;
@@ -267,7 +269,7 @@ impl ClaimKind for HandingOver<'_> {
         }
         let hints = (0, client.hints());
         Grant {
-            fencing: fencing::granted(&target.keys, self.reads_counters, round, hints),
+            fencing: fence_state::granted(&target.keys, self.reads_counters, round, hints),
             member: self.ident.member(),
             handovers: self.ident.handovers().saturating_add(1),
             room: false,

@@ -1,77 +1,18 @@
 //! A held lock: what it locks, how long it can be relied on, and how to extend or release it.
 
-use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tokio::sync::watch;
-use tracing::Instrument;
-
 use fred::types::{Key, Value};
 
-use crate::algo::quorum::Stake;
-use crate::algo::verdict::{self, Timed};
-use crate::config::Ttl;
-use crate::engine::attempt;
-use crate::engine::fanout::Round;
-use crate::engine::fencing::Fencing;
-use crate::engine::handover::{self, Handover};
+use crate::engine::claim::{Keys, Member, PermitSlot};
+use crate::engine::fence_state::Fencing;
+use crate::engine::holdings::Registration;
 use crate::engine::machinery::Machinery;
-use crate::engine::shutdown::Registration;
 use crate::engine::token::Token;
 use crate::error::{Error, NodeError};
-use crate::node::scripts::release_args;
-use crate::node::{Extended, Primitive};
-
-/// The keys of one lock: the lock keys, then (with fencing) their fencing counters.
-#[derive(Debug, Clone)]
-pub(crate) struct Keys {
-    pub(crate) all: Vec<Key>,
-    /// How many of `all` are lock keys; the rest are fencing counters.
-    pub(crate) locks: usize,
-}
-
-impl Keys {
-    pub(crate) fn locks(&self) -> &[Key] {
-        &self.all[..self.locks]
-    }
-
-    pub(crate) fn fencing(&self) -> bool {
-        self.all.len() > self.locks
-    }
-
-    /// The fencing counters (none without fencing).
-    pub(crate) fn counters(&self) -> &[Key] {
-        &self.all[self.locks..]
-    }
-
-    /// What an acquisition round sends: every key when it reads the fencing counters, the
-    /// lock keys alone otherwise.
-    pub(crate) fn sent(&self, reads_counters: bool) -> &[Key] {
-        if reads_counters {
-            &self.all
-        } else {
-            self.locks()
-        }
-    }
-}
-
-/// A permit's slot, and how many permits its semaphore has.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct PermitSlot {
-    pub(crate) slot: u32,
-    pub(crate) permits: u32,
-}
-
-/// What a holder's claim is, where it is a member of a sorted set rather than a lock's key:
-/// a semaphore's permit (design 2.9), or a read-write lock's reader or writer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Member {
-    Permit(PermitSlot),
-    Reader,
-    Writer,
-}
+use crate::node::Primitive;
 
 /// What a successful acquisition hands to [`Held::new`].
 #[derive(Debug)]
@@ -120,7 +61,7 @@ pub(crate) struct Ident {
     /// Set when the lock's release starts (`release`, a drop, or the client's shutdown):
     /// whoever sets it sends the release, once.
     released: AtomicBool,
-    /// The lock's place in its client's registry of held locks (`engine/shutdown.rs`).
+    /// The lock's place in its client's registry of held locks (`engine/holdings.rs`).
     entry: Registration,
 }
 
@@ -233,12 +174,6 @@ impl Ident {
         );
     }
 
-    /// The fencing token handed out so far, 0 if none: what a restore raises the counters
-    /// to.
-    fn handed_fence(&self) -> u64 {
-        self.fencing.as_ref().and_then(Fencing::handed).unwrap_or(0)
-    }
-
     /// `Ok` while `valid_until` has not passed, [`Error::Expired`] after;
     /// [`Error::ShutDown`] once the client's shutdown released the lock.
     pub(crate) fn valid(&self, valid_until: Instant) -> Result<(), Error> {
@@ -256,19 +191,6 @@ impl Ident {
     }
 }
 
-/// An extension round that has run, detached from its lock (see
-/// [`Held::extension`]): what [`Held::settle_extension`] judges.
-#[derive(Debug)]
-pub(crate) struct Extension {
-    ttl: Ttl,
-    start: Instant,
-    elapsed: Duration,
-    round: Round<Extended>,
-    /// Tells the nodes that answer after the round was decided whether the extension stands
-    /// (see [`Held::restore_missing`]); dropped unsent, it means no.
-    stands: watch::Sender<Option<bool>>,
-}
-
 #[derive(Debug)]
 pub(crate) struct Held {
     ident: Arc<Ident>,
@@ -276,17 +198,6 @@ pub(crate) struct Held {
     valid_until: Instant,
     acquired_on: usize,
     failures: Box<[NodeError]>,
-}
-
-/// The outcome of [`Lock::release`](crate::Lock::release).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct Released {
-    /// How many nodes confirmed that they deleted our key before `release` returned (the
-    /// others still get the delete, in the background).
-    pub released: usize,
-    /// How many nodes are configured.
-    pub nodes: usize,
 }
 
 impl Held {
@@ -379,6 +290,17 @@ impl Held {
         self.valid_until
     }
 
+    /// An extension stands: the claim is valid until `until`, and its ttl is `ttl` now.
+    pub(crate) fn extended(&mut self, ttl: Duration, until: Instant) {
+        self.ttl = ttl;
+        self.valid_until = until;
+    }
+
+    /// A round found the claim valid no later than `until` (its validity never grows here).
+    pub(crate) fn shortened(&mut self, until: Instant) {
+        self.valid_until = self.valid_until.min(until);
+    }
+
     pub(crate) fn validity(&self) -> Duration {
         if self.ident.is_released() {
             return Duration::ZERO;
@@ -398,118 +320,6 @@ impl Held {
         &self.failures
     }
 
-    pub(crate) async fn extend(&mut self) -> Result<Duration, Error> {
-        self.extend_for(self.ttl).await
-    }
-
-    pub(crate) async fn extend_for(&mut self, ttl: Duration) -> Result<Duration, Error> {
-        let extension = self.extension(ttl)?.await;
-        self.settle_extension(extension)
-    }
-
-    /// The checks of [`extend_for`](Self::extend_for), then its round as a future that
-    /// does not borrow the lock, so that a keeper can drive many at once while it keeps
-    /// the locks; [`settle_extension`](Self::settle_extension) applies its outcome.
-    ///
-    /// # Errors
-    /// [`Error::Config`] for a bad ttl, [`Error::Expired`] if the validity has run out
-    /// (nothing is sent then).
-    pub(crate) fn extension(
-        &self,
-        ttl: Duration,
-    ) -> Result<impl Future<Output = Extension> + Send + 'static, Error> {
-        let ident = Arc::clone(&self.ident);
-        let ttl = ident.machinery.config().check_ttl(ttl)?;
-        ident.valid(self.valid_until)?;
-        let span = tracing::debug_span!(
-            "quorumlock.extension",
-            resource = %ident.name(),
-            yes = tracing::field::Empty,
-            refused = tracing::field::Empty,
-            failed = tracing::field::Empty,
-        );
-        let round_span = span.clone();
-        Ok(async move {
-            let (stands, verdict) = watch::channel(None);
-            let decided = Arc::new(AtomicBool::new(false));
-            let (keys, value) = (ident.lock_keys().to_vec(), ident.value());
-            let primitive = ident.primitive();
-            let start = Instant::now();
-            let round = ident
-                .machinery
-                .fanout()
-                .round_marking(Some(&decided), Stake::Held, |node| {
-                    let extended = node.extend(primitive, keys.clone(), value.clone(), ttl.px);
-                    let (index, decided, mut verdict) =
-                        (node.index(), Arc::clone(&decided), verdict.clone());
-                    let ident = Arc::clone(&ident);
-                    async move {
-                        let answer = extended.await;
-                        if matches!(answer, Ok(Extended::Missing))
-                            && decided.load(Ordering::SeqCst)
-                            && primitive == Primitive::Lock
-                        {
-                            // Answered after the round was decided, so not counted: this
-                            // node lost our keys, and is restored here if the extension
-                            // stands (see `restore_missing`).
-                            let stands = verdict.wait_for(Option::is_some).await;
-                            if matches!(stands.as_deref(), Ok(Some(true))) {
-                                ident.restore(1 << index, ttl.px);
-                            }
-                        }
-                        answer
-                    }
-                })
-                .instrument(round_span)
-                .await;
-            if !span.is_disabled() {
-                span.record("yes", round.tally.yes);
-                span.record("refused", round.tally.no);
-                span.record("failed", crate::error::failed_nodes(&round.failures));
-            }
-            Extension {
-                ttl,
-                start,
-                elapsed: start.elapsed(),
-                round,
-                stands,
-            }
-        })
-    }
-
-    /// Judges an extension round made by [`extension`](Self::extension) of this lock, and
-    /// moves the validity as [`extend_for`](Self::extend_for) documents.
-    pub(crate) fn settle_extension(&mut self, extension: Extension) -> Result<Duration, Error> {
-        let Extension {
-            ttl,
-            start,
-            elapsed,
-            round,
-            stands,
-        } = extension;
-        let extended_until = start + ttl.usable;
-        let name = self.ident.name();
-        match verdict::timed(&round.tally, ttl.ttl, ttl.drift, elapsed) {
-            Timed::Valid(left) => {
-                stands.send_replace(Some(true));
-                self.restore_missing(&round.answers, ttl.px);
-                self.ttl = ttl.ttl;
-                self.valid_until = extended_until;
-                Ok(left)
-            }
-            Timed::Late => {
-                self.valid_until = self.valid_until.min(extended_until);
-                Err(attempt::expired(name, elapsed, ttl))
-            }
-            timed => {
-                let gone = timed == Timed::Gone;
-                let since = if gone { start } else { extended_until };
-                self.valid_until = self.valid_until.min(since);
-                Err(attempt::unheld(name, round.tally, round.failures, gone))
-            }
-        }
-    }
-
     /// Lets go of the lock without releasing it: its keys expire on the nodes at their ttl.
     /// Neither the drop nor the client's shutdown releases it after this.
     pub(crate) fn leave(self) {
@@ -518,94 +328,6 @@ impl Held {
             ident.machinery.held().remove(ident.entry);
         }
         // The drop finds the release started, and sends nothing.
-    }
-
-    pub(crate) async fn release(self) -> Result<Released, Error> {
-        let ident = &self.ident;
-        if !ident.start_release() {
-            return Err(Error::ShutDown);
-        }
-        ident.machinery.held().remove(ident.entry);
-        let (mut tokens, mut claimed) = (vec![ident.value()], None);
-        match handover::hand_over(&ident.machinery, ident).await {
-            None => {}
-            Some(Handover::Done(released)) => return Ok(released),
-            Some(Handover::Failed {
-                claim,
-                tokens: both,
-            }) => {
-                tokens = both;
-                claimed = Some(claim);
-            }
-        }
-        // Made once for every node.
-        let args: Arc<[Value]> = release_args(&tokens).into();
-        let keys: Arc<[Key]> = ident.lock_keys().into();
-        let round = ident
-            .machinery
-            .fanout()
-            .round_marking(None, Stake::Held, |node| {
-                node.release(ident.primitive(), &keys, &args)
-            });
-        tokio::pin!(round);
-        // The first poll hands the delete to every node's queue. Whatever this client sends
-        // a node after that runs there after the delete (one queue per node, in order): the
-        // next waiter in this client's line can attempt now, without waiting for the answers.
-        // (If the release fails, so does its attempt: it never gets a lock that is held.)
-        let first = futures::poll!(round.as_mut());
-        if let Some(claim) = claimed {
-            claim.sent();
-        }
-        // After handovers in a row, this client's next waiter is woken by the nodes' messages
-        // alone, as the other clients' waiters are (`engine/handover.rs`).
-        if !handover::yields(ident) {
-            // The payloads the nodes publish: each token's SHA1, hashed once in `args`.
-            for key in ident.lock_keys() {
-                let Some(key) = key.as_str() else { continue };
-                for hash in args.iter().skip(1).step_by(2) {
-                    if let Some(hash) = hash.as_str() {
-                        ident.machinery.wakeups().released(key, &hash);
-                    }
-                }
-            }
-        }
-        let round = match first {
-            std::task::Poll::Ready(round) => round,
-            std::task::Poll::Pending => round.await,
-        };
-        attempt::confirmed(ident.name(), round.tally, round.failures)
-    }
-
-    /// Sets our keys again, in the background, on the nodes that answered that they lost
-    /// them. Those that answer so only after the extension was decided restore themselves
-    /// once it stands (in [`extension`](Self::extension)); those that answer that they kept
-    /// them get nothing more. Only after a majority that held the lock all along extended
-    /// it: restoring strengthens a lock we hold, it never revives one we lost.
-    ///
-    /// A permit is not restored: a node that lost its claim is one vote fewer until the
-    /// permit is taken again.
-    fn restore_missing(&self, answers: &[(usize, Extended)], ttl_ms: i64) {
-        if self.ident.member.is_some() {
-            return;
-        }
-        let restore = answers
-            .iter()
-            .filter(|(_, a)| *a == Extended::Missing)
-            .fold(0u64, |mask, (i, _)| mask | 1 << i);
-        if restore != 0 {
-            self.ident.restore(restore, ttl_ms);
-        }
-    }
-}
-
-impl Ident {
-    /// Sets our keys again on the nodes in `mask`, in the background (the RESTORE script),
-    /// and raises their fencing counters to the fencing token handed out, if one was.
-    fn restore(&self, mask: u64, ttl_ms: i64) {
-        let (fence, value) = (self.handed_fence(), self.value());
-        self.machinery.fanout().detached(mask, |node| {
-            node.restore(self.keys.to_vec(), self.locks, value.clone(), ttl_ms, fence)
-        });
     }
 }
 

@@ -8,9 +8,9 @@
 //! them: `node/connection.rs`). The task starts with the client's first kept lock and ends when the
 //! client keeps none; the kept locks talk to it over a channel.
 //!
-//! Every timer in the heap is a hint: when it fires, the lock's state decides what is due.
-//! A lock has one current timer (its sequence number is in the entry); older ones still in
-//! the heap are skipped.
+//! Every timer in the heap is a hint: when it fires, the lock's state decides what is due
+//! (`engine/keep_cycle.rs`). A lock has one current timer (its sequence number is in the
+//! entry); older ones still in the heap are skipped.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
@@ -26,54 +26,61 @@ use tokio::sync::mpsc::{self, UnboundedReceiver, UnboundedSender};
 use tokio::sync::oneshot;
 
 use crate::algo::schedule::{KeepSchedule, COALESCE_MAX};
-use crate::engine::held::{Extension, Held};
-use crate::engine::kept::Publisher;
-use crate::error::Error;
-use crate::error::{LostReason, NodeError};
+use crate::engine::keep_cycle::{Extendable, KeptEntry, Next, Phase};
+use crate::engine::kept_status::Publisher;
 
 /// The channel to the running keeper task, if one runs.
-type TaskSlot = Arc<Mutex<Option<UnboundedSender<Command>>>>;
+type TaskSlot<L> = Arc<Mutex<Option<UnboundedSender<Command<L>>>>>;
 
-fn lock_slot(slot: &TaskSlot) -> MutexGuard<'_, Option<UnboundedSender<Command>>> {
+fn lock_slot<L>(slot: &TaskSlot<L>) -> MutexGuard<'_, Option<UnboundedSender<Command<L>>>> {
     // The slot holds a sender only: nothing can be left half-written.
     slot.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// A client's registry of kept locks: starts its keeper task when needed.
-#[derive(Debug, Default)]
-pub(crate) struct Keeper {
-    slot: TaskSlot,
+/// A client's registry of kept locks (each an `L`): starts its keeper task when needed.
+#[derive(Debug)]
+pub(crate) struct Keeper<L> {
+    slot: TaskSlot<L>,
     ids: AtomicU64,
+}
+
+impl<L> Default for Keeper<L> {
+    fn default() -> Self {
+        Keeper {
+            slot: Arc::default(),
+            ids: AtomicU64::new(0),
+        }
+    }
 }
 
 /// A kept lock's place in the keeper.
 #[derive(Debug)]
-pub(crate) struct KeepTicket {
+pub(crate) struct KeepTicket<L> {
     id: u64,
-    keeper: UnboundedSender<Command>,
+    keeper: UnboundedSender<Command<L>>,
 }
 
-enum Command {
-    Keep(u64, Box<KeptEntry>),
+enum Command<L> {
+    Keep(u64, Box<KeptEntry<L>>),
     /// Stop keeping a lock: hand it back, or drop it (which releases it in the background).
     Stop {
         id: u64,
-        reply: Option<oneshot::Sender<Held>>,
+        reply: Option<oneshot::Sender<L>>,
     },
     /// Stop keeping every lock and drop them all (the client's shutdown); replies with how
     /// many there were once they are dropped.
     LetGo(oneshot::Sender<usize>),
 }
 
-impl Keeper {
+impl<L: Extendable> Keeper<L> {
     /// Hands `lock` to the keeper task, started on `runtime` if none runs.
     pub(crate) fn keep(
         &self,
         runtime: &Handle,
-        lock: Held,
+        lock: L,
         schedule: KeepSchedule,
         status: Publisher,
-    ) -> KeepTicket {
+    ) -> KeepTicket<L> {
         let id = self.ids.fetch_add(1, Ordering::Relaxed);
         let mut command = Command::Keep(id, Box::new(KeptEntry::new(lock, schedule, status)));
         // Under the slot's lock: the task decides to end under it too, so a lock is never
@@ -100,7 +107,7 @@ impl Keeper {
     }
 }
 
-impl Keeper {
+impl<L> Keeper<L> {
     /// Stops keeping every lock and drops them, which starts their releases; their handles
     /// see them no longer kept. Returns how many there were, once they are dropped.
     pub(crate) async fn let_go(&self) -> usize {
@@ -115,12 +122,12 @@ impl Keeper {
     }
 }
 
-impl KeepTicket {
+impl<L> KeepTicket<L> {
     /// Stops keeping the lock and takes it back; `None` if the keeper is gone.
     ///
     /// # Cancel safety
     /// If the future is dropped, the lock is dropped, which releases it in the background.
-    pub(crate) async fn take_back(self) -> Option<Held> {
+    pub(crate) async fn take_back(self) -> Option<L> {
         let (reply, lock) = oneshot::channel();
         let stop = Command::Stop {
             id: self.id,
@@ -139,224 +146,37 @@ impl KeepTicket {
     }
 }
 
-/// Where a kept lock is in its cycle.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Phase {
-    /// Waiting to extend at `next_try` (or to give up at the loss instant).
-    Waiting,
-    /// The extension with this sequence number is in flight.
-    Extending(u32),
-    /// Lost and signalled; kept (so that it is released when stopped) but no longer extended.
-    Lost,
-}
-
-/// One kept lock in the keeper.
-struct KeptEntry {
-    lock: Held,
-    status: Publisher,
-    schedule: KeepSchedule,
-    /// The lock's ttl when it was handed over: the length of every extension.
-    ttl: Duration,
-    hold_until: Option<Instant>,
-    next_try: Instant,
-    last_error: Option<String>,
-    /// The nodes that failed in that extension.
-    last_failures: Vec<NodeError>,
-    hold_reached: bool,
-    phase: Phase,
-    /// The last sequence number handed out (timers and extensions).
-    seq: u32,
-    /// The sequence number of the entry's current timer.
-    timer: u32,
-}
-
-/// What an entry needs next.
-enum Next {
-    /// A wake-up at this instant.
-    Wake(Instant),
-    /// An extension for this ttl, now.
-    Extend(Duration),
-    /// Nothing (lost, or an answer that is no longer awaited).
-    Idle,
-}
-
 /// An extension round that has come back.
-struct Landed {
+struct Landed<E> {
     id: u64,
     seq: u32,
     for_ttl: Duration,
-    extension: Extension,
-}
-
-impl KeptEntry {
-    fn new(lock: Held, schedule: KeepSchedule, status: Publisher) -> KeptEntry {
-        let kept = Instant::now();
-        let next_try = schedule.due(lock.valid_until(), lock.validity(), lock.ttl(), lock.ttl());
-        KeptEntry {
-            ttl: lock.ttl(),
-            hold_until: schedule.max_hold.and_then(|limit| kept.checked_add(limit)),
-            next_try,
-            lock,
-            status,
-            schedule,
-            last_error: None,
-            last_failures: Vec::new(),
-            hold_reached: false,
-            phase: Phase::Waiting,
-            seq: 0,
-            timer: 0,
-        }
-    }
-
-    fn next_seq(&mut self) -> u32 {
-        self.seq = self.seq.wrapping_add(1);
-        self.seq
-    }
-
-    /// When the loss is signalled at the latest if no extension succeeds.
-    fn lost_at(&self, now: Instant) -> Instant {
-        self.schedule.lost_at(self.lock.valid_until(), now)
-    }
-
-    /// How much earlier than due an extension may start, to share a wake-up: a tenth of the
-    /// time between two extensions, at most [`COALESCE_MAX`]; none for a retry, which keeps
-    /// its `retry_delay`.
-    fn early(&self) -> Duration {
-        self.schedule.early(self.ttl, self.last_error.is_some())
-    }
-
-    /// The first wake-up, when the lock is handed over.
-    fn first(&self, now: Instant) -> Next {
-        Next::Wake(self.next_try.min(self.lost_at(now)))
-    }
-
-    /// The entry's timer fired (or falls in the coalescing window of a wake-up at `now`).
-    fn fire(&mut self, now: Instant) -> Next {
-        let lost_at = self.lost_at(now);
-        if self.phase != Phase::Lost && self.status.is_lost() {
-            // A handle found the validity over before this wake-up (`LostReason::KeeperLate`).
-            self.phase = Phase::Lost;
-        }
-        match self.phase {
-            Phase::Lost => return Next::Idle,
-            // The extension in flight raced against the loss instant and lost.
-            Phase::Extending(_) if now >= lost_at => {
-                self.give_up(now);
-                return Next::Idle;
-            }
-            Phase::Extending(_) => return Next::Wake(lost_at),
-            Phase::Waiting => {}
-        }
-        if now >= lost_at {
-            self.give_up(now);
-            return Next::Idle;
-        }
-        if self.hold_reached || now + self.early() < self.next_try {
-            return Next::Wake(self.next_try.min(lost_at));
-        }
-        // How long to extend for: the ttl, cut down to the hold limit.
-        match self.schedule.extend_for(self.hold_until, now, self.ttl) {
-            Some(for_ttl) => Next::Extend(for_ttl),
-            None => {
-                // Too little left to be worth an extension: let the lock run out.
-                self.hold_reached = true;
-                self.next_try = lost_at;
-                Next::Wake(lost_at)
-            }
-        }
-    }
-
-    /// An extension round came back.
-    fn landed(&mut self, seq: u32, for_ttl: Duration, extension: Extension) -> Next {
-        if self.phase != Phase::Extending(seq) {
-            return Next::Idle; // lost meanwhile: the loss instant came first
-        }
-        let now = Instant::now();
-        if now >= self.lost_at(now) {
-            // The loss instant passed before the answer was seen: the instant wins the race.
-            // (Also when the keeper wakes late, after the validity ended: an extension then
-            // must not make the lock look held all along.)
-            self.give_up(now);
-            return Next::Idle;
-        }
-        self.phase = Phase::Waiting;
-        match self.lock.settle_extension(extension) {
-            Ok(_) => {
-                self.last_error = None;
-                self.last_failures.clear();
-                if !self.status.extended(self.lock.valid_until()) {
-                    // A handle published the loss first: it stays lost.
-                    self.phase = Phase::Lost;
-                    return Next::Idle;
-                }
-                self.next_try = self.schedule.due(
-                    self.lock.valid_until(),
-                    self.lock.validity(),
-                    for_ttl,
-                    self.ttl,
-                );
-                Next::Wake(self.next_try.min(self.lost_at(now)))
-            }
-            Err(Error::NotHeld { held, nodes, .. }) => {
-                self.lose(LostReason::NotHeld { held, nodes });
-                Next::Idle
-            }
-            Err(e) => self.failed(now, e),
-        }
-    }
-
-    /// An extension failed (no quorum, too slow): keep the (possibly shorter) validity and
-    /// try again after the retry delay.
-    fn failed(&mut self, now: Instant, error: Error) -> Next {
-        tracing::debug!(resource = %self.lock.resource(), %error, "extension failed; retrying");
-        crate::stats::extension_failed();
-        self.phase = Phase::Waiting;
-        self.last_error = Some(error.to_string());
-        self.last_failures = error.node_failures().to_vec();
-        self.status.shortened(self.lock.valid_until());
-        // A retry later than any instant is no retry: the loss instant comes first.
-        self.next_try = self.schedule.retry_at(now, self.lost_at(now));
-        Next::Wake(self.next_try.min(self.lost_at(now)))
-    }
-
-    /// No extension succeeded before the loss instant. If the keeper sees it only after the
-    /// validity ended, it did not run in time (its runtime had no thread free): that is the
-    /// reason, whatever else went wrong.
-    fn give_up(&mut self, now: Instant) {
-        let valid_until = self.lock.valid_until();
-        let reason = match self.schedule.max_hold {
-            _ if now >= valid_until => LostReason::KeeperLate {
-                late: now - valid_until,
-            },
-            Some(limit) if self.hold_reached => LostReason::HoldLimit { limit },
-            _ => LostReason::NotExtended {
-                last_error: self.last_error.take(),
-                failures: std::mem::take(&mut self.last_failures),
-            },
-        };
-        self.lose(reason);
-    }
-
-    fn lose(&mut self, reason: LostReason) {
-        // Logged and counted there, once per lock.
-        self.status.lost(reason);
-        self.phase = Phase::Lost;
-    }
+    extension: E,
 }
 
 /// The keeper task's state.
-#[derive(Default)]
-struct Keeping {
-    entries: HashMap<u64, Box<KeptEntry>>,
+struct Keeping<L: Extendable> {
+    entries: HashMap<u64, Box<KeptEntry<L>>>,
     /// (when, entry id, timer sequence number), earliest first.
     timers: BinaryHeap<Reverse<(Instant, u64, u32)>>,
-    flights: FuturesUnordered<BoxFuture<'static, Landed>>,
+    flights: FuturesUnordered<BoxFuture<'static, Landed<L::Extension>>>,
     /// The timers taken from the heap by one wake-up (kept to reuse its allocation).
     fired: Vec<(Instant, u64, u32)>,
 }
 
-impl Keeping {
-    fn command(&mut self, command: Command, now: Instant) {
+impl<L: Extendable> Default for Keeping<L> {
+    fn default() -> Self {
+        Keeping {
+            entries: HashMap::new(),
+            timers: BinaryHeap::new(),
+            flights: FuturesUnordered::new(),
+            fired: Vec::new(),
+        }
+    }
+}
+
+impl<L: Extendable> Keeping<L> {
+    fn command(&mut self, command: Command<L>, now: Instant) {
         match command {
             Command::Keep(id, entry) => {
                 let next = entry.first(now);
@@ -410,7 +230,7 @@ impl Keeping {
         self.fired = fired;
     }
 
-    fn landed(&mut self, landed: Landed) {
+    fn landed(&mut self, landed: Landed<L::Extension>) {
         let Landed {
             id,
             seq,
@@ -459,8 +279,8 @@ impl Keeping {
 
 /// The keeper task: runs until the client keeps no lock (or its runtime shuts down, which
 /// drops the locks: their handles then report them no longer kept).
-async fn run(mut commands: UnboundedReceiver<Command>, slot: TaskSlot) {
-    let mut keeping = Keeping::default();
+async fn run<L: Extendable>(mut commands: UnboundedReceiver<Command<L>>, slot: TaskSlot<L>) {
+    let mut keeping = Keeping::<L>::default();
     let sleep = tokio::time::sleep(Duration::ZERO);
     tokio::pin!(sleep);
     let mut armed: Option<Instant> = None;

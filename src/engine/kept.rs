@@ -1,176 +1,60 @@
 //! Keeping a lock: the client's keeper task extends it before its validity runs out, and a
 //! signal fires, with a margin, before the validity ends if it cannot. The keeper itself,
-//! shared by every kept lock of a [`RedLock`](crate::RedLock), is in `engine/keeper.rs`.
+//! shared by every kept lock of a [`RedLock`](crate::RedLock), is in `engine/keeper.rs`, and
+//! what it publishes to the handles in `engine/kept_status.rs`.
 
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tokio::sync::Notify;
-
 use crate::config::KeepAlive;
-use crate::engine::held::{Held, Ident, Released};
+use crate::engine::held::{Held, Ident};
 use crate::engine::keeper::KeepTicket;
+use crate::engine::kept_status::{released, Publisher, Shared};
+use crate::engine::outcome::Released;
 use crate::engine::token::Token;
 use crate::error::{ConfigError, Error, LostReason};
 
-/// What the keeper publishes to the holder.
 #[derive(Debug)]
-struct Status {
-    /// Never later than the validity the nodes guarantee.
-    valid_until: Instant,
-    extensions: u64,
-    lost: Option<LostReason>,
+pub(crate) struct Kept {
+    handle: KeptHandle,
+    /// Its place in the keeper; `None` once stopped.
+    ticket: Option<KeepTicket<Held>>,
 }
 
-/// One kept lock as its handles see it, shared by them and the keeper. One allocation per
-/// kept lock: a `watch` channel would cost about three times as much.
-#[derive(Debug)]
-struct Shared {
+#[derive(Debug, Clone)]
+pub(crate) struct KeptHandle {
     /// The lock's resources, keys and token, shared with the lock the keeper holds.
     lock: Arc<Ident>,
-    status: Mutex<Status>,
-    /// Woken when the lock is lost, and when the keeper lets go of it.
-    changed: Notify,
-    /// Set when the keeper let go of the lock (released, dropped, or the keeper's runtime
-    /// shut down): what was published last is final.
-    closed: AtomicBool,
+    /// What the keeper publishes of it.
+    shared: Arc<Shared>,
 }
 
-impl Shared {
-    fn status(&self) -> MutexGuard<'_, Status> {
-        // A panic while the lock was held cannot leave a `Status` half-written.
-        self.status.lock().unwrap_or_else(PoisonError::into_inner)
+impl KeptHandle {
+    pub(crate) fn resource(&self) -> &str {
+        self.lock.name()
     }
 
-    /// Why the lock was lost, if it was. A lock still kept whose validity has ended without
-    /// a signal is lost too: its keeper did not run in time. That is published here as the
-    /// keeper would have ([`LostReason::KeeperLate`]), so that every handle reports it from
-    /// this call on, without waiting for the keeper to run.
-    fn lost_reason(&self) -> Option<LostReason> {
-        let status = self.status();
-        if status.lost.is_none() && !self.closed.load(Ordering::SeqCst) {
-            let now = Instant::now();
-            if now >= status.valid_until {
-                let late = now - status.valid_until;
-                self.publish_loss(status, LostReason::KeeperLate { late });
-                return self.status().lost.clone();
-            }
-        }
-        status.lost.clone()
+    pub(crate) fn token(&self) -> &Token {
+        self.lock.token()
     }
 
-    /// Publishes the loss, unless one was published already (the first reason stays), and
-    /// wakes `lost()`.
-    fn publish_loss(&self, mut status: MutexGuard<'_, Status>, reason: LostReason) {
-        if status.lost.is_some() {
-            return;
-        }
-        status.valid_until = status.valid_until.min(Instant::now());
-        status.lost = Some(reason.clone());
-        drop(status);
-        self.changed.notify_waiters();
-        tracing::warn!(resource = %self.lock.name(), %reason, "lock lost");
-        crate::stats::lock_lost(&reason);
-    }
-
-    /// Whether the keeper let go of the lock.
-    fn is_closed(&self) -> bool {
-        self.closed.load(Ordering::SeqCst)
+    pub(crate) async fn fencing_token(&self) -> Result<u64, Error> {
+        let until = self.shared.status().valid_until;
+        self.lock.fencing_token(|| self.held(), until).await
     }
 
     /// `Ok` while the lock is kept, not lost, and its validity has not run out.
     fn held(&self) -> Result<(), Error> {
         let reason = match self.lost_reason() {
             Some(reason) => reason,
-            None if self.is_closed() => released(),
-            None => return self.lock.valid(self.status().valid_until),
+            None if self.shared.is_closed() => released(),
+            None => return self.lock.valid(self.shared.status().valid_until),
         };
         Err(Error::Lost {
             resource: self.lock.name().to_string(),
             reason,
         })
-    }
-}
-
-/// What the handles of a lock report once the keeper let go of it without losing it.
-fn released() -> LostReason {
-    LostReason::NotExtended {
-        last_error: Some("the lock was released".into()),
-        failures: Vec::new(),
-    }
-}
-
-/// The keeper's end of a kept lock's status. Dropping it tells the handles that the lock is
-/// no longer kept (as the end of a channel would).
-#[derive(Debug)]
-pub(crate) struct Publisher(Arc<Shared>);
-
-impl Publisher {
-    /// An extension succeeded: the lock is valid until `valid_until`. Returns false, and
-    /// publishes nothing, if the loss was published first (a handle found the validity over
-    /// before the keeper ran): a lost lock stays lost, and its validity never grows again.
-    pub(crate) fn extended(&self, valid_until: Instant) -> bool {
-        let mut status = self.0.status();
-        if status.lost.is_some() {
-            return false;
-        }
-        status.valid_until = valid_until;
-        status.extensions += 1;
-        true
-    }
-
-    /// Whether the loss was published (by the keeper, or by a handle).
-    pub(crate) fn is_lost(&self) -> bool {
-        self.0.status().lost.is_some()
-    }
-
-    /// An extension failed: the validity is at most `valid_until` (never moved later).
-    pub(crate) fn shortened(&self, valid_until: Instant) {
-        let mut status = self.0.status();
-        status.valid_until = status.valid_until.min(valid_until);
-    }
-
-    /// The lock is lost: its validity ends now, and `lost()` resolves. A loss published
-    /// before (by a handle) keeps its reason.
-    pub(crate) fn lost(&self, reason: LostReason) {
-        self.0.publish_loss(self.0.status(), reason);
-    }
-}
-
-impl Drop for Publisher {
-    fn drop(&mut self) {
-        self.0.closed.store(true, Ordering::SeqCst);
-        self.0.changed.notify_waiters();
-    }
-}
-
-#[derive(Debug)]
-pub(crate) struct Kept {
-    handle: KeptHandle,
-    /// Its place in the keeper; `None` once stopped.
-    ticket: Option<KeepTicket>,
-}
-
-#[derive(Debug, Clone)]
-pub(crate) struct KeptHandle {
-    shared: Arc<Shared>,
-}
-
-impl KeptHandle {
-    pub(crate) fn resource(&self) -> &str {
-        self.shared.lock.name()
-    }
-
-    pub(crate) fn token(&self) -> &Token {
-        self.shared.lock.token()
-    }
-
-    pub(crate) async fn fencing_token(&self) -> Result<u64, Error> {
-        let shared = &self.shared;
-        let until = shared.status().valid_until;
-        shared.lock.fencing_token(|| shared.held(), until).await
     }
 
     pub(crate) fn valid_until(&self) -> Instant {
@@ -178,7 +62,7 @@ impl KeptHandle {
     }
 
     pub(crate) fn validity(&self) -> Duration {
-        if self.shared.lost_reason().is_some() || self.shared.is_closed() {
+        if self.lost_reason().is_some() || self.shared.is_closed() {
             return Duration::ZERO;
         }
         let valid_until = self.shared.status().valid_until;
@@ -190,7 +74,7 @@ impl KeptHandle {
     }
 
     pub(crate) fn lost_reason(&self) -> Option<LostReason> {
-        self.shared.lost_reason()
+        self.shared.lost_reason(self.lock.name())
     }
 
     pub(crate) fn extensions(&self) -> u64 {
@@ -198,20 +82,21 @@ impl KeptHandle {
     }
 
     pub(crate) fn lost(&self) -> impl Future<Output = LostReason> + Send + 'static {
-        let shared = Arc::clone(&self.shared);
+        let handle = self.clone();
         async move {
+            let shared = &handle.shared;
             loop {
                 // Registered before the state is read, so that no change is missed.
                 let changed = shared.changed.notified();
                 tokio::pin!(changed);
                 changed.as_mut().enable();
-                if let Some(reason) = shared.lost_reason() {
+                if let Some(reason) = handle.lost_reason() {
                     return reason;
                 }
-                if shared.closed.load(Ordering::SeqCst) {
+                if shared.is_closed() {
                     // The keeper let go of the lock (it was released or dropped): whatever
                     // it published last is final.
-                    return shared.lost_reason().unwrap_or_else(released);
+                    return handle.lost_reason().unwrap_or_else(released);
                 }
                 changed.await;
             }
@@ -226,22 +111,14 @@ impl Held {
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| ConfigError::NoRuntime)?;
         // Nothing reads them once the lock is kept.
         self.forget_failures();
-        let shared = Arc::new(Shared {
-            lock: Arc::clone(self.ident()),
-            status: Mutex::new(Status {
-                valid_until: self.valid_until(),
-                extensions: 0,
-                lost: None,
-            }),
-            changed: Notify::new(),
-            closed: AtomicBool::new(false),
-        });
+        let lock = Arc::clone(self.ident());
+        let shared = Arc::new(Shared::new(self.valid_until()));
         let client = self.machinery().clone();
         let ticket = client
             .keeper()
             .keep(&runtime, self, schedule, Publisher(Arc::clone(&shared)));
         Ok(Kept {
-            handle: KeptHandle { shared },
+            handle: KeptHandle { lock, shared },
             ticket: Some(ticket),
         })
     }
@@ -282,7 +159,7 @@ impl Kept {
         let released = match lock {
             Some(lock) => lock.release().await,
             // The client's shutdown took it from the keeper, and released it.
-            None if self.handle.shared.lock.machinery().held().is_shut() => Err(Error::ShutDown),
+            None if self.handle.lock.machinery().held().is_shut() => Err(Error::ShutDown),
             None => Err(Error::Lost {
                 resource: self.resource().to_string(),
                 reason: LostReason::NotExtended {
@@ -309,9 +186,7 @@ impl Kept {
             // Dropped: released in the background.
             (Some(reason), _) => Err(Error::Lost { resource, reason }),
             (None, Some(lock)) => Ok(lock),
-            (None, None) if self.handle.shared.lock.machinery().held().is_shut() => {
-                Err(Error::ShutDown)
-            }
+            (None, None) if self.handle.lock.machinery().held().is_shut() => Err(Error::ShutDown),
             (None, None) => Err(Error::Lost {
                 resource,
                 reason: LostReason::NotExtended {
@@ -329,11 +204,11 @@ impl Kept {
     {
         let handle = self.handle();
         let lost = handle.lost();
-        let shared = Arc::clone(&handle.shared);
+        let watched = handle.clone();
         let outcome = tokio::select! {
             biased;
             reason = lost => Err(reason),
-            out = work(handle) => match shared.lost_reason() {
+            out = work(handle) => match watched.lost_reason() {
                 // The work ended after the lock was lost (a poll of the work that blocked the
                 // thread past the validity): its output may come from a time another client
                 // held the lock.
@@ -347,7 +222,7 @@ impl Kept {
                 tracing::debug!(resource = %self.resource(), error = %e, "release after the work failed");
             }
         }
-        let shut = self.handle.shared.lock.machinery().held().is_shut();
+        let shut = self.handle.lock.machinery().held().is_shut();
         outcome.map_err(|reason| match reason {
             // The client's shutdown took the lock from the keeper (and released it).
             _ if shut && self.handle.shared.is_closed() => Error::ShutDown,

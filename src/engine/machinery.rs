@@ -8,11 +8,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use crate::config::Config;
+use crate::engine::claim::Keys;
 use crate::engine::fanout::Fanout;
-use crate::engine::fencing::Hints;
-use crate::engine::held::Keys;
+use crate::engine::fence_state::Hints;
+use crate::engine::held::{Held, Ident};
+use crate::engine::holdings::Holdings;
 use crate::engine::keeper::Keeper;
-use crate::engine::shutdown::Holdings;
 use crate::engine::waiters::Wakeups;
 use crate::node::Node;
 
@@ -23,16 +24,16 @@ pub(crate) struct Machinery {
     /// Every node, and the rounds sent to them.
     fanout: Fanout,
     /// The task that extends this client's kept locks, started with the first one.
-    keeper: Keeper,
-    /// The locks this client holds, for its shutdown (`engine/shutdown.rs`).
-    held: Holdings,
+    keeper: Keeper<Held>,
+    /// The locks this client holds, for its shutdown (`engine/holdings.rs`).
+    held: Holdings<Ident>,
     /// The waiters for releases, by key (see `engine/waiters.rs`).
     wakeups: Arc<Wakeups>,
     /// Set once a fencing token of one of this client's locks was asked for: from then on,
     /// acquisitions of one resource read the fencing counters too, and record the token this
     /// client expects next where they can (see `Locking` in `engine/coordinator.rs`).
     tokens_asked: AtomicBool,
-    /// The hints of its acquisitions' fencing tokens (`engine/fencing.rs`).
+    /// The hints of its acquisitions' fencing tokens (`engine/fence_state.rs`).
     hints: Hints,
 }
 
@@ -73,11 +74,11 @@ impl Machinery {
         self.node_list().len()
     }
 
-    pub(crate) fn keeper(&self) -> &Keeper {
+    pub(crate) fn keeper(&self) -> &Keeper<Held> {
         &self.keeper
     }
 
-    pub(crate) fn held(&self) -> &Holdings {
+    pub(crate) fn held(&self) -> &Holdings<Ident> {
         &self.held
     }
 

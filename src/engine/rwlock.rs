@@ -16,7 +16,8 @@ use std::time::Duration;
 use fred::types::{Key, Value};
 
 use crate::config::{Config, Retry};
-use crate::engine::attempt::{self, Resources};
+use crate::engine::attempt;
+use crate::engine::claim::Resources;
 use crate::engine::coordinator::Coordinator;
 use crate::engine::held::Held;
 use crate::engine::semaphore::{sorted_set, Ask, Seat};
@@ -40,15 +41,6 @@ impl RwSpec {
     pub(crate) fn key(&self) -> &str {
         self.target.keys.all[0].as_str().unwrap_or_default()
     }
-}
-
-/// Which side of a [`RwLock`](crate::RwLock) an [`RwGuard`](crate::RwGuard) holds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Access {
-    /// Shared with other readers.
-    Read,
-    /// Alone.
-    Write,
 }
 
 /// What a waiter for either side of a read-write lock carries in its client's line: never

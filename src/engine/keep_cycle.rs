@@ -1,0 +1,244 @@
+//! One kept lock's cycle in the keeper (`engine/keeper.rs`): when its next extension is
+//! due, what an extension's outcome changes, when a failed one is retried, and when the lock
+//! is given up as lost. What the keeper keeps is [`Extendable`]: a held claim whose rounds
+//! run detached from it.
+
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use crate::algo::schedule::KeepSchedule;
+use crate::engine::kept_status::Publisher;
+use crate::error::{Error, LostReason, NodeError};
+
+/// What the keeper keeps: a held claim, extended by rounds that run detached from it
+/// ([`extension`](Self::extension)) and whose outcome is then applied to it
+/// ([`settle_extension`](Self::settle_extension)). A held lock, a permit, a read-write
+/// lock's side: `Held` (`engine/extension.rs`).
+pub(crate) trait Extendable: Send + 'static {
+    /// An extension round that has run, detached from its claim.
+    type Extension: Send + 'static;
+
+    /// The claim's name, for traces and for the report of its loss.
+    fn resource(&self) -> &str;
+
+    /// Its ttl.
+    fn ttl(&self) -> Duration;
+
+    /// Until when it can be relied on.
+    fn valid_until(&self) -> Instant;
+
+    /// How long it can still be relied on (zero once released).
+    fn validity(&self) -> Duration;
+
+    /// The checks of an extension for `ttl`, then its round, as a future that does not
+    /// borrow the claim.
+    ///
+    /// # Errors
+    /// [`Error::Config`] for a bad ttl, [`Error::Expired`] if the validity has run out
+    /// (nothing is sent then).
+    fn extension(
+        &self,
+        ttl: Duration,
+    ) -> Result<impl Future<Output = Self::Extension> + Send + 'static, Error>;
+
+    /// Judges an extension round made by [`extension`](Self::extension), and moves the
+    /// validity.
+    fn settle_extension(&mut self, extension: Self::Extension) -> Result<Duration, Error>;
+}
+
+/// Where a kept lock is in its cycle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Phase {
+    /// Waiting to extend at `next_try` (or to give up at the loss instant).
+    Waiting,
+    /// The extension with this sequence number is in flight.
+    Extending(u32),
+    /// Lost and signalled; kept (so that it is released when stopped) but no longer extended.
+    Lost,
+}
+
+/// One kept lock in the keeper.
+pub(crate) struct KeptEntry<L> {
+    pub(crate) lock: L,
+    pub(crate) status: Publisher,
+    schedule: KeepSchedule,
+    /// The lock's ttl when it was handed over: the length of every extension.
+    ttl: Duration,
+    hold_until: Option<Instant>,
+    next_try: Instant,
+    last_error: Option<String>,
+    /// The nodes that failed in that extension.
+    last_failures: Vec<NodeError>,
+    hold_reached: bool,
+    pub(crate) phase: Phase,
+    /// The last sequence number handed out (timers and extensions).
+    seq: u32,
+    /// The sequence number of the entry's current timer.
+    pub(crate) timer: u32,
+}
+
+/// What an entry needs next.
+pub(crate) enum Next {
+    /// A wake-up at this instant.
+    Wake(Instant),
+    /// An extension for this ttl, now.
+    Extend(Duration),
+    /// Nothing (lost, or an answer that is no longer awaited).
+    Idle,
+}
+
+impl<L: Extendable> KeptEntry<L> {
+    pub(crate) fn new(lock: L, schedule: KeepSchedule, status: Publisher) -> KeptEntry<L> {
+        let kept = Instant::now();
+        let next_try = schedule.due(lock.valid_until(), lock.validity(), lock.ttl(), lock.ttl());
+        KeptEntry {
+            ttl: lock.ttl(),
+            hold_until: schedule.max_hold.and_then(|limit| kept.checked_add(limit)),
+            next_try,
+            lock,
+            status,
+            schedule,
+            last_error: None,
+            last_failures: Vec::new(),
+            hold_reached: false,
+            phase: Phase::Waiting,
+            seq: 0,
+            timer: 0,
+        }
+    }
+
+    pub(crate) fn next_seq(&mut self) -> u32 {
+        self.seq = self.seq.wrapping_add(1);
+        self.seq
+    }
+
+    /// When the loss is signalled at the latest if no extension succeeds.
+    pub(crate) fn lost_at(&self, now: Instant) -> Instant {
+        self.schedule.lost_at(self.lock.valid_until(), now)
+    }
+
+    /// How much earlier than due an extension may start, to share a wake-up: a tenth of the
+    /// time between two extensions, at most [`COALESCE_MAX`](crate::algo::schedule::COALESCE_MAX); none for a retry, which keeps
+    /// its `retry_delay`.
+    fn early(&self) -> Duration {
+        self.schedule.early(self.ttl, self.last_error.is_some())
+    }
+
+    /// The first wake-up, when the lock is handed over.
+    pub(crate) fn first(&self, now: Instant) -> Next {
+        Next::Wake(self.next_try.min(self.lost_at(now)))
+    }
+
+    /// The entry's timer fired (or falls in the coalescing window of a wake-up at `now`).
+    pub(crate) fn fire(&mut self, now: Instant) -> Next {
+        let lost_at = self.lost_at(now);
+        if self.phase != Phase::Lost && self.status.is_lost() {
+            // A handle found the validity over before this wake-up (`LostReason::KeeperLate`).
+            self.phase = Phase::Lost;
+        }
+        match self.phase {
+            Phase::Lost => return Next::Idle,
+            // The extension in flight raced against the loss instant and lost.
+            Phase::Extending(_) if now >= lost_at => {
+                self.give_up(now);
+                return Next::Idle;
+            }
+            Phase::Extending(_) => return Next::Wake(lost_at),
+            Phase::Waiting => {}
+        }
+        if now >= lost_at {
+            self.give_up(now);
+            return Next::Idle;
+        }
+        if self.hold_reached || now + self.early() < self.next_try {
+            return Next::Wake(self.next_try.min(lost_at));
+        }
+        // How long to extend for: the ttl, cut down to the hold limit.
+        match self.schedule.extend_for(self.hold_until, now, self.ttl) {
+            Some(for_ttl) => Next::Extend(for_ttl),
+            None => {
+                // Too little left to be worth an extension: let the lock run out.
+                self.hold_reached = true;
+                self.next_try = lost_at;
+                Next::Wake(lost_at)
+            }
+        }
+    }
+
+    /// An extension round came back.
+    pub(crate) fn landed(&mut self, seq: u32, for_ttl: Duration, extension: L::Extension) -> Next {
+        if self.phase != Phase::Extending(seq) {
+            return Next::Idle; // lost meanwhile: the loss instant came first
+        }
+        let now = Instant::now();
+        if now >= self.lost_at(now) {
+            // The loss instant passed before the answer was seen: the instant wins the race.
+            // (Also when the keeper wakes late, after the validity ended: an extension then
+            // must not make the lock look held all along.)
+            self.give_up(now);
+            return Next::Idle;
+        }
+        self.phase = Phase::Waiting;
+        match self.lock.settle_extension(extension) {
+            Ok(_) => {
+                self.last_error = None;
+                self.last_failures.clear();
+                if !self.status.extended(self.lock.valid_until()) {
+                    // A handle published the loss first: it stays lost.
+                    self.phase = Phase::Lost;
+                    return Next::Idle;
+                }
+                self.next_try = self.schedule.due(
+                    self.lock.valid_until(),
+                    self.lock.validity(),
+                    for_ttl,
+                    self.ttl,
+                );
+                Next::Wake(self.next_try.min(self.lost_at(now)))
+            }
+            Err(Error::NotHeld { held, nodes, .. }) => {
+                self.lose(LostReason::NotHeld { held, nodes });
+                Next::Idle
+            }
+            Err(e) => self.failed(now, e),
+        }
+    }
+
+    /// An extension failed (no quorum, too slow): keep the (possibly shorter) validity and
+    /// try again after the retry delay.
+    pub(crate) fn failed(&mut self, now: Instant, error: Error) -> Next {
+        tracing::debug!(resource = %self.lock.resource(), %error, "extension failed; retrying");
+        crate::stats::extension_failed();
+        self.phase = Phase::Waiting;
+        self.last_error = Some(error.to_string());
+        self.last_failures = error.node_failures().to_vec();
+        self.status.shortened(self.lock.valid_until());
+        // A retry later than any instant is no retry: the loss instant comes first.
+        self.next_try = self.schedule.retry_at(now, self.lost_at(now));
+        Next::Wake(self.next_try.min(self.lost_at(now)))
+    }
+
+    /// No extension succeeded before the loss instant. If the keeper sees it only after the
+    /// validity ended, it did not run in time (its runtime had no thread free): that is the
+    /// reason, whatever else went wrong.
+    fn give_up(&mut self, now: Instant) {
+        let valid_until = self.lock.valid_until();
+        let reason = match self.schedule.max_hold {
+            _ if now >= valid_until => LostReason::KeeperLate {
+                late: now - valid_until,
+            },
+            Some(limit) if self.hold_reached => LostReason::HoldLimit { limit },
+            _ => LostReason::NotExtended {
+                last_error: self.last_error.take(),
+                failures: std::mem::take(&mut self.last_failures),
+            },
+        };
+        self.lose(reason);
+    }
+
+    fn lose(&mut self, reason: LostReason) {
+        // Logged and counted there, once per lock.
+        self.status.lost(self.lock.resource(), reason);
+        self.phase = Phase::Lost;
+    }
+}
