@@ -50,7 +50,10 @@ impl Kind {
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).filter(|a| a != "--bench").collect();
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| a != "--bench")
+        .collect();
     let (kind, cycles) = match args.as_slice() {
         [] => return,
         [kind, cycles] => match (Kind::parse(kind), cycles.parse::<u64>()) {

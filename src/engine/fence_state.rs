@@ -127,7 +127,7 @@ pub(crate) fn granted(
 }
 
 /// The largest counter among the answers of a round that read them (the nodes that said
-/// yes), if a majority of them could be trusted (`algo/lineage.rs`): `None` otherwise, and the
+/// yes), if a majority of them could be trusted (`algo/lineage/`): `None` otherwise, and the
 /// counters are read again by a PEEK round when the token is asked for.
 pub(crate) fn largest(round: &Round<Acquired>) -> Option<u64> {
     let read = || {

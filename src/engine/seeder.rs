@@ -1,4 +1,4 @@
-//! Re-seeding nodes that may have lost data (design 2.6a; the rules are in `algo/lineage.rs`).
+//! Re-seeding nodes that may have lost data (design 2.6a; the rules are in `algo/lineage/`).
 //!
 //! A node found without a marker of its own is re-seeded once its quarantine ends: every
 //! node is surveyed (its marker, its largest fencing counter, its clock), the floor is

@@ -106,7 +106,7 @@ pub(crate) struct State {
     generation: u64,
     facts: Option<Facts>,
     /// The node's marker as last checked, while it says that the node lost nothing
-    /// (`algo/lineage.rs`); `None` until then, and from the moment a connection changes.
+    /// (`algo/lineage/`); `None` until then, and from the moment a connection changes.
     marker: Option<Arc<str>>,
     /// What the last check found that a loss of the node's data takes away (its marker, its
     /// quarantine record), against which every command's votes are held (`still_checked`).

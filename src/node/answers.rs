@@ -59,7 +59,7 @@ pub(crate) struct Acquired(pub(crate) Option<CounterRead>);
 pub(crate) enum CounterRead {
     /// The largest of them and of the node's floor (0 when none was read).
     Read(u64),
-    /// The node may have lost counters since it was checked (`algo/lineage.rs`): its vote counts
+    /// The node may have lost counters since it was checked (`algo/lineage/`): its vote counts
     /// for the lock, and its counters for nothing.
     Untrusted,
 }

@@ -429,7 +429,7 @@ impl Node {
 
     /// A vote by a script that answers nil for no, or what the fencing counters read as for
     /// yes (ACQUIRE, PEEK, HANDOVER), sent once the node's votes count. Where the node may
-    /// have lost counters (`algo/lineage.rs`), an acquisition still votes, its counters untrusted;
+    /// have lost counters (`algo/lineage/`), an acquisition still votes, its counters untrusted;
     /// a PEEK, whose only purpose is the counters, fails.
     fn counted_vote(
         &self,

@@ -3,7 +3,7 @@
 //! the node's quarantine started, by the node's clock; every client, a process started a
 //! moment ago included, reads from the node how much of it is left. A flush erases the
 //! record, and a restart or a failover makes it another server's, so any new loss starts a
-//! new wait. The rules are in `algo/lineage.rs`.
+//! new wait. The rules are in `algo/lineage/`.
 
 use std::time::Duration;
 

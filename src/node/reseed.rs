@@ -1,5 +1,5 @@
 //! What a re-seed reads and writes on a node (design 2.6a; the decision is the engine's,
-//! `engine/seeder.rs`, over `algo/lineage.rs`): the survey of a node's marker, largest
+//! `engine/seeder.rs`, over `algo/lineage/`): the survey of a node's marker, largest
 //! fencing counter and clock, and the SEED script that writes its new marker and floor.
 
 use fred::error::Error as FredError;

@@ -5,7 +5,7 @@
 
 /// Lua that sets `fence` to what the node's fencing counters among `KEYS[n+1..#KEYS-2]` read
 /// as: the largest of them and of the node's floor, 0 when there are no counters (no fencing)
-/// or none exists yet; -1 when the node's marker (`KEYS[#KEYS-1]`, `algo/lineage.rs`) is not the
+/// or none exists yet; -1 when the node's marker (`KEYS[#KEYS-1]`, `algo/lineage/`) is not the
 /// one the client checked (`ARGV[#ARGV]`): the node may have lost counters since, and what
 /// it holds says nothing. Read with one `MGET`; an error reply if a counter is not a number.
 /// A macro, so that the scripts stay string literals.
@@ -32,7 +32,7 @@ end
 }
 
 /// Lua that raises each fencing counter among `KEYS[n+1..#KEYS-2]`, and the node's largest
-/// counter (`KEYS[#KEYS]`, `algo/lineage.rs`), to at least `ARGV[$at]` (never lowers one).
+/// counter (`KEYS[#KEYS]`, `algo/lineage/`), to at least `ARGV[$at]` (never lowers one).
 macro_rules! raise_counters {
     ($at:literal) => {
         concat!(

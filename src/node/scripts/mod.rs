@@ -4,7 +4,7 @@
 //!
 //! Every script takes the lock keys first (`KEYS[1..n]`) and, when it reads or raises fencing
 //! counters, the matching counters after them (`KEYS[n+1..2n]`), then the node's marker and
-//! its largest counter (`quorumlock:node`, `quorumlock:hwm`: `algo/lineage.rs`); `n` is passed as
+//! its largest counter (`quorumlock:node`, `quorumlock:hwm`: `algo/lineage/`); `n` is passed as
 //! an argument, and the scripts that read counters take the marker the client checked as
 //! their last argument.
 //! One resource is the case `n = 1`: a plain lock without fencing acquires with

@@ -1,6 +1,6 @@
 //! The scripts of the records kept beside the locks: a leader's identity (IDENTIFY, OBSERVE,
 //! `engine/election.rs`) and a node's marker and quarantine record (SEED, QUARANTINE,
-//! `algo/lineage.rs`).
+//! `algo/lineage/`).
 
 /// Writes a leader's identity record beside its lock (`engine/election.rs`): while the lock key
 /// holds our token, sets the identity key to the record with the ttl and returns 1;
