@@ -4,8 +4,10 @@
 use stateright::{Model, Property};
 
 use super::system::{
-    seen, Answers, Bounds, Client, Fencing, Node, Phase, Rules, Stage, State, Used, CLIENTS, NODES,
+    seen, Answers, Bounds, Channel, Client, Fencing, Node, Phase, Rules, Stage, State, Used, View,
+    CLIENTS, NODES,
 };
+use quorumlock::__model::Ballot;
 
 /// What can happen next.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -325,44 +327,89 @@ impl<const N: usize, const C: usize> State<N, C> {
     }
 }
 
-/// The orders of the nodes that keep each node's class where it is and arrange the nodes
-/// least: within the places of each class, its nodes sorted, and every order within each
-/// run of equal nodes (the least of all `N!` orders that keep the classes, without building
-/// the others).
-fn least_orders<const N: usize>(nodes: &[Node; N]) -> Vec<[usize; N]> {
+/// An order of the nodes that keeps each node's class where it is and sorts the nodes of
+/// each class by `key`, with the places whose nodes have equal keys (runs of two or more).
+fn arranged<const N: usize, K: Ord>(
+    nodes: &[Node; N],
+    key: impl Fn(usize) -> K,
+) -> ([usize; N], Vec<Vec<usize>>) {
     let mut sorted: [usize; N] = std::array::from_fn(|n| n);
     let mut classes: Vec<u8> = nodes.iter().map(|node| node.class).collect();
     classes.sort();
     classes.dedup();
+    let mut ties = Vec::new();
     for class in classes {
         let places: Vec<usize> = (0..N).filter(|&n| nodes[n].class == class).collect();
         let mut ours = places.clone();
-        ours.sort_by(|&a, &b| nodes[a].cmp(&nodes[b]));
+        ours.sort_by_key(|&n| key(n));
         for (&place, &node) in places.iter().zip(&ours) {
             sorted[place] = node;
         }
+        let mut from = 0;
+        while from < places.len() {
+            let to = (from..places.len())
+                .find(|&i| key(ours[i]) != key(ours[from]))
+                .unwrap_or(places.len());
+            if to - from > 1 {
+                ties.push(places[from..to].to_vec());
+            }
+            from = to;
+        }
     }
-    // Every permutation among the places that hold equal nodes.
-    let mut orders = vec![sorted];
-    for i in 0..N {
-        let equal: Vec<usize> = (i..N)
-            .filter(|&j| nodes[sorted[j]] == nodes[sorted[i]])
-            .collect();
-        orders = orders
-            .into_iter()
-            .flat_map(|order| {
-                equal.iter().map(move |&j| {
-                    let mut order = order;
-                    order.swap(i, j);
-                    order
+    (sorted, ties)
+}
+
+/// `order` with every permutation of the nodes among the places of each of `ties`.
+fn permuted<const N: usize>(order: [usize; N], ties: &[Vec<usize>]) -> Vec<[usize; N]> {
+    let mut orders = vec![order];
+    for places in ties {
+        for (i, &place) in places.iter().enumerate() {
+            orders = orders
+                .into_iter()
+                .flat_map(|order| {
+                    places[i..].iter().map(move |&other| {
+                        let mut order = order;
+                        order.swap(place, other);
+                        order
+                    })
                 })
-            })
-            .collect();
+                .collect();
+        }
     }
     orders
 }
 
+/// Up to this many orders of the nodes, the representative is the least state of them all
+/// (always, with three nodes).
+const ORDERS_IN_FULL: usize = 6;
+
+/// What the processes hold of one node, in the order of the processes.
+type Column = Vec<(View, Channel, Option<(Ballot, u64)>)>;
+
 impl<const N: usize, const C: usize> State<N, C> {
+    /// What the state holds of node `n` besides the node: its faults so far, and what each
+    /// process holds of it (its view, its channel, its answer in the round under way), in
+    /// the order of the values (so the same whatever the order of the processes).
+    fn column(&self, n: usize) -> (u8, u8, Column) {
+        let mut column: Column = self
+            .clients
+            .iter()
+            .map(|client| {
+                let answer = match client.phase {
+                    Phase::Acquiring { answers, .. } => answers[n],
+                    Phase::Held {
+                        fencing: Fencing::Peeking(answers) | Fencing::Recording(_, answers),
+                        ..
+                    } => answers[n],
+                    _ => None,
+                };
+                (client.views[n], client.channels[n].clone(), answer)
+            })
+            .collect();
+        column.sort();
+        (self.used.restarts[n], self.used.flushes[n], column)
+    }
+
     /// The same state with node `order[i]` as node `i`, in every place a node is named.
     fn reordered(&self, order: [usize; N]) -> State<N, C> {
         let mut s = self.clone();
@@ -413,7 +460,30 @@ impl<const N: usize, const C: usize> stateright::Representative for State<N, C> 
     fn representative(&self) -> Self {
         // The least state has the least nodes first (they come before the clients in its
         // order): only the orders that give those are tried in full.
-        least_orders(&self.nodes)
+        let (order, ties) = arranged(&self.nodes, |n| &self.nodes[n]);
+        let mut orders = permuted(order, &ties);
+        if orders.len() > ORDERS_IN_FULL {
+            // Many nodes alike (five nodes, most of them untouched): nodes alike are told
+            // apart by what the processes hold of them, taken over the processes in any
+            // order, and nodes alike in that too are tried in every order only where
+            // swapping them changes the state. Which branch is taken depends on the nodes
+            // alone, and each gives one state for every order of the nodes and processes.
+            let column = |n: usize| self.column(n);
+            let (order, ties) = arranged(&self.nodes, |n| (&self.nodes[n], column(n)));
+            let base = self.reordered(order);
+            let ties: Vec<Vec<usize>> = ties
+                .into_iter()
+                .filter(|places| {
+                    places.windows(2).any(|pair| {
+                        let mut swapped = order;
+                        swapped.swap(pair[0], pair[1]);
+                        self.reordered(swapped) != base
+                    })
+                })
+                .collect();
+            orders = permuted(order, &ties);
+        }
+        orders
             .into_iter()
             .map(|order| {
                 let mut s = self.reordered(order);
