@@ -386,28 +386,93 @@ const ORDERS_IN_FULL: usize = 6;
 /// What the processes hold of one node, in the order of the processes.
 type Column = Vec<(View, Channel, Option<(Ballot, u64)>)>;
 
+/// What a state holds of one node: the node, its faults so far, and what each process holds
+/// of it.
+type NodeKey<'a> = (&'a Node, u8, u8, Column);
+
 impl<const N: usize, const C: usize> State<N, C> {
-    /// What the state holds of node `n` besides the node: its faults so far, and what each
-    /// process holds of it (its view, its channel, its answer in the round under way), in
-    /// the order of the values (so the same whatever the order of the processes).
-    fn column(&self, n: usize) -> (u8, u8, Column) {
-        let mut column: Column = self
-            .clients
-            .iter()
-            .map(|client| {
-                let answer = match client.phase {
-                    Phase::Acquiring { answers, .. } => answers[n],
-                    Phase::Held {
-                        fencing: Fencing::Peeking(answers) | Fencing::Recording(_, answers),
-                        ..
-                    } => answers[n],
-                    _ => None,
-                };
-                (client.views[n], client.channels[n].clone(), answer)
+    /// What process `c` holds of node `n`: its view, its channel, its answer in the round
+    /// under way.
+    fn holds_of(&self, c: usize, n: usize) -> (View, Channel, Option<(Ballot, u64)>) {
+        let client = &self.clients[c];
+        let answer = match client.phase {
+            Phase::Acquiring { answers, .. } => answers[n],
+            Phase::Held {
+                fencing: Fencing::Peeking(answers) | Fencing::Recording(_, answers),
+                ..
+            } => answers[n],
+            _ => None,
+        };
+        (client.views[n], client.channels[n].clone(), answer)
+    }
+
+    /// Node `n` with all the state holds of it, the processes in their order.
+    fn node_key(&self, n: usize) -> NodeKey<'_> {
+        let column = (0..C).map(|c| self.holds_of(c, n)).collect();
+        (
+            &self.nodes[n],
+            self.used.restarts[n],
+            self.used.flushes[n],
+            column,
+        )
+    }
+
+    /// Process `c` whatever the order of the nodes: itself without what it holds of each
+    /// node, and that, with the node, in the order of the values.
+    fn client_key(&self, c: usize) -> (Client<N>, Vec<NodeKey<'_>>) {
+        let mut client = self.clients[c].clone();
+        client.views = [View::default(); N];
+        client.channels = std::array::from_fn(|_| Channel::default());
+        let blank = [None; N];
+        match &mut client.phase {
+            Phase::Acquiring { answers, .. } => *answers = blank,
+            Phase::Held {
+                fencing: Fencing::Peeking(answers) | Fencing::Recording(_, answers),
+                ..
+            } => *answers = blank,
+            _ => {}
+        }
+        let mut nodes: Vec<NodeKey<'_>> = (0..N)
+            .map(|n| {
+                let (node, restarts, flushes, _) = self.node_key(n);
+                (node, restarts, flushes, vec![self.holds_of(c, n)])
             })
             .collect();
-        column.sort();
-        (self.used.restarts[n], self.used.flushes[n], column)
+        nodes.sort();
+        (client, nodes)
+    }
+
+    /// The representative where many nodes are alike (five nodes, most of them untouched),
+    /// without trying every order of them: the processes in the order of what they are
+    /// whatever the order of the nodes (every order among processes alike in that), then,
+    /// for each such order of the processes, the nodes in the order of all the state holds
+    /// of them (nodes alike in that are alike in the whole state, so their order is moot).
+    /// The least of these states stands for the class: every state of it gives the same.
+    fn canonical(&self) -> Self {
+        let keys: Vec<_> = (0..C).map(|c| self.client_key(c)).collect();
+        let mut slots: [usize; C] = std::array::from_fn(|c| c);
+        slots.sort_by(|&a, &b| keys[a].cmp(&keys[b]));
+        let mut ties = Vec::new();
+        let mut from = 0;
+        while from < C {
+            let to = (from..C)
+                .find(|&i| keys[slots[i]] != keys[slots[from]])
+                .unwrap_or(C);
+            if to - from > 1 {
+                ties.push((from..to).collect());
+            }
+            from = to;
+        }
+        permuted(slots, &ties)
+            .into_iter()
+            .map(|slots| {
+                let mut s = self.clone();
+                s.clients = std::array::from_fn(|i| self.clients[slots[i]].clone());
+                let (order, _) = arranged(&s.nodes, |n| s.node_key(n));
+                s.reordered(order)
+            })
+            .min()
+            .expect("an order of the processes")
     }
 
     /// The same state with node `order[i]` as node `i`, in every place a node is named.
@@ -461,27 +526,10 @@ impl<const N: usize, const C: usize> stateright::Representative for State<N, C> 
         // The least state has the least nodes first (they come before the clients in its
         // order): only the orders that give those are tried in full.
         let (order, ties) = arranged(&self.nodes, |n| &self.nodes[n]);
-        let mut orders = permuted(order, &ties);
+        let orders = permuted(order, &ties);
         if orders.len() > ORDERS_IN_FULL {
-            // Many nodes alike (five nodes, most of them untouched): nodes alike are told
-            // apart by what the processes hold of them, taken over the processes in any
-            // order, and nodes alike in that too are tried in every order only where
-            // swapping them changes the state. Which branch is taken depends on the nodes
-            // alone, and each gives one state for every order of the nodes and processes.
-            let column = |n: usize| self.column(n);
-            let (order, ties) = arranged(&self.nodes, |n| (&self.nodes[n], column(n)));
-            let base = self.reordered(order);
-            let ties: Vec<Vec<usize>> = ties
-                .into_iter()
-                .filter(|places| {
-                    places.windows(2).any(|pair| {
-                        let mut swapped = order;
-                        swapped.swap(pair[0], pair[1]);
-                        self.reordered(swapped) != base
-                    })
-                })
-                .collect();
-            orders = permuted(order, &ties);
+            // Which way is taken depends on the nodes alone, so on the class of the state.
+            return self.canonical();
         }
         orders
             .into_iter()
