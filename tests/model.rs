@@ -1,6 +1,7 @@
 //! The protocol model-checked on the crate's own decisions (docs/model.md).
 //!
-//! Three nodes and two client slots, in ticks of true time, with drift, late replies,
+//! Three nodes and two client slots (const parameters: `five.rs` runs five nodes and three
+//! slots), in ticks of true time, with drift, late replies,
 //! restarts, FLUSHALL, pauses and processes that come and go; every step of a client calls
 //! the crate's decision code through `quorumlock::__model` (feature `model`). Each run
 //! explores every interleaving within its bounds. The crate's rules must keep one holder at a

@@ -131,3 +131,58 @@ fn larger_five_nodes_three_clients_a_majority_flushed() {
         LARGER_CAP,
     );
 }
+
+/// Nodes 2, 3 and 4 (a majority) restart empty in tick 0: their quarantine, recorded on
+/// them, ends for processes that live two ticks. (With fencing tokens asked, more than 60
+/// million states: not run to the end.)
+#[test]
+#[ignore]
+fn larger_five_nodes_three_clients_a_majority_restarted() {
+    let bounds = Bounds {
+        ticks: 4,
+        attempts: 2,
+        restarts: [0, 0, 1, 1, 1],
+        processes: 2,
+        lifetime: Some(2),
+        ..LOCKS
+    };
+    assert_holds_within(
+        "five nodes, three clients, a majority restarted",
+        five(bounds),
+        &[explore::GRANT_AFTER_MAJORITY_LOST],
+        LARGER_CAP,
+    );
+}
+
+/// Three ticks: a process pauses for longer than the ttl, replies come a tick late.
+#[test]
+#[ignore]
+fn larger_five_nodes_three_clients_a_pause_and_late_replies() {
+    let bounds = Bounds {
+        ticks: 3,
+        attempts: 2,
+        pauses: 1,
+        pause_ticks: 3,
+        late_replies: true,
+        ..LOCKS
+    };
+    assert_holds_within(
+        "five nodes, three clients, a pause, late replies",
+        five(bounds),
+        &[explore::GRANT],
+        LARGER_CAP,
+    );
+}
+
+/// Three ticks and three attempts.
+#[test]
+#[ignore]
+fn larger_five_nodes_three_clients_three_ticks() {
+    let bounds = Bounds { ticks: 3, ..LOCKS };
+    assert_holds_within(
+        "five nodes, three clients, three ticks",
+        five(bounds),
+        &[explore::GRANT],
+        LARGER_CAP,
+    );
+}

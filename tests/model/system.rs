@@ -1,5 +1,6 @@
 //! What the checker explores: the rules (the crate's, or a known-bad variant), the bounds of
-//! a run, and the state of three nodes and two client slots in ticks of true time.
+//! a run, and the state of `N` nodes and `C` client slots (3 and 2 by default) in ticks of
+//! true time.
 //!
 //! Time. One tick is two seconds of true time. Every clock is read from the tick: a node's
 //! clock runs 10% fast (2,200 ms a tick), a client's 10% slow (1,800 ms a tick), the rates
