@@ -154,33 +154,33 @@ fn larger_five_nodes_three_clients_a_majority_restarted() {
     );
 }
 
-/// Three ticks: a process pauses for longer than the ttl, replies come a tick late.
+/// Ticks 0 to 3: a process pauses for longer than the ttl (the Kleppmann pause). (With
+/// replies a tick late too, more than 3 million unique states in four minutes: stopped.)
 #[test]
 #[ignore]
-fn larger_five_nodes_three_clients_a_pause_and_late_replies() {
+fn larger_five_nodes_three_clients_a_pause() {
     let bounds = Bounds {
         ticks: 3,
         attempts: 2,
         pauses: 1,
         pause_ticks: 3,
-        late_replies: true,
         ..LOCKS
     };
     assert_holds_within(
-        "five nodes, three clients, a pause, late replies",
+        "five nodes, three clients, a pause",
         five(bounds),
         &[explore::GRANT],
         LARGER_CAP,
     );
 }
 
-/// Three ticks and three attempts.
+/// Ticks 0 to 2, three attempts.
 #[test]
 #[ignore]
 fn larger_five_nodes_three_clients_three_ticks() {
-    let bounds = Bounds { ticks: 3, ..LOCKS };
+    let bounds = Bounds { ticks: 2, ..LOCKS };
     assert_holds_within(
-        "five nodes, three clients, three ticks",
+        "five nodes, three clients, ticks 0 to 2",
         five(bounds),
         &[explore::GRANT],
         LARGER_CAP,
