@@ -208,8 +208,12 @@ fn assert_caught_reduced<const N: usize>(
     property: &'static str,
     steps: usize,
 ) {
-    let (path, _) = shortest_reduced(label, &model, property, CAP);
+    let (path, classes) = shortest_reduced(label, &model, property, CAP);
     let path = path.unwrap_or_else(|| {
+        assert!(
+            classes < CAP,
+            "{label}: not explored to the end within {CAP} states"
+        );
         panic!("{label}: \"{property}\" never fails: the checker misses this known-bad rule")
     });
     let shown = show(&path);
