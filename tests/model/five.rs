@@ -186,20 +186,3 @@ fn larger_five_nodes_three_clients_three_ticks() {
         LARGER_CAP,
     );
 }
-
-/// Ticks 0 to 2, three attempts, tokens asked.
-#[test]
-#[ignore]
-fn larger_five_nodes_three_clients_three_ticks_tokens() {
-    let bounds = Bounds {
-        ticks: 2,
-        attempts: 3,
-        ..TOKENS
-    };
-    assert_holds_within(
-        "five nodes, three clients, ticks 0 to 2, tokens",
-        five(bounds),
-        &[explore::GRANT],
-        LARGER_CAP,
-    );
-}
