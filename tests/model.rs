@@ -1,6 +1,7 @@
 //! The protocol model-checked on the crate's own decisions (docs/model.md).
 //!
-//! Three nodes and two client slots, in ticks of true time, with drift, late replies,
+//! Three nodes and two client slots (const parameters: `five.rs` runs five nodes and three
+//! slots), in ticks of true time, with drift, late replies,
 //! restarts, FLUSHALL, pauses and processes that come and go; every step of a client calls
 //! the crate's decision code through `quorumlock::__model` (feature `model`). Each run
 //! explores every interleaving within its bounds. The crate's rules must keep one holder at a
@@ -31,6 +32,8 @@ mod client;
 mod election;
 #[path = "model/explore.rs"]
 mod explore;
+#[path = "model/five.rs"]
+mod five;
 #[path = "model/live.rs"]
 mod live;
 #[path = "model/live_runs.rs"]
@@ -150,15 +153,15 @@ enum Search {
 }
 
 /// What one run explored.
-struct Run {
+struct Run<const N: usize = { system::NODES }, const C: usize = { system::CLIENTS }> {
     label: String,
-    discoveries: Discoveries,
+    discoveries: Discoveries<N, C>,
     done: bool,
     states: usize,
 }
 
-impl Run {
-    fn discovery(&self, property: &str) -> Option<&Path<State, Action>> {
+impl<const N: usize, const C: usize> Run<N, C> {
+    fn discovery(&self, property: &str) -> Option<&Path<State<N, C>, Action>> {
         self.discoveries.get(property)
     }
 }
@@ -172,7 +175,12 @@ enum Goal {
     Fail(&'static str, Search),
 }
 
-fn explore(label: &str, sys: System, goal: Goal, cap: usize) -> Run {
+fn explore<const N: usize, const C: usize>(
+    label: &str,
+    sys: System<N, C>,
+    goal: Goal,
+    cap: usize,
+) -> Run<N, C> {
     let started = Instant::now();
     let label = format!("{label} ({})", trace::label(&sys));
     let builder = sys.checker().target_state_count(cap);
@@ -202,10 +210,12 @@ fn explore(label: &str, sys: System, goal: Goal, cap: usize) -> Run {
     }
 }
 
-type Discoveries = HashMap<&'static str, Path<State, Action>>;
+type Discoveries<const N: usize, const C: usize> = HashMap<&'static str, Path<State<N, C>, Action>>;
 
 /// What a checker found, whether it explored everything, and how much it explored.
-fn summary(checker: impl Checker<System>) -> (Discoveries, bool, usize, usize, usize) {
+fn summary<const N: usize, const C: usize>(
+    checker: impl Checker<System<N, C>>,
+) -> (Discoveries<N, C>, bool, usize, usize, usize) {
     let (states, unique, depth) = (
         checker.state_count(),
         checker.unique_state_count(),
@@ -227,7 +237,12 @@ fn assert_holds(label: &str, sys: System, witnessed: &[&'static str]) {
 }
 
 /// [`assert_holds`] with room for `cap` states.
-fn assert_holds_within(label: &str, sys: System, witnessed: &[&'static str], cap: usize) {
+fn assert_holds_within<const N: usize, const C: usize>(
+    label: &str,
+    sys: System<N, C>,
+    witnessed: &[&'static str],
+    cap: usize,
+) {
     let run = explore(label, sys, Goal::All, cap);
     let properties = [
         ONE_HOLDER,
@@ -260,12 +275,12 @@ fn assert_holds_within(label: &str, sys: System, witnessed: &[&'static str], cap
 
 /// The checker finds that `property` fails under `sys`, searching as `search` says; the
 /// counterexample, printed, takes `steps` steps, and is returned.
-fn assert_caught(
+fn assert_caught<const N: usize, const C: usize>(
     label: &str,
-    sys: System,
+    sys: System<N, C>,
     (property, search): (&'static str, Search),
     steps: usize,
-) -> Path<State, Action> {
+) -> Path<State<N, C>, Action> {
     let run = explore(label, sys, Goal::Fail(property, search), CAP);
     let path = run.discovery(property).cloned().unwrap_or_else(|| {
         panic!(
@@ -286,7 +301,11 @@ fn assert_caught(
 
 /// The counterexample `path` fails for the reason its known-bad rule is there for: it
 /// reaches what the [`seen`] bit `why` notes (a step that only the replaced rule allows).
-fn assert_because(path: &Path<State, Action>, why: u16, what: &str) {
+fn assert_because<const N: usize, const C: usize>(
+    path: &Path<State<N, C>, Action>,
+    why: u16,
+    what: &str,
+) {
     assert!(
         path.last_state().seen & why != 0,
         "a counterexample without {what}:\n{}",

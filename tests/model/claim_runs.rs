@@ -2,10 +2,10 @@
 //! crate's rules hold and witness what each run is for; each known-bad rule is caught, its
 //! counterexample printed and its length asserted.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashSet, VecDeque};
 use std::time::Instant;
 
-use stateright::{Checker, HasDiscoveries, Model, Path};
+use stateright::{Checker, HasDiscoveries, Model, Path, Representative};
 
 use super::claims::{
     Action, Bounds, Claims, Resource, Rules, State, AT_MOST_N, N_HOLDERS, TWO_READERS,
@@ -48,12 +48,12 @@ const RW_CONTEND: Bounds = Bounds {
 
 /// Explores every state of `model` (symmetry reduced) or, looking for a counterexample to
 /// `fail`, breadth first until it is found.
-fn explore(
+fn explore<const N: usize>(
     label: &str,
-    model: Claims,
+    model: Claims<N>,
     fail: Option<&'static str>,
     cap: usize,
-) -> (bool, usize, Checked) {
+) -> (bool, usize, Checked<N>) {
     let started = Instant::now();
     let builder = model.checker().target_state_count(cap);
     match fail {
@@ -74,7 +74,11 @@ fn explore(
 }
 
 /// What a checker found, whether it explored everything, and how much, printed.
-fn summary(label: &str, started: Instant, checker: impl Checker<Claims>) -> (bool, usize, Checked) {
+fn summary<const N: usize>(
+    label: &str,
+    started: Instant,
+    checker: impl Checker<Claims<N>>,
+) -> (bool, usize, Checked<N>) {
     println!(
         "{label}: {} states ({} unique), depth {}, {:.1?}",
         checker.state_count(),
@@ -89,14 +93,20 @@ fn summary(label: &str, started: Instant, checker: impl Checker<Claims>) -> (boo
     )
 }
 
-type Checked = std::collections::HashMap<&'static str, Path<State, Action>>;
+type Checked<const N: usize> = std::collections::HashMap<&'static str, Path<State<N>, Action>>;
 
-fn assert_holds(label: &str, model: Claims, always: &str, witnessed: &[&str]) {
+fn assert_holds<const N: usize>(label: &str, model: Claims<N>, always: &str, witnessed: &[&str]) {
     assert_holds_within(label, model, always, witnessed, CAP);
 }
 
 /// [`assert_holds`] with room for `cap` states.
-fn assert_holds_within(label: &str, model: Claims, always: &str, witnessed: &[&str], cap: usize) {
+fn assert_holds_within<const N: usize>(
+    label: &str,
+    model: Claims<N>,
+    always: &str,
+    witnessed: &[&str],
+    cap: usize,
+) {
     let (done, states, found) = explore(label, model, None, cap);
     if let Some(path) = found.get(always) {
         panic!("{label}: \"{always}\" fails:\n{}", show(path));
@@ -113,7 +123,12 @@ fn assert_holds_within(label: &str, model: Claims, always: &str, witnessed: &[&s
     }
 }
 
-fn assert_caught(label: &str, model: Claims, property: &'static str, steps: usize) {
+fn assert_caught<const N: usize>(
+    label: &str,
+    model: Claims<N>,
+    property: &'static str,
+    steps: usize,
+) {
     let (_, _, found) = explore(label, model, Some(property), CAP);
     let path = found.get(property).unwrap_or_else(|| {
         panic!("{label}: \"{property}\" never fails: the checker misses this known-bad rule")
@@ -122,6 +137,89 @@ fn assert_caught(label: &str, model: Claims, property: &'static str, steps: usiz
     println!("{label}: \"{property}\" fails:\n{shown}");
     assert_eq!(
         path.clone().into_actions().len(),
+        steps,
+        "{label}: a counterexample of another length than docs/model.md gives:\n{shown}"
+    );
+}
+
+/// Breadth first over the states up to symmetry (stateright reduces only depth first): a
+/// state is explored unless one of its class was, each along the path that first reached
+/// it. Symmetric states have shortest paths of the same length, so the first counterexample
+/// to `property` found is a shortest one. Answers it, if any within `cap` classes, and the
+/// classes explored.
+fn shortest_reduced<const N: usize>(
+    label: &str,
+    model: &Claims<N>,
+    property: &'static str,
+    cap: usize,
+) -> (Option<Path<State<N>, Action>>, usize) {
+    let started = Instant::now();
+    let holds = model
+        .properties()
+        .into_iter()
+        .find(|p| p.name == property)
+        .expect("a property of the model")
+        .condition;
+    let mut seen = HashSet::new();
+    let mut queue = VecDeque::new();
+    for init in model.init_states() {
+        if seen.insert(init.representative()) {
+            queue.push_back((init.clone(), init, Vec::new()));
+        }
+    }
+    let mut found = None;
+    let mut actions = Vec::new();
+    while let Some((init, state, path)) = queue.pop_front() {
+        if !holds(model, &state) {
+            found = Some((init, path));
+            break;
+        }
+        if seen.len() >= cap {
+            break;
+        }
+        actions.clear();
+        model.actions(&state, &mut actions);
+        for action in actions.drain(..) {
+            let Some(next) = model.next_state(&state, action) else {
+                continue;
+            };
+            if seen.insert(next.representative()) {
+                let mut path = path.clone();
+                path.push(action);
+                queue.push_back((init.clone(), next, path));
+            }
+        }
+    }
+    println!(
+        "{label}: {} unique states up to symmetry, {:.1?}",
+        seen.len(),
+        started.elapsed()
+    );
+    let path = found.map(|(init, path)| {
+        Path::from_actions(model, init, &path).expect("a path the model takes")
+    });
+    (path, seen.len())
+}
+
+/// [`assert_caught`] breadth first up to symmetry ([`shortest_reduced`]).
+fn assert_caught_reduced<const N: usize>(
+    label: &str,
+    model: Claims<N>,
+    property: &'static str,
+    steps: usize,
+) {
+    let (path, classes) = shortest_reduced(label, &model, property, CAP);
+    let path = path.unwrap_or_else(|| {
+        assert!(
+            classes < CAP,
+            "{label}: not explored to the end within {CAP} states"
+        );
+        panic!("{label}: \"{property}\" never fails: the checker misses this known-bad rule")
+    });
+    let shown = show(&path);
+    println!("{label}: \"{property}\" fails:\n{shown}");
+    assert_eq!(
+        path.into_actions().len(),
         steps,
         "{label}: a counterexample of another length than docs/model.md gives:\n{shown}"
     );
@@ -150,6 +248,32 @@ fn permits_counted_per_node_let_n_plus_one_hold() {
         ..Rules::CRATE
     };
     assert_caught("per node", claims(rules, TRAP), AT_MOST_N, 9);
+}
+
+/// The N+1 trap at the size: five nodes, two permits, three processes, one attempt
+/// each, in one instant. Three holders need nine yes of three nodes each, and five nodes
+/// record ten claims.
+#[test]
+fn permits_counted_per_node_let_n_plus_one_hold_on_five_nodes() {
+    let rules = Rules {
+        per_slot: false,
+        ..Rules::CRATE
+    };
+    let model = Claims::<5> {
+        rules,
+        bounds: TRAP,
+    };
+    assert_caught_reduced("per node, five nodes", model, AT_MOST_N, 12);
+}
+
+/// The same five nodes and instant with the crate's rules: at most two holders.
+#[test]
+fn at_most_n_holders_on_five_nodes() {
+    let model = Claims::<5> {
+        rules: Rules::CRATE,
+        bounds: TRAP,
+    };
+    assert_holds("semaphore, five nodes", model, AT_MOST_N, &[N_HOLDERS]);
 }
 
 #[test]

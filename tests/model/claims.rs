@@ -20,7 +20,8 @@ use quorumlock::__model as algo;
 
 use super::system::{CLIENT_MS_PER_TICK, NODE_MS_PER_TICK, UP_AT_START_MS};
 
-/// Nodes.
+/// Nodes of the default runs: a run's node count is the const parameter `N` of
+/// [`Claims`] and of its state.
 pub const NODES: usize = 3;
 /// Client processes (a run may use fewer).
 pub const CLIENTS: usize = 3;
@@ -124,13 +125,13 @@ pub enum Answer {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Phase {
+pub enum Phase<const N: usize = NODES> {
     Idle,
     Acquiring {
         token: u8,
         ask: Ask,
         start_ms: u64,
-        answers: [Option<Answer>; NODES],
+        answers: [Option<Answer>; N],
     },
     Held {
         token: u8,
@@ -140,25 +141,25 @@ pub enum Phase {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Client {
-    pub phase: Phase,
+pub struct Client<const N: usize = NODES> {
+    pub phase: Phase<N>,
     /// The request on its way to each node, not yet run.
-    pub requests: [Option<Request>; NODES],
+    pub requests: [Option<Request>; N],
     /// The tick by the end of which the round's replies must have come.
     pub due: u8,
     /// A reply that comes late, and the tick it comes at.
-    pub replies: [Option<(Answer, u8)>; NODES],
+    pub replies: [Option<(Answer, u8)>; N],
     /// A writer's call under way (refused so far): its waiter, whose intent the nodes that
     /// refused it hold.
     pub waiter: Option<u8>,
 }
 
-impl Client {
-    pub const NONE: Client = Client {
+impl<const N: usize> Client<N> {
+    pub const NONE: Client<N> = Client {
         phase: Phase::Idle,
-        requests: [None; NODES],
+        requests: [None; N],
         due: 0,
-        replies: [None; NODES],
+        replies: [None; N],
         waiter: None,
     };
 }
@@ -170,16 +171,16 @@ pub mod seen {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct State {
+pub struct State<const N: usize = NODES> {
     pub t: u8,
     /// Each node's sorted set, kept sorted.
-    pub nodes: [Vec<Claim>; NODES],
-    pub clients: [Client; CLIENTS],
+    pub nodes: [Vec<Claim>; N],
+    pub clients: [Client<N>; CLIENTS],
     pub next_token: u8,
     pub seen: u8,
 }
 
-impl State {
+impl<const N: usize> State<N> {
     pub fn node_ms(&self) -> u64 {
         UP_AT_START_MS + NODE_MS_PER_TICK * u64::from(self.t)
     }
@@ -210,9 +211,9 @@ impl State {
     }
 }
 
-/// One configuration to check.
+/// One configuration to check, on `N` nodes.
 #[derive(Clone, Debug)]
-pub struct Claims {
+pub struct Claims<const N: usize = NODES> {
     pub rules: Rules,
     pub bounds: Bounds,
 }
@@ -239,7 +240,7 @@ pub const WRITER_ALONE: &str = "no writer beside a reader or a writer";
 pub const TWO_READERS: &str = "two readers at once";
 pub const WRITER_AFTER_READERS: &str = "a writer granted after readers";
 
-impl Claims {
+impl<const N: usize> Claims<N> {
     pub fn permits(&self) -> u8 {
         match self.bounds.resource {
             Resource::Semaphore(permits) => permits,

@@ -7,31 +7,31 @@ use std::fmt::Write;
 use stateright::{Model, Path, Property};
 
 use super::claims::{
-    seen, Action, Ask, Claims, Client, Member, Phase, Resource, State, AT_MOST_N, CLIENTS, NODES,
+    seen, Action, Ask, Claim, Claims, Client, Member, Phase, Resource, State, AT_MOST_N, CLIENTS,
     N_HOLDERS, TWO_READERS, WRITER_AFTER_READERS, WRITER_ALONE,
 };
 
-impl Model for Claims {
-    type State = State;
+impl<const N: usize> Model for Claims<N> {
+    type State = State<N>;
     type Action = Action;
 
-    fn init_states(&self) -> Vec<State> {
+    fn init_states(&self) -> Vec<State<N>> {
         vec![State {
             t: 0,
-            nodes: Default::default(),
+            nodes: std::array::from_fn(|_| Vec::new()),
             clients: [Client::NONE; CLIENTS],
             next_token: 0,
             seen: 0,
         }]
     }
 
-    fn actions(&self, s: &State, actions: &mut Vec<Action>) {
+    fn actions(&self, s: &State<N>, actions: &mut Vec<Action>) {
         let b = &self.bounds;
         if s.t < b.ticks {
             actions.push(Action::Tick);
         }
         for (c, client) in s.clients.iter().enumerate().take(b.clients) {
-            for n in 0..NODES {
+            for n in 0..N {
                 if client.requests[n].is_some() {
                     actions.push(Action::Arrive(c, n));
                     let awaited = matches!(client.phase,
@@ -64,7 +64,7 @@ impl Model for Claims {
         }
     }
 
-    fn next_state(&self, last: &State, action: Action) -> Option<State> {
+    fn next_state(&self, last: &State<N>, action: Action) -> Option<State<N>> {
         let mut s = last.clone();
         match action {
             Action::Tick => self.tick(&mut s),
@@ -84,19 +84,19 @@ impl Model for Claims {
     fn properties(&self) -> Vec<Property<Self>> {
         match self.bounds.resource {
             Resource::Semaphore(_) => vec![
-                Property::always(AT_MOST_N, |m: &Claims, s: &State| {
+                Property::always(AT_MOST_N, |m: &Claims<N>, s: &State<N>| {
                     s.holding().count() <= usize::from(m.permits())
                 }),
-                Property::sometimes(N_HOLDERS, |m: &Claims, s: &State| {
+                Property::sometimes(N_HOLDERS, |m: &Claims<N>, s: &State<N>| {
                     s.holding().count() == usize::from(m.permits())
                 }),
             ],
             Resource::RwLock => vec![
-                Property::always(WRITER_ALONE, |_, s: &State| {
+                Property::always(WRITER_ALONE, |_, s: &State<N>| {
                     s.writers() == 0 || s.holding().count() == 1
                 }),
-                Property::sometimes(TWO_READERS, |_, s: &State| s.readers() >= 2),
-                Property::sometimes(WRITER_AFTER_READERS, |_, s: &State| {
+                Property::sometimes(TWO_READERS, |_, s: &State<N>| s.readers() >= 2),
+                Property::sometimes(WRITER_AFTER_READERS, |_, s: &State<N>| {
                     s.seen & seen::WRITER_AFTER_READERS != 0
                 }),
             ],
@@ -106,7 +106,7 @@ impl Model for Claims {
 
 /// Forgets what no longer decides anything: the timeout of a process not acquiring, the
 /// validity of a holder whose validity is over (it holds nothing, and only releases).
-fn normalize(s: &mut State) {
+fn normalize<const N: usize>(s: &mut State<N>) {
     let now = s.client_ms();
     for client in &mut s.clients {
         match &mut client.phase {
@@ -122,27 +122,43 @@ fn normalize(s: &mut State) {
     }
 }
 
-/// Every order of three nodes.
-const ORDERS: [[usize; NODES]; 6] = [
-    [0, 1, 2],
-    [0, 2, 1],
-    [1, 0, 2],
-    [1, 2, 0],
-    [2, 0, 1],
-    [2, 1, 0],
-];
+/// The orders of the nodes that arrange them least: sorted, and every order within each run
+/// of equal nodes (the same orders as the least of all `N!`, without building the others).
+fn least_orders<const N: usize>(nodes: &[Vec<Claim>; N]) -> Vec<[usize; N]> {
+    let mut sorted: [usize; N] = std::array::from_fn(|n| n);
+    sorted.sort_by(|&a, &b| nodes[a].cmp(&nodes[b]));
+    let mut orders = vec![sorted];
+    let mut from = 0;
+    while from < N {
+        let to = (from..N)
+            .find(|&i| nodes[sorted[i]] != nodes[sorted[from]])
+            .unwrap_or(N);
+        // Every permutation of the positions `from..to` of each order so far.
+        for i in from..to {
+            orders = orders
+                .into_iter()
+                .flat_map(|order| {
+                    (i..to).map(move |j| {
+                        let mut order = order;
+                        order.swap(i, j);
+                        order
+                    })
+                })
+                .collect();
+        }
+        from = to;
+    }
+    orders
+}
 
-impl stateright::Representative for State {
+impl<const N: usize> stateright::Representative for State<N> {
     /// Processes run the same code, and nodes are alike: a state with its processes, or its
     /// nodes, in another order is the same state. The least of its orders stands for it.
     fn representative(&self) -> Self {
         // The least state has the least nodes (they come before the processes in its
         // order): only the orders that give those are built in full.
-        let nodes = |order: &[usize; NODES]| order.map(|n| &self.nodes[n]);
-        let least = ORDERS.iter().map(nodes).min().expect("six orders");
-        ORDERS
+        least_orders(&self.nodes)
             .iter()
-            .filter(|order| nodes(order) == least)
             .map(|order| {
                 let mut s = self.clone();
                 s.nodes = order.map(|n| self.nodes[n].clone());
@@ -167,7 +183,7 @@ impl stateright::Representative for State {
 
 /// A path written out step by step: the tick, what happened, the claims on each node, and
 /// who holds what.
-pub fn show(path: &Path<State, Action>) -> String {
+pub fn show<const N: usize>(path: &Path<State<N>, Action>) -> String {
     let mut out = String::new();
     let states = path.clone().into_states();
     let actions = path.clone().into_actions();

@@ -8,7 +8,7 @@ use std::time::Duration;
 use quorumlock::__model::{self as algo, Ballot, Decision, Tally, Timed};
 
 use super::claims::{
-    seen, Answer, Ask, Claim, Claims, Member, Phase, Request, Rules, State, CLIENTS, NODES,
+    seen, Answer, Ask, Claim, Claims, Member, Phase, Request, Rules, State, CLIENTS,
 };
 use super::system::{DRIFT_FACTOR, TTL};
 
@@ -92,8 +92,8 @@ pub fn run(
     answer
 }
 
-impl Claims {
-    pub fn tick(&self, s: &mut State) {
+impl<const N: usize> Claims<N> {
+    pub fn tick(&self, s: &mut State<N>) {
         s.t += 1;
         let now = s.node_ms();
         for claims in &mut s.nodes {
@@ -114,13 +114,13 @@ impl Claims {
                 }
             }
             if timed_out {
-                client.replies = [None; NODES];
+                client.replies = [None; N];
                 self.conclude(s, c);
             }
         }
     }
 
-    pub fn attempt(&self, s: &mut State, c: usize, ask: Ask) {
+    pub fn attempt(&self, s: &mut State<N>, c: usize, ask: Ask) {
         let token = s.next_token;
         s.next_token += 1;
         let client = &mut s.clients[c];
@@ -141,13 +141,13 @@ impl Claims {
             token,
             ask,
             start_ms,
-            answers: [None; NODES],
+            answers: [None; N],
         };
-        client.requests = [Some(Request { token, ask, waiter }); NODES];
+        client.requests = [Some(Request { token, ask, waiter }); N];
         client.due = t + 1;
     }
 
-    pub fn arrive(&self, s: &mut State, c: usize, n: usize, late: bool) {
+    pub fn arrive(&self, s: &mut State<N>, c: usize, n: usize, late: bool) {
         let now = s.node_ms();
         let request = s.clients[c].requests[n].take().expect("a request");
         let answer = run(&self.rules, &mut s.nodes[n], request, self.permits(), now);
@@ -179,7 +179,7 @@ impl Claims {
         }
     }
 
-    pub fn deliver(&self, s: &mut State, c: usize, n: usize, answer: Answer) {
+    pub fn deliver(&self, s: &mut State<N>, c: usize, n: usize, answer: Answer) {
         if let Phase::Acquiring { answers, .. } = &mut s.clients[c].phase {
             answers[n] = Some(answer);
         }
@@ -187,7 +187,7 @@ impl Claims {
     }
 
     /// Once the round of `c` is decided: its verdict (the claim kind `Seat` in `attempt::attempt`).
-    fn conclude(&self, s: &mut State, c: usize) {
+    fn conclude(&self, s: &mut State<N>, c: usize) {
         let now = s.client_ms();
         let Phase::Acquiring {
             token,
@@ -198,7 +198,7 @@ impl Claims {
         else {
             return;
         };
-        let mut tally = Tally::taking(NODES);
+        let mut tally = Tally::taking(N);
         if let (Ask::Write, Some(needed)) = (ask, self.rules.writer_needed) {
             tally = tally.needing(needed);
         }
@@ -227,7 +227,7 @@ impl Claims {
             return;
         }
         let client = &mut s.clients[c];
-        client.replies = [None; NODES];
+        client.replies = [None; N];
         let elapsed = Duration::from_millis(now - start_ms);
         match (best, algo::timed(&tally, TTL, drift(), elapsed)) {
             (Some((slot, _)), Timed::Valid(left)) => {
@@ -261,31 +261,31 @@ impl Claims {
             _ => {
                 // DISCARD follows the requests on each connection: they undo nothing.
                 client.phase = Phase::Idle;
-                client.requests = [None; NODES];
+                client.requests = [None; N];
                 delete(&mut s.nodes, token);
             }
         }
     }
 
-    pub fn release(&self, s: &mut State, c: usize) {
+    pub fn release(&self, s: &mut State<N>, c: usize) {
         if let Phase::Held { token, .. } = s.clients[c].phase {
             delete(&mut s.nodes, token);
         }
         let client = &mut s.clients[c];
         client.phase = Phase::Idle;
-        client.requests = [None; NODES];
+        client.requests = [None; N];
     }
 }
 
 /// Every claim of `token` goes (PERMIT_DISCARD, PERMIT_RELEASE).
-fn delete(nodes: &mut [Vec<Claim>; NODES], token: u8) {
+fn delete<const N: usize>(nodes: &mut [Vec<Claim>; N], token: u8) {
     for claims in nodes {
         claims.retain(|c| c.token != token || c.member == Member::Intent);
     }
 }
 
 /// The intent of `waiter` goes from every node.
-fn drop_intent(nodes: &mut [Vec<Claim>; NODES], waiter: u8) {
+fn drop_intent<const N: usize>(nodes: &mut [Vec<Claim>; N], waiter: u8) {
     for claims in nodes {
         claims.retain(|c| c.token != waiter || c.member != Member::Intent);
     }

@@ -9,8 +9,8 @@ use std::time::Duration;
 use quorumlock::__model::{self as algo, Ballot, Confirmation, Decision, Tally, Timed};
 
 use super::system::{
-    seen, Answers, Bounds, Client, Fencing, Phase, Request, Round, Rules, Stage, State, View,
-    NODES, TTL,
+    seen, Answers, Bounds, Channel, Client, Fencing, Phase, Request, Round, Rules, Stage, State,
+    View, TTL,
 };
 
 fn ms(d: Duration) -> u64 {
@@ -20,10 +20,10 @@ fn ms(d: Duration) -> u64 {
 impl Rules {
     /// A fresh tally for a round of `stage` (taking a lock, or PEEK or FENCE on a lock we
     /// hold).
-    fn tally(&self, answers: &Answers, stage: Stage) -> Tally {
+    fn tally<const N: usize>(&self, answers: &Answers<N>, stage: Stage) -> Tally {
         let mut tally = match stage {
-            Stage::Acquire => Tally::taking(NODES),
-            Stage::Peek | Stage::Fence(_) => Tally::holding(NODES),
+            Stage::Acquire => Tally::taking(N),
+            Stage::Peek | Stage::Fence(_) => Tally::holding(N),
         };
         if let Some(needed) = self.needed {
             tally = tally.needing(needed);
@@ -51,16 +51,16 @@ impl Rules {
     }
 }
 
-impl Client {
+impl<const N: usize> Client<N> {
     /// No process in the slot yet.
-    pub fn none() -> Client {
+    pub fn none() -> Client<N> {
         Client {
             alive: false,
             born: 0,
             paused_until: 0,
             tried: false,
-            views: [View::default(); NODES],
-            channels: Default::default(),
+            views: [View::default(); N],
+            channels: std::array::from_fn(|_| Channel::default()),
             phase: Phase::Idle,
         }
     }
@@ -93,7 +93,7 @@ impl Client {
     }
 
     /// The answers of the round under way, if any.
-    pub fn answers(&mut self) -> Option<&mut Answers> {
+    pub fn answers(&mut self) -> Option<&mut Answers<N>> {
         match &mut self.phase {
             Phase::Acquiring { answers, .. }
             | Phase::Held {
@@ -116,7 +116,7 @@ impl Client {
     }
 }
 
-impl State {
+impl<const N: usize, const C: usize> State<N, C> {
     /// A new process in slot `c`: it connects to every node and checks each.
     pub fn start(&mut self, rules: &Rules, c: usize) {
         self.used.starts += 1;
@@ -125,7 +125,7 @@ impl State {
             born: self.t,
             ..Client::none()
         };
-        for n in 0..NODES {
+        for n in 0..N {
             self.check(rules, c, n);
         }
     }
@@ -141,7 +141,7 @@ impl State {
         let (now, t) = (self.client_ms(), self.t);
         let client = &mut self.clients[c];
         let round = client.round().expect("a round under way");
-        for n in 0..NODES {
+        for n in 0..N {
             let marker = client.views[n].marker;
             let counters = round.stage == Stage::Acquire || marker.is_some();
             if client.admitted(n, now) && counters {
@@ -157,7 +157,7 @@ impl State {
 
     /// A tick of true time: keys expire; a process that took no reply from a node by the
     /// end of the tick after its request counts a timeout.
-    pub fn tick(&mut self, rules: &Rules, bounds: &Bounds) {
+    pub fn tick(&mut self, rules: &Rules, bounds: &Bounds<N>) {
         self.t += 1;
         let now = self.node_ms();
         self.nodes.iter_mut().for_each(|node| node.expire(now));
@@ -175,7 +175,7 @@ impl State {
             if !client.active(t) {
                 continue;
             }
-            let overdue: Vec<usize> = (0..NODES).filter(|&n| client.channels[n].due < t).collect();
+            let overdue: Vec<usize> = (0..N).filter(|&n| client.channels[n].due < t).collect();
             let Some(answers) = client.answers() else {
                 continue;
             };
@@ -201,7 +201,7 @@ impl State {
         self.clients[c].phase = Phase::Acquiring {
             token,
             start_ms: self.client_ms(),
-            answers: [None; NODES],
+            answers: [None; N],
         };
         self.send(c);
         self.conclude(rules, c);
@@ -223,7 +223,7 @@ impl State {
             *fencing = Fencing::Refused;
             return;
         }
-        *fencing = Fencing::Peeking([None; NODES]);
+        *fencing = Fencing::Peeking([None; N]);
         self.send(c);
         self.conclude(rules, c);
     }
@@ -237,7 +237,7 @@ impl State {
         // to no effect: a SET undone, a PEEK, a FENCE that only raises counters.
         let client = &mut self.clients[c];
         client.phase = Phase::Idle;
-        client.channels = Default::default();
+        client.channels = std::array::from_fn(|_| Channel::default());
     }
 
     /// Compare-and-delete of `token` on every node (RELEASE, DISCARD).
@@ -345,7 +345,7 @@ impl State {
                     Timed::Late | Timed::Gone | Timed::Short => {
                         // DISCARD follows its SETs on each connection: they undo nothing.
                         client.phase = Phase::Idle;
-                        client.channels = Default::default();
+                        client.channels = std::array::from_fn(|_| Channel::default());
                         self.delete(token);
                     }
                 }
@@ -377,7 +377,7 @@ impl State {
                 let read = answers.iter().flatten().filter(|(b, _)| *b == Ballot::Yes);
                 let seen = read.map(|(_, value)| *value).max().unwrap_or(0);
                 let f = algo::next_token(seen, None);
-                *fencing = Fencing::Recording(f, [None; NODES]);
+                *fencing = Fencing::Recording(f, [None; N]);
                 self.send(c);
                 self.conclude(rules, c);
             }

@@ -14,14 +14,14 @@ use super::explore::{System, LEADER_AFTER_RESTART, TERMS_GROW};
 use super::system::{seen, Bounds, Fencing, Phase, Rules, State};
 use super::{assert_caught, assert_holds, system, Search, FENCING};
 
-impl State {
+impl<const N: usize, const C: usize> State<N, C> {
     /// After a step of an election run, from `last`: the campaigns that got their term in
     /// it are leaders now, each in its turn. Every holder campaigns, so the largest term of
     /// the earlier leaders is the largest token handed out before the step.
-    pub fn note_leaders(&mut self, last: &State) {
+    pub fn note_leaders(&mut self, last: &State<N, C>) {
         let mut largest = last.fenced.map(|(_, term)| term);
         for (client, before) in self.clients.iter().zip(&last.clients) {
-            let handed = |phase: &Phase| match phase {
+            let handed = |phase: &Phase<N>| match phase {
                 Phase::Held {
                     fencing: Fencing::Handed(term),
                     ..

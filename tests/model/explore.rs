@@ -4,8 +4,10 @@
 use stateright::{Model, Property};
 
 use super::system::{
-    seen, Answers, Bounds, Client, Fencing, Node, Phase, Rules, Stage, State, Used, CLIENTS, NODES,
+    seen, Answers, Bounds, Channel, Client, Fencing, Node, Phase, Rules, Stage, State, Used, View,
+    CLIENTS, NODES,
 };
+use quorumlock::__model::Ballot;
 
 /// What can happen next.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -42,9 +44,9 @@ pub enum Action {
 
 /// One configuration to check: the rules and the bounds.
 #[derive(Clone, Debug)]
-pub struct System {
+pub struct System<const N: usize = NODES, const C: usize = CLIENTS> {
     pub rules: Rules,
-    pub bounds: Bounds,
+    pub bounds: Bounds<N>,
 }
 
 /// Property names, for the tests.
@@ -65,11 +67,11 @@ pub const LEADER_AFTER_RESTART: &str = "a leader after a restart";
 pub const EVENTUALLY_GRANT: &str = "once faults stop, a process that keeps trying gets the lock";
 pub const LIVE_AFTER_FAULTS: &str = "a grant once faults stopped, after a restart and a pause";
 
-impl Model for System {
-    type State = State;
+impl<const N: usize, const C: usize> Model for System<N, C> {
+    type State = State<N, C>;
     type Action = Action;
 
-    fn init_states(&self) -> Vec<State> {
+    fn init_states(&self) -> Vec<State<N, C>> {
         let state = State {
             t: 0,
             nodes: std::array::from_fn(|n| {
@@ -102,7 +104,7 @@ impl Model for System {
                 if let Some(phase) = restart {
                     state.restart(&self.rules, b, 0, phase);
                 }
-                for c in 0..CLIENTS {
+                for c in 0..C {
                     state.start(&self.rules, c);
                 }
                 state.used.starts = 0;
@@ -111,7 +113,7 @@ impl Model for System {
             .collect()
     }
 
-    fn actions(&self, s: &State, actions: &mut Vec<Action>) {
+    fn actions(&self, s: &State<N, C>, actions: &mut Vec<Action>) {
         let b = &self.bounds;
         // Once faults stop (`live.rs`): no fault is offered, the tick waits until the run
         // is settled, and a path ends at its goal.
@@ -188,7 +190,7 @@ impl Model for System {
             }
         }
         let phases = if b.phases.is_empty() { &[0] } else { b.phases };
-        for n in (0..NODES).filter(|_| !fair) {
+        for n in (0..N).filter(|_| !fair) {
             if s.t <= b.restarts_by && s.used.restarts[n] < b.restarts[n] {
                 actions.extend(phases.iter().map(|&phase| Action::Restart(n, phase)));
             }
@@ -198,7 +200,7 @@ impl Model for System {
         }
     }
 
-    fn next_state(&self, last: &State, action: Action) -> Option<State> {
+    fn next_state(&self, last: &State<N, C>, action: Action) -> Option<State<N, C>> {
         let mut s = last.clone();
         let rules = &self.rules;
         match action {
@@ -232,60 +234,67 @@ impl Model for System {
 
     fn properties(&self) -> Vec<Property<Self>> {
         let mut properties = vec![
-            Property::always(ONE_HOLDER, |_, s: &State| s.holders() <= 1),
-            Property::always(TOKENS_GROW, |_, s: &State| !s.out_of_order),
-            Property::sometimes(GRANT, |_, s: &State| s.seen & seen::GRANT != 0),
-            Property::sometimes(TOKEN_AFTER_RESTART, |_, s: &State| {
+            Property::always(ONE_HOLDER, |_, s: &State<N, C>| s.holders() <= 1),
+            Property::always(TOKENS_GROW, |_, s: &State<N, C>| !s.out_of_order),
+            Property::sometimes(GRANT, |_, s: &State<N, C>| s.seen & seen::GRANT != 0),
+            Property::sometimes(TOKEN_AFTER_RESTART, |_, s: &State<N, C>| {
                 s.seen & seen::TOKEN_AFTER_RESTART != 0
             }),
-            Property::sometimes(RESEED, |_, s: &State| s.seen & seen::RESEED != 0),
-            Property::sometimes(GRANT_AFTER_MAJORITY_LOST, |_, s: &State| {
+            Property::sometimes(RESEED, |_, s: &State<N, C>| s.seen & seen::RESEED != 0),
+            Property::sometimes(GRANT_AFTER_MAJORITY_LOST, |_, s: &State<N, C>| {
                 s.seen & seen::GRANT_AFTER_MAJORITY_LOST != 0
             }),
-            Property::sometimes(TOKEN_AFTER_MAJORITY_LOST, |_, s: &State| {
+            Property::sometimes(TOKEN_AFTER_MAJORITY_LOST, |_, s: &State<N, C>| {
                 s.seen & seen::TOKEN_AFTER_MAJORITY_LOST != 0
             }),
-            Property::sometimes(FLUSH_SEEN, |_, s: &State| s.seen & seen::FLUSH_SEEN != 0),
-            Property::sometimes(GRANT_AFTER_FLUSH_SEEN, |_, s: &State| {
+            Property::sometimes(FLUSH_SEEN, |_, s: &State<N, C>| {
+                s.seen & seen::FLUSH_SEEN != 0
+            }),
+            Property::sometimes(GRANT_AFTER_FLUSH_SEEN, |_, s: &State<N, C>| {
                 s.seen & seen::GRANT_AFTER_FLUSH_SEEN != 0
             }),
-            Property::sometimes(DATED_BACK, |_, s: &State| s.seen & seen::DATED_BACK != 0),
-            Property::sometimes(AT_THE_BOUNDARY, |_, s: &State| {
+            Property::sometimes(DATED_BACK, |_, s: &State<N, C>| {
+                s.seen & seen::DATED_BACK != 0
+            }),
+            Property::sometimes(AT_THE_BOUNDARY, |_, s: &State<N, C>| {
                 s.seen & seen::AT_THE_BOUNDARY != 0
             }),
-            Property::sometimes(RESEED_STALE, |_, s: &State| {
+            Property::sometimes(RESEED_STALE, |_, s: &State<N, C>| {
                 s.seen & seen::RESEED_STALE != 0
             }),
         ];
         if self.bounds.election {
-            properties.push(Property::always(TERMS_GROW, |_, s: &State| {
+            properties.push(Property::always(TERMS_GROW, |_, s: &State<N, C>| {
                 s.seen & seen::TERM_NOT_GREATER == 0
             }));
-            properties.push(Property::sometimes(LEADER_AFTER_RESTART, |_, s: &State| {
-                s.seen & seen::LEADER_AFTER_RESTART != 0
-            }));
+            properties.push(Property::sometimes(
+                LEADER_AFTER_RESTART,
+                |_, s: &State<N, C>| s.seen & seen::LEADER_AFTER_RESTART != 0,
+            ));
         }
         if self.bounds.fair_from.is_some() {
             // On every path to a terminal state (the model is bounded in ticks: every path
             // ends). The flag is kept once set, so a path that meets another in one state
             // has the same answer.
-            properties.push(Property::eventually(EVENTUALLY_GRANT, |m: &System, s| {
-                m.live(s)
-            }));
-            properties.push(Property::sometimes(LIVE_AFTER_FAULTS, |m: &System, s| {
-                m.live(s) && s.seen & seen::RESTART != 0 && s.used.pauses > 0
-            }));
+            properties.push(Property::eventually(
+                EVENTUALLY_GRANT,
+                |m: &System<N, C>, s| m.live(s),
+            ));
+            properties.push(Property::sometimes(
+                LIVE_AFTER_FAULTS,
+                |m: &System<N, C>, s| m.live(s) && s.seen & seen::RESTART != 0 && s.used.pauses > 0,
+            ));
         }
         properties
     }
 }
 
-impl State {
+impl<const N: usize, const C: usize> State<N, C> {
     /// Forgets the instants that no longer decide anything, so that states that differ
     /// only in them are one state: a quarantine, a re-seed's due time or a pause that is
     /// over, the timeout of a node that answered, when a process started if its life is not
     /// bounded.
-    pub fn normalize(&mut self, bounds: &Bounds) {
+    pub fn normalize(&mut self, bounds: &Bounds<N>) {
         let (now, t) = (self.client_ms(), self.t);
         for client in &mut self.clients {
             if client.paused_until <= t {
@@ -302,9 +311,9 @@ impl State {
                     view.reseed_due = Some(0);
                 }
             }
-            let awaited: [bool; NODES] = match client.answers() {
+            let awaited: [bool; N] = match client.answers() {
                 Some(answers) => answers.map(|a| a.is_none()),
-                None => [false; NODES],
+                None => [false; N],
             };
             for (channel, awaited) in client.channels.iter_mut().zip(awaited) {
                 if !awaited {
@@ -318,19 +327,156 @@ impl State {
     }
 }
 
-/// Every order of three nodes.
-const ORDERS: [[usize; NODES]; 6] = [
-    [0, 1, 2],
-    [0, 2, 1],
-    [1, 0, 2],
-    [1, 2, 0],
-    [2, 0, 1],
-    [2, 1, 0],
-];
+/// An order of the nodes that keeps each node's class where it is and sorts the nodes of
+/// each class by `key`, with the places whose nodes have equal keys (runs of two or more).
+fn arranged<const N: usize, K: Ord>(
+    nodes: &[Node; N],
+    key: impl Fn(usize) -> K,
+) -> ([usize; N], Vec<Vec<usize>>) {
+    let mut sorted: [usize; N] = std::array::from_fn(|n| n);
+    let mut classes: Vec<u8> = nodes.iter().map(|node| node.class).collect();
+    classes.sort();
+    classes.dedup();
+    let mut ties = Vec::new();
+    for class in classes {
+        let places: Vec<usize> = (0..N).filter(|&n| nodes[n].class == class).collect();
+        let mut ours = places.clone();
+        ours.sort_by_key(|&n| key(n));
+        for (&place, &node) in places.iter().zip(&ours) {
+            sorted[place] = node;
+        }
+        let mut from = 0;
+        while from < places.len() {
+            let to = (from..places.len())
+                .find(|&i| key(ours[i]) != key(ours[from]))
+                .unwrap_or(places.len());
+            if to - from > 1 {
+                ties.push(places[from..to].to_vec());
+            }
+            from = to;
+        }
+    }
+    (sorted, ties)
+}
 
-impl State {
+/// `order` with every permutation of the nodes among the places of each of `ties`.
+fn permuted<const N: usize>(order: [usize; N], ties: &[Vec<usize>]) -> Vec<[usize; N]> {
+    let mut orders = vec![order];
+    for places in ties {
+        for (i, &place) in places.iter().enumerate() {
+            orders = orders
+                .into_iter()
+                .flat_map(|order| {
+                    places[i..].iter().map(move |&other| {
+                        let mut order = order;
+                        order.swap(place, other);
+                        order
+                    })
+                })
+                .collect();
+        }
+    }
+    orders
+}
+
+/// Up to this many orders of the nodes, the representative is the least state of them all
+/// (always, with three nodes).
+const ORDERS_IN_FULL: usize = 6;
+
+/// What the processes hold of one node, in the order of the processes.
+type Column = Vec<(View, Channel, Option<(Ballot, u64)>)>;
+
+/// What a state holds of one node: the node, its faults so far, and what each process holds
+/// of it.
+type NodeKey<'a> = (&'a Node, u8, u8, Column);
+
+impl<const N: usize, const C: usize> State<N, C> {
+    /// What process `c` holds of node `n`: its view, its channel, its answer in the round
+    /// under way.
+    fn holds_of(&self, c: usize, n: usize) -> (View, Channel, Option<(Ballot, u64)>) {
+        let client = &self.clients[c];
+        let answer = match client.phase {
+            Phase::Acquiring { answers, .. } => answers[n],
+            Phase::Held {
+                fencing: Fencing::Peeking(answers) | Fencing::Recording(_, answers),
+                ..
+            } => answers[n],
+            _ => None,
+        };
+        (client.views[n], client.channels[n].clone(), answer)
+    }
+
+    /// Node `n` with all the state holds of it, the processes in their order.
+    fn node_key(&self, n: usize) -> NodeKey<'_> {
+        let column = (0..C).map(|c| self.holds_of(c, n)).collect();
+        (
+            &self.nodes[n],
+            self.used.restarts[n],
+            self.used.flushes[n],
+            column,
+        )
+    }
+
+    /// Process `c` whatever the order of the nodes: itself without what it holds of each
+    /// node, and that, with the node, in the order of the values.
+    fn client_key(&self, c: usize) -> (Client<N>, Vec<NodeKey<'_>>) {
+        let mut client = self.clients[c].clone();
+        client.views = [View::default(); N];
+        client.channels = std::array::from_fn(|_| Channel::default());
+        let blank = [None; N];
+        match &mut client.phase {
+            Phase::Acquiring { answers, .. } => *answers = blank,
+            Phase::Held {
+                fencing: Fencing::Peeking(answers) | Fencing::Recording(_, answers),
+                ..
+            } => *answers = blank,
+            _ => {}
+        }
+        let mut nodes: Vec<NodeKey<'_>> = (0..N)
+            .map(|n| {
+                let (node, restarts, flushes, _) = self.node_key(n);
+                (node, restarts, flushes, vec![self.holds_of(c, n)])
+            })
+            .collect();
+        nodes.sort();
+        (client, nodes)
+    }
+
+    /// The representative where many nodes are alike (five nodes, most of them untouched),
+    /// without trying every order of them: the processes in the order of what they are
+    /// whatever the order of the nodes (every order among processes alike in that), then,
+    /// for each such order of the processes, the nodes in the order of all the state holds
+    /// of them (nodes alike in that are alike in the whole state, so their order is moot).
+    /// The least of these states stands for the class: every state of it gives the same.
+    fn canonical(&self) -> Self {
+        let keys: Vec<_> = (0..C).map(|c| self.client_key(c)).collect();
+        let mut slots: [usize; C] = std::array::from_fn(|c| c);
+        slots.sort_by(|&a, &b| keys[a].cmp(&keys[b]));
+        let mut ties = Vec::new();
+        let mut from = 0;
+        while from < C {
+            let to = (from..C)
+                .find(|&i| keys[slots[i]] != keys[slots[from]])
+                .unwrap_or(C);
+            if to - from > 1 {
+                ties.push((from..to).collect());
+            }
+            from = to;
+        }
+        permuted(slots, &ties)
+            .into_iter()
+            .map(|slots| {
+                let mut s = self.clone();
+                s.clients = std::array::from_fn(|i| self.clients[slots[i]].clone());
+                let (order, _) = arranged(&s.nodes, |n| s.node_key(n));
+                s.reordered(order)
+            })
+            .min()
+            .expect("an order of the processes")
+    }
+
     /// The same state with node `order[i]` as node `i`, in every place a node is named.
-    fn reordered(&self, order: [usize; NODES]) -> State {
+    fn reordered(&self, order: [usize; N]) -> State<N, C> {
         let mut s = self.clone();
         let pick = |n: usize| order[n];
         s.nodes = std::array::from_fn(|n| self.nodes[pick(n)].clone());
@@ -339,7 +485,7 @@ impl State {
         for (to, from) in s.clients.iter_mut().zip(&self.clients) {
             to.views = std::array::from_fn(|n| from.views[pick(n)]);
             to.channels = std::array::from_fn(|n| from.channels[pick(n)].clone());
-            let reorder = |a: &Answers| -> Answers { std::array::from_fn(|n| a[pick(n)]) };
+            let reorder = |a: &Answers<N>| -> Answers<N> { std::array::from_fn(|n| a[pick(n)]) };
             to.phase = match from.phase {
                 Phase::Acquiring {
                     token,
@@ -372,24 +518,23 @@ impl State {
     }
 }
 
-impl stateright::Representative for State {
+impl<const N: usize, const C: usize> stateright::Representative for State<N, C> {
     /// Client slots run the same code under the same rules, and nodes of one class are
     /// alike: a state with its slots, or such nodes, in another order is the same state.
     /// The least of its orders stands for it.
     fn representative(&self) -> Self {
         // The least state has the least nodes first (they come before the clients in its
         // order): only the orders that give those are tried in full.
-        let orders: Vec<&[usize; NODES]> = ORDERS
-            .iter()
-            .filter(|order| (0..NODES).all(|n| self.nodes[n].class == self.nodes[order[n]].class))
-            .collect();
-        let nodes = |order: &[usize; NODES]| order.map(|n| &self.nodes[n]);
-        let least = orders.iter().map(|o| nodes(o)).min().expect("the identity");
+        let (order, ties) = arranged(&self.nodes, |n| &self.nodes[n]);
+        let orders = permuted(order, &ties);
+        if orders.len() > ORDERS_IN_FULL {
+            // Which way is taken depends on the nodes alone, so on the class of the state.
+            return self.canonical();
+        }
         orders
             .into_iter()
-            .filter(|order| nodes(order) == least)
             .map(|order| {
-                let mut s = self.reordered(*order);
+                let mut s = self.reordered(order);
                 s.clients.sort();
                 s
             })

@@ -25,16 +25,16 @@
 //! ends at the goal: the actions stop there.
 
 use super::explore::System;
-use super::system::{seen, Bounds, Fencing, Phase, Stage, State, NODES};
+use super::system::{seen, Bounds, Fencing, Phase, Stage, State};
 
-impl System {
+impl<const N: usize, const C: usize> System<N, C> {
     /// Whether the run is fair in state `s`.
-    pub fn fair(&self, s: &State) -> bool {
+    pub fn fair(&self, s: &State<N, C>) -> bool {
         self.bounds.fair_from.is_some_and(|from| s.t >= from)
     }
 
     /// Whether the goal of a fair run is reached in `s`: the path ends.
-    pub fn live(&self, s: &State) -> bool {
+    pub fn live(&self, s: &State<N, C>) -> bool {
         let goal = if self.bounds.election {
             seen::FAIR_LEADER
         } else {
@@ -47,7 +47,7 @@ impl System {
     /// no request is on its way, no reply waits to be taken, and every process that may
     /// attempt did; in an election, no campaign waits to ask its term or to release after
     /// a refusal, and no re-seed that can be done now waits.
-    pub fn settled(&self, s: &State) -> bool {
+    pub fn settled(&self, s: &State<N, C>) -> bool {
         let election = self.bounds.election;
         let waits = |c: usize| {
             let client = &s.clients[c];
@@ -58,7 +58,7 @@ impl System {
                     ..
                 }
             );
-            let reseed = (0..NODES).any(|n| {
+            let reseed = (0..N).any(|n| {
                 let view = &client.views[n];
                 view.checked
                     && view.marker.is_none()
@@ -71,10 +71,10 @@ impl System {
     }
 }
 
-impl State {
+impl<const N: usize, const C: usize> State<N, C> {
     /// At a tick: once the run is fair, the first token of its attempts, a new tick to
     /// attempt in, and the holders whose validity is over back to trying.
-    pub fn fair_tick(&mut self, bounds: &Bounds) {
+    pub fn fair_tick(&mut self, bounds: &Bounds<N>) {
         if bounds.fair_from.is_none_or(|from| self.t < from) {
             return;
         }

@@ -10,7 +10,7 @@ use quorumlock::__model::{self as algo, Ballot};
 use super::node::{record_text, Seeded};
 use super::system::{
     run_id, seen, Bounds, Channel, Held, Marker, Quarantine, RecordStart, Reply, Rules, State,
-    View, NODES, TTL,
+    View, TTL,
 };
 
 fn ms(d: Duration) -> u64 {
@@ -32,7 +32,7 @@ impl View {
     }
 }
 
-impl State {
+impl<const N: usize, const C: usize> State<N, C> {
     /// The connection check of node `n` by process `c` (`Admission::recorded` and
     /// `Admission::admit`).
     pub fn check(&mut self, rules: &Rules, c: usize, n: usize) {
@@ -134,7 +134,7 @@ impl State {
             return true;
         }
         let views = &self.clients[c].views;
-        let answers: Vec<algo::Surveyed> = (0..NODES)
+        let answers: Vec<algo::Surveyed> = (0..N)
             .filter(|&m| views[m].checked)
             .map(|m| algo::Surveyed {
                 intact: algo::Lineage::of(
@@ -147,7 +147,7 @@ impl State {
                 clock_us: now_node * 1_000,
             })
             .collect();
-        let floor = match algo::floor(NODES, &answers) {
+        let floor = match algo::floor(N, &answers) {
             algo::Floor::Majority(floor) | algo::Floor::Clock(floor) => floor,
             algo::Floor::Wait => return false,
         };
@@ -218,7 +218,7 @@ impl State {
     /// Node `n` crashes and restarts: every connection to it breaks, the rounds waiting for
     /// it count a failure, and every process checks the new connection before its votes
     /// count (at once: a later check only starts a quarantine later).
-    pub fn restart(&mut self, rules: &Rules, bounds: &Bounds, n: usize, phase: u16) {
+    pub fn restart(&mut self, rules: &Rules, bounds: &Bounds<N>, n: usize, phase: u16) {
         let now = self.node_ms();
         self.nodes[n].restart(now, phase, bounds.persistent[n]);
         self.used.restarts[n] += 1;
@@ -261,7 +261,7 @@ impl State {
             .iter()
             .filter(|node| node.marker.is_none_or(|m| m.run != node.run))
             .count();
-        if lost > NODES / 2 && self.majority_lost_at.is_none() {
+        if lost > N / 2 && self.majority_lost_at.is_none() {
             self.majority_lost_at = Some(self.next_token);
         }
     }

@@ -1,5 +1,6 @@
 //! What the checker explores: the rules (the crate's, or a known-bad variant), the bounds of
-//! a run, and the state of three nodes and two client slots in ticks of true time.
+//! a run, and the state of `N` nodes and `C` client slots (3 and 2 by default) in ticks of
+//! true time.
 //!
 //! Time. One tick is two seconds of true time. Every clock is read from the tick: a node's
 //! clock runs 10% fast (2,200 ms a tick), a client's 10% slow (1,800 ms a tick), the rates
@@ -14,9 +15,11 @@ use std::time::Duration;
 
 use quorumlock::__model::Ballot;
 
-/// Nodes.
+/// Nodes of the default runs: a run's node count is the const parameter `N` of
+/// [`super::explore::System`], of its bounds and of its state.
 pub const NODES: usize = 3;
-/// Client slots: each runs one process at a time.
+/// Client slots of the default runs (each runs one process at a time): a run's count is
+/// the const parameter `C` of [`super::explore::System`] and of its state.
 pub const CLIENTS: usize = 2;
 /// Milliseconds a node's clock moves in a tick.
 pub const NODE_MS_PER_TICK: u64 = 2_200;
@@ -104,15 +107,15 @@ impl Rules {
 
 /// How far a run goes: true time, and how many of each fault and event it may have.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Bounds {
+pub struct Bounds<const N: usize = NODES> {
     /// The last tick.
     pub ticks: u8,
     /// Lock attempts, by all processes together.
     pub attempts: u8,
     /// Node crashes followed by a restart.
-    pub restarts: [u8; NODES],
+    pub restarts: [u8; N],
     /// FLUSHALLs.
-    pub flushes: [u8; NODES],
+    pub flushes: [u8; N],
     /// Client pauses, each of `pause_ticks`.
     pub pauses: u8,
     pub pause_ticks: u8,
@@ -123,7 +126,7 @@ pub struct Bounds {
     /// life is over, and does not exit before.
     pub lifetime: Option<u8>,
     /// Which nodes keep their data across a restart.
-    pub persistent: [bool; NODES],
+    pub persistent: [bool; N],
     /// Whether holders ask for their fencing token.
     pub tokens: bool,
     /// Whether the processes campaign (`election.rs`): a holder asks its token, the term,
@@ -262,26 +265,26 @@ pub struct Channel {
 }
 
 /// The answers of a round so far, node by node, with what PEEK read.
-pub type Answers = [Option<(Ballot, u64)>; NODES];
+pub type Answers<const N: usize = NODES> = [Option<(Ballot, u64)>; N];
 
 /// What the holder did about its fencing token.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Fencing {
+pub enum Fencing<const N: usize = NODES> {
     NotAsked,
-    Peeking(Answers),
-    Recording(u64, Answers),
+    Peeking(Answers<N>),
+    Recording(u64, Answers<N>),
     Handed(u64),
     Refused,
 }
 
 /// Where a process is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Phase {
+pub enum Phase<const N: usize = NODES> {
     Idle,
     Acquiring {
         token: u8,
         start_ms: u64,
-        answers: Answers,
+        answers: Answers<N>,
     },
     Held {
         token: u8,
@@ -289,31 +292,42 @@ pub enum Phase {
         valid_until: u64,
         /// Which grant of the run this is, in the order of the grants.
         hold: u8,
-        fencing: Fencing,
+        fencing: Fencing<N>,
     },
 }
 
 /// One client slot.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Client {
+pub struct Client<const N: usize = NODES> {
     pub alive: bool,
     pub born: u8,
     /// No step before this tick (a pause).
     pub paused_until: u8,
     /// It attempted in this tick (kept only once the run is fair).
     pub tried: bool,
-    pub views: [View; NODES],
-    pub channels: [Channel; NODES],
-    pub phase: Phase,
+    pub views: [View; N],
+    pub channels: [Channel; N],
+    pub phase: Phase<N>,
 }
 
 /// Faults and events used so far.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default, PartialOrd, Ord)]
-pub struct Used {
-    pub restarts: [u8; NODES],
-    pub flushes: [u8; NODES],
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Used<const N: usize = NODES> {
+    pub restarts: [u8; N],
+    pub flushes: [u8; N],
     pub pauses: u8,
     pub starts: u8,
+}
+
+impl<const N: usize> Default for Used<N> {
+    fn default() -> Self {
+        Used {
+            restarts: [0; N],
+            flushes: [0; N],
+            pauses: 0,
+            starts: 0,
+        }
+    }
 }
 
 /// Things that happened, for the `sometimes` properties and for what a counterexample is
@@ -352,16 +366,16 @@ pub mod seen {
 
 /// The whole system.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct State {
+pub struct State<const N: usize = NODES, const C: usize = CLIENTS> {
     /// True time.
     pub t: u8,
-    pub nodes: [Node; NODES],
-    pub clients: [Client; CLIENTS],
+    pub nodes: [Node; N],
+    pub clients: [Client<N>; C],
     /// The next attempt's token.
     pub next_token: u8,
     /// Grants so far.
     pub grants: u8,
-    pub used: Used,
+    pub used: Used<N>,
     /// The largest fencing token handed out, and the hold it went to.
     pub fenced: Option<(u8, u64)>,
     /// A token was handed out that does not grow with the holds.
@@ -380,7 +394,7 @@ pub fn run_id(run: u8) -> String {
     format!("{:040x}", 0xc0ffee_u64 * 256 + u64::from(run))
 }
 
-impl State {
+impl<const N: usize, const C: usize> State<N, C> {
     /// A node's clock now.
     pub fn node_ms(&self) -> u64 {
         UP_AT_START_MS + NODE_MS_PER_TICK * u64::from(self.t)

@@ -9,7 +9,7 @@ use super::explore::{Action, System};
 use super::system::{Fencing, Phase, Rules, State};
 
 /// One line per step: the tick, what happened, and what it left.
-pub fn show(path: &Path<State, Action>) -> String {
+pub fn show<const N: usize, const C: usize>(path: &Path<State<N, C>, Action>) -> String {
     let mut out = String::new();
     let states = path.clone().into_states();
     let actions = path.clone().into_actions();
@@ -46,7 +46,7 @@ fn step(action: &Action) -> String {
 }
 
 /// The keys on the nodes, and who holds what.
-fn summary(s: &State) -> String {
+fn summary<const N: usize, const C: usize>(s: &State<N, C>) -> String {
     let keys: Vec<String> = s
         .nodes
         .iter()
@@ -90,7 +90,7 @@ fn summary(s: &State) -> String {
 }
 
 /// The rules of a run, as they differ from the crate's.
-pub fn label(sys: &System) -> String {
+pub fn label<const N: usize, const C: usize>(sys: &System<N, C>) -> String {
     let (rules, krate) = (sys.rules, Rules::CRATE);
     let mut changed = Vec::new();
     if rules.quarantine != krate.quarantine {
