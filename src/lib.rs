@@ -17,7 +17,7 @@ mod stats;
 #[cfg_attr(docsrs, doc(cfg(feature = "testkit")))]
 pub mod testkit;
 
-// The model checker's way in to `algo/` (tests/model.rs, docs/model.md): not API.
+// The model checker's way in to `algo/` (tests/model.rs, docs/verification.md): not API.
 #[cfg(feature = "model")]
 #[doc(hidden)]
 #[path = "model.rs"]

@@ -1,5 +1,5 @@
 //! The pure decisions of `algo/`, reachable from the model checker of `tests/model.rs`
-//! (docs/model.md) and from nothing else: compiled only with the feature `model`, hidden from
+//! (docs/verification.md) and from nothing else: compiled only with the feature `model`, hidden from
 //! the docs, and not part of the API (no semver promise; it changes with `algo/`).
 //!
 //! Each item forwards to the crate's own function or type, unchanged, so that the model's

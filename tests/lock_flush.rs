@@ -3,7 +3,7 @@
 //! same atomic step, the node's marker and quarantine record, and its votes count only if
 //! the node still holds what its check found. Before that, a client connected before the
 //! flush counted the flushed nodes' votes at once and was granted a lock that another client
-//! held (the model checker found it: docs/model.md).
+//! held (the model checker found it: docs/verification.md).
 //!
 //! Three nodes, pre-marked by the testkit; quarantine on, longest ttl `TTL`.
 

@@ -1,4 +1,4 @@
-//! The protocol model-checked on the crate's own decisions (docs/model.md).
+//! The protocol model-checked on the crate's own decisions (docs/verification.md).
 //!
 //! Three nodes and two client slots (const parameters: `five.rs` runs five nodes and three
 //! slots), in ticks of true time, with drift, late replies,
@@ -133,7 +133,7 @@ const FLUSH: Bounds = Bounds {
 
 /// A young node flushed: node 0 restarts empty before the first step, its clock at a whole
 /// second or just before one (the lowest and the highest `uptime_in_seconds` the
-/// truncation allows at every tick: docs/model.md), and is flushed once, at any tick up to
+/// truncation allows at every tick: docs/verification.md), and is flushed once, at any tick up to
 /// the one where the figure's boundary is; processes come and go.
 const YOUNG_FLUSH: Bounds = Bounds {
     ticks: 3,
@@ -293,7 +293,7 @@ fn assert_caught<const N: usize, const C: usize>(
     assert_eq!(
         path.clone().into_actions().len(),
         steps,
-        "{}: a counterexample of another length than docs/model.md gives:\n{shown}",
+        "{}: a counterexample of another length than docs/verification.md gives:\n{shown}",
         run.label
     );
     path
@@ -415,7 +415,7 @@ fn without_quarantine_a_restarted_node_lets_two_processes_hold() {
     );
 }
 
-/// What the model found (docs/model.md), fixed: a process that was connected to a node
+/// What the model found (docs/verification.md), fixed: a process that was connected to a node
 /// when it was flushed counts none of its votes after the flush, since each SET NX reads
 /// back the node's marker and record (`lineage::still_checked`); it checks the node again,
 /// and its votes count after the quarantine, as every other process's do.
@@ -470,7 +470,7 @@ fn a_young_node_flushed_is_quarantined_from_the_flush_once_its_votes_may_count()
     );
 }
 
-/// What the model found (docs/model.md), fixed in 34d1a41, and the seeder before it: a
+/// What the model found (docs/verification.md), fixed in 34d1a41, and the seeder before it: a
 /// process that checked a node after a loss re-seeds it when its quarantine ends; if the
 /// node was flushed since, after its votes counted again, a SEED that compares only the
 /// marker (none before and after the flush) writes a marker on the flushed node, whose votes
@@ -583,7 +583,7 @@ fn a_token_recorded_on_a_minority_repeats() {
 }
 
 /// Larger runs, not in the test command: `cargo test --features model --test model --
-/// --ignored --nocapture` (their state counts and times are in docs/model.md).
+/// --ignored --nocapture` (their state counts and times are in docs/verification.md).
 #[test]
 #[ignore]
 fn larger_locks_three_attempts_four_ticks() {
@@ -708,7 +708,7 @@ async fn the_lock_node_steps_are_the_lua() {
 }
 
 /// More holds, and so more PEEK and FENCE steps: `cargo test --features model --test model
-/// -- --ignored --nocapture larger_lock_node_steps` (docs/model.md).
+/// -- --ignored --nocapture larger_lock_node_steps` (docs/verification.md).
 #[tokio::test]
 #[ignore]
 async fn larger_lock_node_steps_are_the_lua() {

@@ -1,4 +1,4 @@
-//! The runs of the semaphore and the read-write lock (`claims.rs`, docs/model.md): the
+//! The runs of the semaphore and the read-write lock (`claims.rs`, docs/verification.md): the
 //! crate's rules hold and witness what each run is for; each known-bad rule is caught, its
 //! counterexample printed and its length asserted.
 
@@ -138,7 +138,7 @@ fn assert_caught<const N: usize>(
     assert_eq!(
         path.clone().into_actions().len(),
         steps,
-        "{label}: a counterexample of another length than docs/model.md gives:\n{shown}"
+        "{label}: a counterexample of another length than docs/verification.md gives:\n{shown}"
     );
 }
 
@@ -221,7 +221,7 @@ fn assert_caught_reduced<const N: usize>(
     assert_eq!(
         path.into_actions().len(),
         steps,
-        "{label}: a counterexample of another length than docs/model.md gives:\n{shown}"
+        "{label}: a counterexample of another length than docs/verification.md gives:\n{shown}"
     );
 }
 

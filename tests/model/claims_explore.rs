@@ -1,6 +1,6 @@
 //! The semaphore's and read-write lock's model as stateright sees it (`claims.rs`): the
 //! initial state, the actions enabled in a state, the properties, the symmetry, and a path
-//! written out for the failure messages and docs/model.md.
+//! written out for the failure messages and docs/verification.md.
 
 use std::fmt::Write;
 

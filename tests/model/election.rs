@@ -1,4 +1,4 @@
-//! The election (design 2.8, `engine/election.rs`; docs/model.md, "The election"): a
+//! The election (design 2.8, `engine/election.rs`; docs/verification.md, "The election"): a
 //! campaign is a lock acquisition whose fencing token is the term. The model's processes
 //! campaign where the run says so (`Bounds::election`): a holder asks its token before
 //! anything else (PEEK, then FENCE, decided by the crate's `confirmation` and `next_token`,
@@ -66,7 +66,7 @@ fn terms_grow_with_the_leaders_across_a_restart() {
 }
 
 /// The same over 3 ticks, the restarted node re-seeded after its quarantine: `cargo test
-/// --features model --test model -- --ignored --nocapture larger_election` (docs/model.md).
+/// --features model --test model -- --ignored --nocapture larger_election` (docs/verification.md).
 #[test]
 #[ignore]
 fn larger_election_terms_grow_across_a_reseed() {

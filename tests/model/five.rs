@@ -1,4 +1,4 @@
-//! The lock at the size: five nodes and three client slots (docs/model.md, "Runs").
+//! The lock at the size: five nodes and three client slots (docs/verification.md, "Runs").
 //! The same model as the three-node runs, its node count and client slots the const
 //! parameters of [`System`]; the runs are larger, not in the test command (`--ignored`), and
 //! built with the package optimised:

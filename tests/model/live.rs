@@ -1,4 +1,4 @@
-//! Liveness: once faults stop, a process that keeps trying gets the lock (docs/model.md,
+//! Liveness: once faults stop, a process that keeps trying gets the lock (docs/verification.md,
 //! "Liveness"). stateright checks `eventually` on the paths to terminal states, and the
 //! model is bounded in ticks, so every path ends; what makes a path fair is written here,
 //! as what a fair run may and must do from the tick `Bounds::fair_from` on:

@@ -1,4 +1,4 @@
-//! The liveness runs (`live.rs`, docs/model.md "Liveness"): once faults stop, the crate's
+//! The liveness runs (`live.rs`, docs/verification.md "Liveness"): once faults stop, the crate's
 //! rules grant the lock on every fair path; the quarantine kept in each process's memory
 //! does not, where every process lives shorter than the quarantine.
 
@@ -71,7 +71,7 @@ fn once_faults_stop_a_process_that_keeps_trying_gets_the_lock() {
     );
 }
 
-/// The election's liveness, not in the test command (docs/model.md: a million states and
+/// The election's liveness, not in the test command (docs/verification.md: a million states and
 /// more each): `cargo test --features model --test model -- --ignored --nocapture
 /// larger_live_election`. Once faults stop, a campaign leads (a grant, and its term):
 /// after the restart, the pause and late replies of the run above, its restarted node's

@@ -1,4 +1,4 @@
-//! The refinement check of the lock's node steps (docs/model.md): every distinct step the
+//! The refinement check of the lock's node steps (docs/verification.md): every distinct step the
 //! model's node takes over every state a small lock run reaches (SET NX with its read-back
 //! of marker and record, PEEK, FENCE, QUARANTINE, SEED: `node.rs`) is run again by the
 //! crate's own script (through `quorumlock::__model`) on a real `redis-server` set to the

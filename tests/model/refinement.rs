@@ -1,4 +1,4 @@
-//! The refinement check of the node step (docs/model.md): over every state a small run of
+//! The refinement check of the node step (docs/verification.md): over every state a small run of
 //! the semaphore and of the read-write lock reaches, each request a node may run there is
 //! run twice, by the model's node step (`claims::run`) and by the crate's Lua
 //! (PERMIT_ACQUIRE, RW_ACQUIRE, through `quorumlock::__model`) on a real `redis-server`

@@ -85,7 +85,7 @@ pub struct Rules {
     /// Whether SEED holds the node to the quarantine record the re-seeding process's check
     /// found (34d1a41): a record gone is a loss since the check, and the node is checked
     /// again instead. Without, the seeder before, which compared the marker alone (none,
-    /// before and after a flush): docs/model.md, "What the model found".
+    /// before and after a flush): docs/verification.md, "What the model found".
     pub reseed_checked: bool,
 }
 

@@ -1,5 +1,5 @@
 //! A path of the checker written out step by step, for the failure messages and for
-//! docs/model.md.
+//! docs/verification.md.
 
 use std::fmt::Write;
 
