@@ -29,6 +29,8 @@ async fn shutdown_releases_every_lock_held_and_refuses_later_calls() {
         .unwrap();
     let handle = kept.handle();
     let keys = ["held", "one", "two", "kept"];
+    // A grant is decided on a majority; the calls still in flight then reach the last node.
+    assert!(redlock.settle(Duration::from_secs(5)).await);
     for key in keys {
         assert_eq!(holders(&q, key).await, 3, "{key} before");
     }
@@ -73,6 +75,7 @@ async fn a_caller_waiting_for_a_release_fails_at_the_shutdown() {
     let q = LocalQuorum::start(3).await.unwrap();
     let (a, b) = (client(&q).await, client(&q).await);
     let others = b.lock_with("busy", TTL, Retry::none()).await.unwrap();
+    assert!(b.settle(Duration::from_secs(5)).await);
     let waiting = tokio::spawn({
         let a = a.clone();
         async move {
@@ -110,6 +113,8 @@ async fn work_under_a_kept_lock_is_cancelled_by_the_shutdown() {
         }
     });
     running.await.unwrap();
+    // A grant is decided on a majority; the calls still in flight then reach the last node.
+    assert!(redlock.settle(Duration::from_secs(5)).await);
     assert_eq!(holders(&q, "scoped").await, 3);
     let shutdown = redlock.shutdown().await;
     assert_eq!(shutdown.released, 1);
