@@ -46,6 +46,8 @@ mod loss;
 mod node;
 #[path = "model/refinement.rs"]
 mod refinement;
+#[path = "model/storage.rs"]
+mod storage;
 #[path = "model/system.rs"]
 mod system;
 #[path = "model/trace.rs"]
@@ -85,6 +87,7 @@ const LOCKS: Bounds = Bounds {
     phases: &[],
     restart_first: false,
     fair_from: None,
+    writes: false,
 };
 
 /// Two processes contend, without a pause: where a rule of the verdict is replaced (every
@@ -142,6 +145,18 @@ const YOUNG_FLUSH: Bounds = Bounds {
     flushes_by: 2,
     phases: &[0, 999],
     ..FLUSH
+};
+
+/// The pause of Kleppmann's article: two processes contend, a holder asks its fencing
+/// token, checks its lock and writes to the storage with the token, and one process may
+/// pause for longer than the ttl (between its check and its write, among other places).
+const PAUSE: Bounds = Bounds {
+    ticks: 2,
+    pause_ticks: 2,
+    tokens: true,
+    writes: true,
+    late_replies: false,
+    ..LOCKS
 };
 
 /// How a known-bad rule is looked for: breadth first for the shortest counterexample, or,
@@ -247,6 +262,7 @@ fn assert_holds_within<const N: usize, const C: usize>(
     let properties = [
         ONE_HOLDER,
         TOKENS_GROW,
+        explore::STORAGE_IN_ORDER,
         explore::TERMS_GROW,
         explore::EVENTUALLY_GRANT,
     ];
@@ -560,6 +576,40 @@ fn a_quarantine_counted_per_process_never_ends_for_short_lived_processes() {
             trace::show(path)
         );
     }
+}
+
+/// The article's rescue: a holder that paused between its check and its write, past the
+/// end of its lock, writes with an old token after a newer holder wrote with its own, and
+/// the storage refuses it; the storage's writes never go back in the order of the grants.
+#[test]
+fn a_write_after_a_pause_is_refused_for_its_old_token() {
+    assert_holds(
+        "pause",
+        system(Rules::CRATE, PAUSE),
+        &[explore::GRANT, explore::WRITE_REFUSED_AFTER_PAUSE],
+    );
+}
+
+/// The article's corruption: a storage that ignores the token takes the paused holder's
+/// write after the newer holder's.
+#[test]
+fn a_storage_that_ignores_the_token_takes_a_paused_holders_write_after_a_newer_one() {
+    let rules = Rules {
+        fenced_storage: false,
+        ..Rules::CRATE
+    };
+    let path = assert_caught(
+        "storage without fencing",
+        system(rules, PAUSE),
+        (explore::STORAGE_IN_ORDER, Search::Deep),
+        25,
+    );
+    let storage = path.last_state().storage;
+    assert!(
+        storage.stale_accepted,
+        "a counterexample without a write accepted from a lock run out:\n{}",
+        trace::show(&path)
+    );
 }
 
 #[test]
