@@ -7,6 +7,9 @@
 //! explores every interleaving within its bounds. The crate's rules must keep one holder at a
 //! time and fencing tokens growing with the grants, and witness what the run is for (so that
 //! it is not vacuous); each known-bad rule must be caught, with its counterexample printed.
+//! A holder may check its lock and write to a storage with its fencing token, a pause
+//! between the two (Kleppmann's, `storage.rs`): the storage must never go back in the
+//! order of the grants, and one that ignores the token must be caught.
 //! Once faults stop, a process that keeps trying must get the lock (`live.rs`, run by
 //! `live_runs.rs`); campaigns of the election must take terms that grow with the leaders
 //! (`election.rs`).
