@@ -250,8 +250,8 @@ fn summary<const N: usize, const C: usize>(
 
 /// Explores every state of `sys` within its bounds: no property fails, and each of
 /// `witnessed` is seen.
-fn assert_holds(label: &str, sys: System, witnessed: &[&'static str]) {
-    assert_holds_within(label, sys, witnessed, CAP);
+fn assert_holds(label: &str, sys: System, witnessed: &[&'static str]) -> Run {
+    assert_holds_within(label, sys, witnessed, CAP)
 }
 
 /// [`assert_holds`] with room for `cap` states.
@@ -260,7 +260,7 @@ fn assert_holds_within<const N: usize, const C: usize>(
     sys: System<N, C>,
     witnessed: &[&'static str],
     cap: usize,
-) {
+) -> Run<N, C> {
     let run = explore(label, sys, Goal::All, cap);
     let properties = [
         ONE_HOLDER,
@@ -290,6 +290,7 @@ fn assert_holds_within<const N: usize, const C: usize>(
             run.label
         );
     }
+    run
 }
 
 /// The checker finds that `property` fails under `sys`, searching as `search` says; the
@@ -586,10 +587,18 @@ fn a_quarantine_counted_per_process_never_ends_for_short_lived_processes() {
 /// the storage refuses it; the storage's writes never go back in the order of the grants.
 #[test]
 fn a_write_after_a_pause_is_refused_for_its_old_token() {
-    assert_holds(
+    let run = assert_holds(
         "pause",
         system(Rules::CRATE, PAUSE),
         &[explore::GRANT, explore::WRITE_REFUSED_AFTER_PAUSE],
+    );
+    let rescue = run.discovery(explore::WRITE_REFUSED_AFTER_PAUSE);
+    let rescue = rescue.expect("witnessed above");
+    println!(
+        "{}: \"{}\":\n{}",
+        run.label,
+        explore::WRITE_REFUSED_AFTER_PAUSE,
+        trace::show(rescue)
     );
 }
 
