@@ -7,6 +7,9 @@
 //! explores every interleaving within its bounds. The crate's rules must keep one holder at a
 //! time and fencing tokens growing with the grants, and witness what the run is for (so that
 //! it is not vacuous); each known-bad rule must be caught, with its counterexample printed.
+//! A holder may check its lock and write to a storage with its fencing token, a pause
+//! between the two (Kleppmann's, `storage.rs`): the storage must never go back in the
+//! order of the grants, and one that ignores the token must be caught.
 //! Once faults stop, a process that keeps trying must get the lock (`live.rs`, run by
 //! `live_runs.rs`); campaigns of the election must take terms that grow with the leaders
 //! (`election.rs`).
@@ -46,6 +49,8 @@ mod loss;
 mod node;
 #[path = "model/refinement.rs"]
 mod refinement;
+#[path = "model/storage.rs"]
+mod storage;
 #[path = "model/system.rs"]
 mod system;
 #[path = "model/trace.rs"]
@@ -85,6 +90,7 @@ const LOCKS: Bounds = Bounds {
     phases: &[],
     restart_first: false,
     fair_from: None,
+    writes: false,
 };
 
 /// Two processes contend, without a pause: where a rule of the verdict is replaced (every
@@ -142,6 +148,18 @@ const YOUNG_FLUSH: Bounds = Bounds {
     flushes_by: 2,
     phases: &[0, 999],
     ..FLUSH
+};
+
+/// The pause of Kleppmann's article: two processes contend, a holder asks its fencing
+/// token, checks its lock and writes to the storage with the token, and one process may
+/// pause for longer than the ttl (between its check and its write, among other places).
+const PAUSE: Bounds = Bounds {
+    ticks: 2,
+    pause_ticks: 2,
+    tokens: true,
+    writes: true,
+    late_replies: false,
+    ..LOCKS
 };
 
 /// How a known-bad rule is looked for: breadth first for the shortest counterexample, or,
@@ -232,8 +250,8 @@ fn summary<const N: usize, const C: usize>(
 
 /// Explores every state of `sys` within its bounds: no property fails, and each of
 /// `witnessed` is seen.
-fn assert_holds(label: &str, sys: System, witnessed: &[&'static str]) {
-    assert_holds_within(label, sys, witnessed, CAP);
+fn assert_holds(label: &str, sys: System, witnessed: &[&'static str]) -> Run {
+    assert_holds_within(label, sys, witnessed, CAP)
 }
 
 /// [`assert_holds`] with room for `cap` states.
@@ -242,11 +260,12 @@ fn assert_holds_within<const N: usize, const C: usize>(
     sys: System<N, C>,
     witnessed: &[&'static str],
     cap: usize,
-) {
+) -> Run<N, C> {
     let run = explore(label, sys, Goal::All, cap);
     let properties = [
         ONE_HOLDER,
         TOKENS_GROW,
+        explore::STORAGE_IN_ORDER,
         explore::TERMS_GROW,
         explore::EVENTUALLY_GRANT,
     ];
@@ -271,6 +290,7 @@ fn assert_holds_within<const N: usize, const C: usize>(
             run.label
         );
     }
+    run
 }
 
 /// The checker finds that `property` fails under `sys`, searching as `search` says; the
@@ -560,6 +580,48 @@ fn a_quarantine_counted_per_process_never_ends_for_short_lived_processes() {
             trace::show(path)
         );
     }
+}
+
+/// The article's rescue: a holder that paused between its check and its write, past the
+/// end of its lock, writes with an old token after a newer holder wrote with its own, and
+/// the storage refuses it; the storage's writes never go back in the order of the grants.
+#[test]
+fn a_write_after_a_pause_is_refused_for_its_old_token() {
+    let run = assert_holds(
+        "pause",
+        system(Rules::CRATE, PAUSE),
+        &[explore::GRANT, explore::WRITE_REFUSED_AFTER_PAUSE],
+    );
+    let rescue = run.discovery(explore::WRITE_REFUSED_AFTER_PAUSE);
+    let rescue = rescue.expect("witnessed above");
+    println!(
+        "{}: \"{}\":\n{}",
+        run.label,
+        explore::WRITE_REFUSED_AFTER_PAUSE,
+        trace::show(rescue)
+    );
+}
+
+/// The article's corruption: a storage that ignores the token takes the paused holder's
+/// write after the newer holder's.
+#[test]
+fn a_storage_that_ignores_the_token_takes_a_paused_holders_write_after_a_newer_one() {
+    let rules = Rules {
+        fenced_storage: false,
+        ..Rules::CRATE
+    };
+    let path = assert_caught(
+        "storage without fencing",
+        system(rules, PAUSE),
+        (explore::STORAGE_IN_ORDER, Search::Deep),
+        25,
+    );
+    let storage = path.last_state().storage;
+    assert!(
+        storage.stale_accepted,
+        "a counterexample without a write accepted from a lock run out:\n{}",
+        trace::show(&path)
+    );
 }
 
 #[test]

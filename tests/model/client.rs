@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use quorumlock::__model::{self as algo, Ballot, Confirmation, Decision, Tally, Timed};
 
+use super::storage::Write;
 use super::system::{
     seen, Answers, Bounds, Channel, Client, Fencing, Phase, Request, Round, Rules, Stage, State,
     View, TTL,
@@ -62,6 +63,7 @@ impl<const N: usize> Client<N> {
             views: [View::default(); N],
             channels: std::array::from_fn(|_| Channel::default()),
             phase: Phase::Idle,
+            write: Write::None,
         }
     }
 
@@ -237,6 +239,7 @@ impl<const N: usize, const C: usize> State<N, C> {
         // to no effect: a SET undone, a PEEK, a FENCE that only raises counters.
         let client = &mut self.clients[c];
         client.phase = Phase::Idle;
+        client.write = Write::None;
         client.channels = std::array::from_fn(|_| Channel::default());
     }
 
@@ -330,6 +333,7 @@ impl<const N: usize, const C: usize> State<N, C> {
                             hold: self.grants,
                             fencing: Fencing::NotAsked,
                         };
+                        client.write = Write::None;
                         self.grants += 1;
                         self.seen |= seen::GRANT;
                         if self.seen & seen::FLUSH_SEEN != 0 {

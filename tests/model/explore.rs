@@ -3,6 +3,7 @@
 
 use stateright::{Model, Property};
 
+use super::storage::{Storage, Write};
 use super::system::{
     seen, Answers, Bounds, Channel, Client, Fencing, Node, Phase, Rules, Stage, State, Used, View,
     CLIENTS, NODES,
@@ -40,6 +41,10 @@ pub enum Action {
     Exit(usize),
     /// A new process starts in slot `c`.
     Start(usize),
+    /// Holder `c` checks that its lock is valid, by its own clock (`storage.rs`).
+    Check(usize),
+    /// Holder `c`, checked, writes to the storage with its fencing token.
+    Write(usize),
 }
 
 /// One configuration to check: the rules and the bounds.
@@ -65,6 +70,8 @@ pub const RESEED_STALE: &str = "a re-seed after the record its check found is go
 pub const TERMS_GROW: &str = "terms grow with the leaders";
 pub const LEADER_AFTER_RESTART: &str = "a leader after a restart";
 pub const EVENTUALLY_GRANT: &str = "once faults stop, a process that keeps trying gets the lock";
+pub const STORAGE_IN_ORDER: &str = "the storage never goes back";
+pub const WRITE_REFUSED_AFTER_PAUSE: &str = "a write refused for an old token after a pause";
 pub const LIVE_AFTER_FAULTS: &str = "a grant once faults stopped, after a restart and a pause";
 
 impl<const N: usize, const C: usize> Model for System<N, C> {
@@ -89,6 +96,7 @@ impl<const N: usize, const C: usize> Model for System<N, C> {
             seen: 0,
             majority_lost_at: None,
             fair_token: (self.bounds.fair_from == Some(0)).then_some(0),
+            storage: Storage::default(),
         };
         let b = &self.bounds;
         let phases = if b.phases.is_empty() { &[0] } else { b.phases };
@@ -121,7 +129,13 @@ impl<const N: usize, const C: usize> Model for System<N, C> {
         if fair && self.live(s) {
             return;
         }
-        if s.t < b.ticks && (!fair || self.settled(s)) {
+        // A running process writes within the tick it checked: only a pause lets time pass
+        // between its check and its write (`storage.rs`).
+        let writing = s
+            .clients
+            .iter()
+            .any(|c| c.active(s.t) && matches!(c.write, Write::Checked { .. }));
+        if s.t < b.ticks && (!fair || self.settled(s)) && !writing {
             actions.push(Action::Tick);
         }
         for (c, client) in s.clients.iter().enumerate() {
@@ -150,7 +164,10 @@ impl<const N: usize, const C: usize> Model for System<N, C> {
             if !active {
                 continue;
             }
-            if s.used.pauses < b.pauses && !fair {
+            // Where holders write, a pause falls between a check and its write, the
+            // article's (pauses elsewhere are the runs without writes).
+            let checked = matches!(client.write, Write::Checked { .. });
+            if s.used.pauses < b.pauses && !fair && (checked || !b.writes) {
                 actions.push(Action::Pause(c));
             }
             match client.phase {
@@ -172,7 +189,17 @@ impl<const N: usize, const C: usize> Model for System<N, C> {
                     if b.tokens && fencing == Fencing::NotAsked {
                         actions.push(Action::AskToken(c));
                     }
-                    actions.push(Action::Release(c));
+                    if b.writes && s.may_check(c) {
+                        actions.push(Action::Check(c));
+                    }
+                    if b.writes && checked {
+                        actions.push(Action::Write(c));
+                    }
+                    // Where holders write, a holder keeps its lock, as in the article (its
+                    // lock runs out).
+                    if !b.writes {
+                        actions.push(Action::Release(c));
+                    }
                 }
                 _ => {}
             }
@@ -221,7 +248,12 @@ impl<const N: usize, const C: usize> Model for System<N, C> {
             Action::Pause(c) => {
                 s.used.pauses += 1;
                 s.clients[c].paused_until = s.t + self.bounds.pause_ticks;
+                if let Write::Checked { paused } = &mut s.clients[c].write {
+                    *paused = true;
+                }
             }
+            Action::Check(c) => s.check_lock(c),
+            Action::Write(c) => s.write(rules.fenced_storage, c),
             Action::Exit(c) => s.exit(c),
             Action::Start(c) => s.start(rules, c),
         }
@@ -236,6 +268,10 @@ impl<const N: usize, const C: usize> Model for System<N, C> {
         let mut properties = vec![
             Property::always(ONE_HOLDER, |_, s: &State<N, C>| s.holders() <= 1),
             Property::always(TOKENS_GROW, |_, s: &State<N, C>| !s.out_of_order),
+            Property::always(STORAGE_IN_ORDER, |_, s: &State<N, C>| !s.storage.went_back),
+            Property::sometimes(WRITE_REFUSED_AFTER_PAUSE, |_, s: &State<N, C>| {
+                s.storage.refused_after_pause
+            }),
             Property::sometimes(GRANT, |_, s: &State<N, C>| s.seen & seen::GRANT != 0),
             Property::sometimes(TOKEN_AFTER_RESTART, |_, s: &State<N, C>| {
                 s.seen & seen::TOKEN_AFTER_RESTART != 0

@@ -37,6 +37,7 @@ const LOCKS: Bounds<FIVE> = Bounds {
     phases: &[],
     restart_first: false,
     fair_from: None,
+    writes: false,
 };
 
 /// Holders ask their fencing tokens (two attempts).

@@ -16,6 +16,7 @@ const LIVE_SHORT_LIVED: Bounds = Bounds {
     ticks: 5,
     processes: 1,
     fair_from: Some(1),
+    writes: false,
     ..SHORT_LIVED
 };
 
@@ -59,6 +60,7 @@ const LIVE_RESTART: Bounds = Bounds {
     late_replies: true,
     pauses: 1,
     fair_from: Some(1),
+    writes: false,
     ..restart(false)
 };
 

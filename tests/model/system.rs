@@ -15,6 +15,8 @@ use std::time::Duration;
 
 use quorumlock::__model::Ballot;
 
+use super::storage::{Storage, Write};
+
 /// Nodes of the default runs: a run's node count is the const parameter `N` of
 /// [`super::explore::System`], of its bounds and of its state.
 pub const NODES: usize = 3;
@@ -87,6 +89,9 @@ pub struct Rules {
     /// again instead. Without, the seeder before, which compared the marker alone (none,
     /// before and after a flush): docs/verification.md, "What the model found".
     pub reseed_checked: bool,
+    /// Whether the storage a holder writes to fences: it refuses a token smaller than the
+    /// largest it accepted (`storage.rs`). Without, it takes every write.
+    pub fenced_storage: bool,
 }
 
 impl Rules {
@@ -102,6 +107,7 @@ impl Rules {
         floor: true,
         votes_checked: true,
         reseed_checked: true,
+        fenced_storage: true,
     };
 }
 
@@ -154,6 +160,9 @@ pub struct Bounds<const N: usize = NODES> {
     /// attempts once a tick, its round not overlapping another's. `attempts` and
     /// `processes` bound only what comes before.
     pub fair_from: Option<u8>,
+    /// Whether a holder with its fencing token checks its lock, then writes to the storage
+    /// with the token (`storage.rs`), once a hold.
+    pub writes: bool,
 }
 
 /// A node's marker, `RUN_ID:FLOOR` or `RUN_ID:0:new` (`lineage::Marker`).
@@ -308,6 +317,8 @@ pub struct Client<const N: usize = NODES> {
     pub views: [View; N],
     pub channels: [Channel; N],
     pub phase: Phase<N>,
+    /// Its "check, then write" in the hold under way.
+    pub write: Write,
 }
 
 /// Faults and events used so far.
@@ -387,6 +398,8 @@ pub struct State<const N: usize = NODES, const C: usize = CLIENTS> {
     pub majority_lost_at: Option<u8>,
     /// Once the run is fair: the first token of the attempts that started after.
     pub fair_token: Option<u8>,
+    /// The storage the holders write to.
+    pub storage: Storage,
 }
 
 /// A node's run_id for `run`: hex, as a server's.

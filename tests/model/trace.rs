@@ -6,6 +6,7 @@ use std::fmt::Write;
 use stateright::Path;
 
 use super::explore::{Action, System};
+use super::storage::Write as Writing;
 use super::system::{Fencing, Phase, Rules, State};
 
 /// One line per step: the tick, what happened, and what it left.
@@ -42,6 +43,8 @@ fn step(action: &Action) -> String {
         Action::Pause(c) => format!("P{c} pauses"),
         Action::Exit(c) => format!("P{c} exits"),
         Action::Start(c) => format!("P{c} starts"),
+        Action::Check(c) => format!("P{c} checks"),
+        Action::Write(c) => format!("P{c} writes"),
     }
 }
 
@@ -80,13 +83,23 @@ fn summary<const N: usize, const C: usize>(s: &State<N, C>) -> String {
                         Fencing::Handed(f) => format!(", token {f}"),
                         _ => String::new(),
                     };
-                    format!("holds k{token} ({valid}{fence})")
+                    let write = match client.write {
+                        Writing::None => "",
+                        Writing::Checked { .. } => ", checked",
+                        Writing::Done => ", wrote",
+                    };
+                    let paused = if client.active(s.t) { "" } else { ", paused" };
+                    format!("holds k{token} ({valid}{fence}{write}{paused})")
                 }
             };
             format!("P{c} {what}")
         })
         .collect();
-    format!("keys [{}]  {}", keys.join(" "), clients.join(", "))
+    let store = match s.storage.newest {
+        Some(newest) => format!("  store: token {newest}"),
+        None => String::new(),
+    };
+    format!("keys [{}]  {}{store}", keys.join(" "), clients.join(", "))
 }
 
 /// The rules of a run, as they differ from the crate's.
@@ -122,6 +135,9 @@ pub fn label<const N: usize, const C: usize>(sys: &System<N, C>) -> String {
     }
     if !rules.reseed_checked {
         changed.push("re-seed without the record".into());
+    }
+    if !rules.fenced_storage {
+        changed.push("storage ignores the token".into());
     }
     if changed.is_empty() {
         "the crate's rules".into()
