@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 
 use quorumlock::__model::{self as algo, Ballot};
 
-use super::system::{run_id, Marker, Node, Reply, Request, Stage, TTL};
+use super::system::{run_id, Marker, Node, Reply, Request, Stage, Standing, TTL};
 
 /// A node step as the model takes it, for the refinement check (`lock_refinement.rs`): the
 /// node before, its times moved so that the step runs at [`STEP_AT_MS`], and the call.
@@ -150,7 +150,12 @@ impl Node {
     /// `floor`), EXTEND or RESTORE. SET NX and EXTEND, which carry votes, read back the
     /// node's marker and record in the same atomic step (the batch script's `held!`).
     pub fn run(&mut self, request: &Request, now_ms: u64, floor: bool) -> Reply {
-        note(self, |_| Call::Run(*request, floor), now_ms);
+        // What became of an extension is the client's, not the node's.
+        let mut noted = *request;
+        if let Stage::Extend(_) = noted.round.stage {
+            noted.round.stage = Stage::Extend(Standing::Pending);
+        }
+        note(self, |_| Call::Run(noted, floor), now_ms);
         let mut reply = self.answer(request, now_ms, floor);
         if matches!(request.round.stage, Stage::Acquire | Stage::Extend(_)) {
             reply.held = (self.marker, self.record);
