@@ -10,6 +10,9 @@
 //! A holder may check its lock and write to a storage with its fencing token, a pause
 //! between the two (Kleppmann's, `storage.rs`): the storage must never go back in the
 //! order of the grants, and one that ignores the token must be caught.
+//! Holders may extend their locks, and RESTORE sets again the keys a node lost, once the
+//! extension stands (`client.rs`): one holder at a time must hold across extensions, and an
+//! extension that counts a missing key as a yes, or runs from its round's end, must be caught.
 //! Once faults stop, a process that keeps trying must get the lock (`live.rs`, run by
 //! `live_runs.rs`); campaigns of the election must take terms that grow with the leaders
 //! (`election.rs`).
