@@ -326,3 +326,19 @@ pub const QUARANTINE: &str = crate::node::scripts::records::QUARANTINE;
 /// The Lua of SEED (`node::scripts::records`), `KEYS = [marker key, largest counter key,
 /// quarantine key]`, `ARGV = [old marker or '', marker, floor, RUN_ID:START_MS or '']`.
 pub const SEED: &str = crate::node::scripts::records::SEED;
+
+/// The Lua of EXTEND (`node::scripts::lock`), compare-and-pexpire: `KEYS = [key]`,
+/// `ARGV = [token, ttl_ms, n]`, answers 1 kept, 0 another token, 2 missing.
+pub const EXTEND: &str = crate::node::scripts::lock::EXTEND;
+
+/// The Lua of RESTORE (`node::scripts::lock`), `KEYS = [key, its fencing counter, marker key,
+/// largest counter key]` for a fenced lock, `ARGV = [token, ttl_ms, n, fence, marker]`.
+pub const RESTORE: &str = crate::node::scripts::lock::RESTORE;
+
+/// The Lua of RELEASE (`node::scripts::lock`), compare-and-delete with its announcement:
+/// `KEYS = [key]`, `ARGV = [token, its SHA1]`.
+pub const RELEASE: &str = crate::node::scripts::lock::RELEASE;
+
+/// The Lua of DISCARD (`node::scripts::lock`), compare-and-delete: `KEYS = [key]`,
+/// `ARGV = [token]`.
+pub const DISCARD: &str = crate::node::scripts::lock::DISCARD;

@@ -10,6 +10,9 @@
 //! A holder may check its lock and write to a storage with its fencing token, a pause
 //! between the two (Kleppmann's, `storage.rs`): the storage must never go back in the
 //! order of the grants, and one that ignores the token must be caught.
+//! Holders may extend their locks, and RESTORE sets again the keys a node lost, once the
+//! extension stands (`client.rs`): one holder at a time must hold across extensions, and an
+//! extension that counts a missing key as a yes, or runs from its round's end, must be caught.
 //! Once faults stop, a process that keeps trying must get the lock (`live.rs`, run by
 //! `live_runs.rs`); campaigns of the election must take terms that grow with the leaders
 //! (`election.rs`).
@@ -85,6 +88,7 @@ const LOCKS: Bounds = Bounds {
     lifetime: None,
     persistent: [false; 3],
     tokens: false,
+    extensions: 0,
     election: false,
     late_replies: true,
     phases: &[],
@@ -160,6 +164,35 @@ const PAUSE: Bounds = Bounds {
     writes: true,
     late_replies: false,
     ..LOCKS
+};
+
+/// A holder extends its lock (`engine/extension.rs`): two processes contend over two ticks,
+/// one extension, and one process may pause for two ticks (during its extension's round,
+/// among other places).
+const EXTEND: Bounds = Bounds {
+    ticks: 2,
+    extensions: 1,
+    late_replies: false,
+    pause_ticks: 2,
+    ..LOCKS
+};
+
+/// Node 0 restarts empty before the first step, and holders extend their locks, two
+/// extensions in all: a holder whose lock was taken without the node extends it once the
+/// node's votes count again, and restores the key there.
+const EXTEND_RESTART: Bounds = Bounds {
+    restart_first: true,
+    extensions: 2,
+    ..restart(false)
+};
+
+/// Two processes contend over two ticks, and a holder extends its lock once: where a rule of
+/// the extension is replaced.
+const EXTEND_CONTEND: Bounds = Bounds {
+    ticks: 2,
+    extensions: 1,
+    late_replies: false,
+    ..CONTEND
 };
 
 /// How a known-bad rule is looked for: breadth first for the shortest counterexample, or,
@@ -323,7 +356,7 @@ fn assert_caught<const N: usize, const C: usize>(
 /// reaches what the [`seen`] bit `why` notes (a step that only the replaced rule allows).
 fn assert_because<const N: usize, const C: usize>(
     path: &Path<State<N, C>, Action>,
-    why: u16,
+    why: u32,
     what: &str,
 ) {
     assert!(
@@ -432,6 +465,57 @@ fn without_quarantine_a_restarted_node_lets_two_processes_hold() {
         system(rules, restart(false)),
         (ONE_HOLDER, Search::Shortest),
         7,
+    );
+}
+
+#[test]
+fn one_holder_at_a_time_with_an_extension_and_a_pause() {
+    assert_holds(
+        "extend",
+        system(Rules::CRATE, EXTEND),
+        &[explore::GRANT, explore::EXTENDED],
+    );
+}
+
+#[test]
+fn a_key_lost_in_a_restart_is_restored_once_an_extension_stands() {
+    assert_holds(
+        "extend, restart",
+        system(Rules::CRATE, EXTEND_RESTART),
+        &[explore::EXTENDED, explore::RESTORED_AFTER_RESTART],
+    );
+}
+
+/// The key missing on a node is not the lock held there: an extension that counted the
+/// answer 2 as a yes keeps a lock whose keys expired on a majority.
+#[test]
+fn an_extension_that_counts_a_missing_key_as_a_yes_lets_two_processes_hold() {
+    let rules = Rules {
+        missing_refuses: false,
+        ..Rules::CRATE
+    };
+    let path = assert_caught(
+        "missing extends",
+        system(rules, EXTEND_CONTEND),
+        (ONE_HOLDER, Search::Shortest),
+        11,
+    );
+    assert_because(&path, seen::MISSING_COUNTED, "an answer 2 counted as a yes");
+}
+
+/// An extension's validity runs from its round's start, as an acquisition's: measured from
+/// the round's end, it outlives the keys the round's first EXTENDs reset.
+#[test]
+fn an_extension_measured_from_its_rounds_end_lets_two_processes_hold() {
+    let rules = Rules {
+        extension_from_start: false,
+        ..Rules::CRATE
+    };
+    assert_caught(
+        "extension from the end",
+        system(rules, EXTEND_CONTEND),
+        (ONE_HOLDER, Search::Shortest),
+        11,
     );
 }
 
@@ -693,9 +777,52 @@ fn larger_short_lived_with_tokens_and_a_flush_at_any_tick() {
     assert_holds_within("short-lived, larger", sys, &witnessed, LARGER_CAP);
 }
 
+/// Extensions with replies a tick late: `cargo test --features model --test model --
+/// --ignored --nocapture larger_extensions` (docs/verification.md).
+#[test]
+#[ignore]
+fn larger_extensions_with_late_replies() {
+    let bounds = Bounds {
+        extensions: 1,
+        pauses: 0,
+        ..LOCKS
+    };
+    let sys = system(Rules::CRATE, bounds);
+    assert_holds_within("extend, late", sys, &[explore::EXTENDED], LARGER_CAP);
+}
+
+/// Node 0 restarts empty at any tick while holders take and extend locks, three extensions.
+#[test]
+#[ignore]
+fn larger_extensions_across_a_restart_at_any_tick() {
+    let bounds = Bounds {
+        extensions: 3,
+        ..restart(false)
+    };
+    let witnessed = [explore::EXTENDED, explore::RESTORED_AFTER_RESTART];
+    let sys = system(Rules::CRATE, bounds);
+    assert_holds_within("extend, restart at any tick", sys, &witnessed, LARGER_CAP);
+}
+
+/// Node 0 is flushed in tick 0 while holders take and extend locks, and a process comes.
+#[test]
+#[ignore]
+fn larger_extensions_across_a_flush() {
+    let bounds = Bounds {
+        ticks: 3,
+        processes: 1,
+        extensions: 2,
+        ..FLUSH
+    };
+    let witnessed = [explore::EXTENDED, explore::FLUSH_SEEN];
+    let sys = system(Rules::CRATE, bounds);
+    assert_holds_within("extend, flush", sys, &witnessed, LARGER_CAP);
+}
+
 /// The runs whose node steps the refinement check runs on a real server: fencing tokens
-/// across a restart and its re-seed, and a young node flushed while processes come and go.
-const REFINED: [Bounds; 3] = [
+/// across a restart and its re-seed, a young node flushed while processes come and go, and
+/// extensions with their fencing tokens across a restart.
+const REFINED: [Bounds; 4] = [
     Bounds {
         attempts: 1,
         ..FENCING
@@ -711,14 +838,20 @@ const REFINED: [Bounds; 3] = [
         attempts: 1,
         ..YOUNG_FLUSH
     },
+    Bounds {
+        tokens: true,
+        attempts: 1,
+        ..EXTEND_RESTART
+    },
 ];
 
-/// Every distinct node step of the lock (SET NX with its read-back, PEEK, FENCE,
-/// QUARANTINE, SEED) over the states of `runs` answers and leaves the node as the crate's
-/// script does on a real server; and, where `teeth`, a model node that reads back no
-/// record, or seeds without the record, differs from the scripts (the runs must have a
-/// re-seed after a flush that its check did not see).
-async fn lock_steps_refine(runs: &[Bounds], teeth: bool) {
+/// Every distinct node step of the lock (SET NX with its read-back, PEEK, FENCE, EXTEND,
+/// RESTORE, RELEASE, DISCARD, QUARANTINE, SEED) over the states of `runs` answers and leaves
+/// the node as the crate's script does on a real server; and each model node of `teeth`
+/// differs from the scripts, on a step of the kind it breaks (the runs must reach one: for a
+/// SEED not held to its record, a re-seed after a flush that its check did not see; for a
+/// RESTORE over another token, two attempts).
+async fn lock_steps_refine(runs: &[Bounds], teeth: &[lock_refinement::Broken]) {
     use lock_refinement::{first_difference, node_steps, Broken};
     use node::Call;
     let started = Instant::now();
@@ -735,27 +868,40 @@ async fn lock_steps_refine(runs: &[Bounds], teeth: bool) {
         );
         all.extend(steps);
     }
-    let acquire =
-        |c: &Call| matches!(c, Call::Run(r, _) if r.round.stage == system::Stage::Acquire);
+    use system::Stage;
+    let stage = |c: &Call| match c {
+        Call::Run(r, _) => Some(r.round.stage),
+        _ => None,
+    };
+    let acquire = |c: &Call| stage(c) == Some(Stage::Acquire);
+    let fence = |c: &Call| matches!(stage(c), Some(Stage::Peek | Stage::Fence(_)));
+    let extend = |c: &Call| matches!(stage(c), Some(Stage::Extend(_)));
+    let restore = |c: &Call| matches!(stage(c), Some(Stage::Restore(_)));
     let kinds = |pick: &dyn Fn(&Call) -> bool| all.iter().filter(|(_, c)| pick(c)).count();
     println!(
-        "lock refinement: {} distinct steps ({} SET NX, {} PEEK or FENCE, {} QUARANTINE, {} SEED)",
+        "lock refinement: {} distinct steps ({} SET NX, {} PEEK or FENCE, {} EXTEND, {} RESTORE, \
+         {} RELEASE, {} DISCARD, {} QUARANTINE, {} SEED)",
         all.len(),
         kinds(&acquire),
-        kinds(&|c| matches!(c, Call::Run(..)) && !acquire(c)),
+        kinds(&fence),
+        kinds(&extend),
+        kinds(&restore),
+        kinds(&|c| matches!(c, Call::Delete(_, true))),
+        kinds(&|c| matches!(c, Call::Delete(_, false))),
         kinds(&|c| matches!(c, Call::Quarantine(..))),
         kinds(&|c| matches!(c, Call::Seed(..))),
     );
     if let Some((_, difference)) = first_difference(server, &all, Broken::None).await {
         panic!("a node step differs from the Lua on {difference}");
     }
-    let broken = [Broken::ReadBackWithoutRecord, Broken::SeedWithoutRecord];
-    for broken in broken.into_iter().filter(|_| teeth) {
+    for &broken in teeth {
         let found = first_difference(server, &all, broken).await;
         let (step, found) = found.unwrap_or_else(|| panic!("{broken:?}: no step differs"));
-        // Each is caught on the step it breaks: a SET NX, a SEED.
+        // Each is caught on the step it breaks: a SET NX, a SEED, an EXTEND, a RESTORE.
         let on_its_step = match broken {
             Broken::SeedWithoutRecord => matches!(step.1, Call::Seed(..)),
+            Broken::ExtendSetsMissing => extend(&step.1),
+            Broken::RestoreOverAnother => restore(&step.1),
             _ => acquire(&step.1),
         };
         assert!(on_its_step, "{broken:?} caught on another step: {found}");
@@ -766,11 +912,18 @@ async fn lock_steps_refine(runs: &[Bounds], teeth: bool) {
 
 #[tokio::test]
 async fn the_lock_node_steps_are_the_lua() {
-    lock_steps_refine(&REFINED, true).await;
+    use lock_refinement::Broken;
+    let teeth = [
+        Broken::ReadBackWithoutRecord,
+        Broken::SeedWithoutRecord,
+        Broken::ExtendSetsMissing,
+    ];
+    lock_steps_refine(&REFINED, &teeth).await;
 }
 
-/// More holds, and so more PEEK and FENCE steps: `cargo test --features model --test model
-/// -- --ignored --nocapture larger_lock_node_steps` (docs/verification.md).
+/// More holds, and so more PEEK and FENCE steps, and extensions with two attempts (a RESTORE
+/// where another token is): `cargo test --features model --test model -- --ignored
+/// --nocapture larger_lock_node_steps` (docs/verification.md).
 #[tokio::test]
 #[ignore]
 async fn larger_lock_node_steps_are_the_lua() {
@@ -784,5 +937,10 @@ async fn larger_lock_node_steps_are_the_lua() {
         processes: 1,
         ..FLUSH
     };
-    lock_steps_refine(&[fencing, flush], false).await;
+    let extend = Bounds {
+        tokens: true,
+        ..EXTEND_RESTART
+    };
+    let teeth = [lock_refinement::Broken::RestoreOverAnother];
+    lock_steps_refine(&[fencing, flush, extend], &teeth).await;
 }

@@ -10,12 +10,26 @@ use quorumlock::__model::{self as algo, Ballot, Confirmation, Decision, Tally, T
 
 use super::storage::Write;
 use super::system::{
-    seen, Answers, Bounds, Channel, Client, Fencing, Phase, Request, Round, Rules, Stage, State,
-    View, TTL,
+    seen, Answers, Bounds, Channel, Client, Fencing, Phase, Request, Round, Rules, Stage, Standing,
+    State, View, TTL,
 };
 
 fn ms(d: Duration) -> u64 {
     d.as_millis() as u64
+}
+
+/// The EXTEND script's answer where the key is missing (`node::Extended::Missing`).
+pub const MISSING: u64 = 2;
+
+/// A RESTORE of `token`'s key, raising the counters to `fence`.
+fn restore(token: u8, fence: u64) -> Request {
+    Request {
+        round: Round {
+            token,
+            stage: Stage::Restore(fence),
+        },
+        marker: None,
+    }
 }
 
 impl Rules {
@@ -24,13 +38,16 @@ impl Rules {
     fn tally<const N: usize>(&self, answers: &Answers<N>, stage: Stage) -> Tally {
         let mut tally = match stage {
             Stage::Acquire => Tally::taking(N),
-            Stage::Peek | Stage::Fence(_) => Tally::holding(N),
+            // `Stake::Held`: extend, release, PEEK, FENCE (RESTORE is not tallied).
+            Stage::Peek | Stage::Fence(_) | Stage::Extend(_) | Stage::Restore(_) => {
+                Tally::holding(N)
+            }
         };
         if let Some(needed) = self.needed {
             tally = tally.needing(needed);
         }
         let only = match stage {
-            Stage::Acquire => None,
+            Stage::Acquire | Stage::Extend(_) | Stage::Restore(_) => None,
             Stage::Peek => self.peek_needed,
             Stage::Fence(_) => self.fence_needed,
         };
@@ -76,6 +93,14 @@ impl<const N: usize> Client<N> {
             }),
             Phase::Held {
                 token,
+                extension: Some(_),
+                ..
+            } => Some(Round {
+                token,
+                stage: Stage::Extend(Standing::Pending),
+            }),
+            Phase::Held {
+                token,
                 fencing: Fencing::Peeking(_),
                 ..
             } => Some(Round {
@@ -99,10 +124,25 @@ impl<const N: usize> Client<N> {
         match &mut self.phase {
             Phase::Acquiring { answers, .. }
             | Phase::Held {
+                extension: Some((_, answers)),
+                ..
+            }
+            | Phase::Held {
                 fencing: Fencing::Peeking(answers) | Fencing::Recording(_, answers),
                 ..
             } => Some(answers),
             _ => None,
+        }
+    }
+
+    /// The fencing token handed out to its hold, 0 if none (`Ident::handed_fence`).
+    pub fn handed(&self) -> u64 {
+        match self.phase {
+            Phase::Held {
+                fencing: Fencing::Handed(f),
+                ..
+            } => f,
+            _ => 0,
         }
     }
 
@@ -145,9 +185,11 @@ impl<const N: usize, const C: usize> State<N, C> {
         let round = client.round().expect("a round under way");
         for n in 0..N {
             let marker = client.views[n].marker;
-            let counters = round.stage == Stage::Acquire || marker.is_some();
+            // Only PEEK and FENCE are about the counters, and carry the marker.
+            let fenced = matches!(round.stage, Stage::Peek | Stage::Fence(_));
+            let counters = !fenced || marker.is_some();
             if client.admitted(n, now) && counters {
-                let marker = marker.filter(|_| round.stage != Stage::Acquire);
+                let marker = marker.filter(|_| fenced);
                 let channel = &mut client.channels[n];
                 channel.requests.push(Request { round, marker });
                 channel.due = t + 1;
@@ -230,10 +272,31 @@ impl<const N: usize, const C: usize> State<N, C> {
         self.conclude(rules, c);
     }
 
+    /// The holder `c` extends its lock: EXTEND on every node whose votes count
+    /// (`Extendable::extension`), refused unless its validity is not over.
+    pub fn extend(&mut self, rules: &Rules, c: usize) {
+        let now = self.client_ms();
+        let Phase::Held {
+            valid_until,
+            extension,
+            ..
+        } = &mut self.clients[c].phase
+        else {
+            return;
+        };
+        if now >= *valid_until {
+            return;
+        }
+        *extension = Some((now, [None; N]));
+        self.used.extensions += 1;
+        self.send(c);
+        self.conclude(rules, c);
+    }
+
     /// Process `c` releases its lock: compare-and-delete on every node.
     pub fn release(&mut self, c: usize) {
         if let Phase::Held { token, .. } = self.clients[c].phase {
-            self.delete(token);
+            self.delete(token, true);
         }
         // What it had sent and not yet had run goes before the RELEASE on each connection,
         // to no effect: a SET undone, a PEEK, a FENCE that only raises counters.
@@ -243,12 +306,11 @@ impl<const N: usize, const C: usize> State<N, C> {
         client.channels = std::array::from_fn(|_| Channel::default());
     }
 
-    /// Compare-and-delete of `token` on every node (RELEASE, DISCARD).
-    fn delete(&mut self, token: u8) {
+    /// Compare-and-delete of `token` on every node: RELEASE (`announce`), DISCARD.
+    fn delete(&mut self, token: u8, announce: bool) {
+        let now = self.node_ms();
         for node in &mut self.nodes {
-            if node.key.is_some_and(|(held, _)| held == token) {
-                node.key = None;
-            }
+            node.delete(token, announce, now);
         }
     }
 
@@ -269,6 +331,28 @@ impl<const N: usize, const C: usize> State<N, C> {
             if !late && client.active(t) {
                 self.deliver(rules, c, n);
             }
+            return;
+        }
+        match request.round.stage {
+            Stage::Extend(Standing::Stood(due)) if reply.value == MISSING && t <= due => {
+                // Answered after the extension was decided, so not counted: the node lost
+                // our key, and is restored once the extension stands, if the answer counts
+                // as a vote would (`Extendable::extension`).
+                let counts = self.clients[c].admitted(n, self.client_ms());
+                if counts && self.votes_count(rules, c, n, &reply.held, false) {
+                    let token = request.round.token;
+                    let fence = self.clients[c].handed();
+                    self.clients[c].channels[n]
+                        .requests
+                        .push(restore(token, fence));
+                } else if counts {
+                    self.check(rules, c, n);
+                }
+            }
+            Stage::Restore(_) if reply.ballot == Ballot::Yes && self.nodes[n].run > 0 => {
+                self.seen |= seen::RESTORED_AFTER_RESTART;
+            }
+            _ => {}
         }
     }
 
@@ -279,8 +363,13 @@ impl<const N: usize, const C: usize> State<N, C> {
         let reply = self.clients[c].channels[n].reply.take().expect("a reply");
         let round = self.clients[c].round().expect("a round under way");
         let (mut ballot, mut recheck) = (reply.ballot, false);
-        if round.stage == Stage::Acquire {
-            let counts = self.clients[c].admitted(n, now) && reply.ballot == Ballot::Yes;
+        if let Stage::Extend(_) = round.stage {
+            if reply.value == MISSING && !rules.missing_refuses {
+                ballot = Ballot::Yes;
+            }
+        }
+        if matches!(round.stage, Stage::Acquire | Stage::Extend(_)) {
+            let counts = self.clients[c].admitted(n, now) && ballot == Ballot::Yes;
             if !self.votes_count(rules, c, n, &reply.held, counts) {
                 // The node lost its data since its check: the votes fail, and it is checked
                 // again.
@@ -313,6 +402,11 @@ impl<const N: usize, const C: usize> State<N, C> {
         let now = self.client_ms();
         let client = &mut self.clients[c];
         match client.phase {
+            Phase::Held {
+                token,
+                extension: Some((start_ms, answers)),
+                ..
+            } => self.settle_extension(rules, c, token, start_ms, answers),
             Phase::Acquiring {
                 token,
                 start_ms,
@@ -332,6 +426,7 @@ impl<const N: usize, const C: usize> State<N, C> {
                             valid_until: now + ms(left),
                             hold: self.grants,
                             fencing: Fencing::NotAsked,
+                            extension: None,
                         };
                         client.write = Write::None;
                         self.grants += 1;
@@ -350,7 +445,7 @@ impl<const N: usize, const C: usize> State<N, C> {
                         // DISCARD follows its SETs on each connection: they undo nothing.
                         client.phase = Phase::Idle;
                         client.channels = std::array::from_fn(|_| Channel::default());
-                        self.delete(token);
+                        self.delete(token, false);
                     }
                 }
             }
@@ -390,6 +485,7 @@ impl<const N: usize, const C: usize> State<N, C> {
                 valid_until,
                 hold,
                 fencing: Fencing::Recording(f, answers),
+                ..
             } => {
                 let tally = rules.tally(&answers, Stage::Fence(0));
                 if tally.decision() == Decision::Pending {
@@ -411,6 +507,77 @@ impl<const N: usize, const C: usize> State<N, C> {
                 }
             }
             Phase::Idle | Phase::Held { .. } => {}
+        }
+    }
+
+    /// Once the extension of holder `c` (of the attempt `token`, started at `start_ms`) is
+    /// decided: `Extendable::settle_extension`. Granted, the validity is the new one and the
+    /// nodes that answered 2 (missing) are restored (`Held::restore_missing`); late or short,
+    /// the validity ends no later than the extension would have; gone, at its start.
+    fn settle_extension(
+        &mut self,
+        rules: &Rules,
+        c: usize,
+        token: u8,
+        start_ms: u64,
+        answers: Answers<N>,
+    ) {
+        let stage = Stage::Extend(Standing::Pending);
+        let tally = rules.tally(&answers, stage);
+        if tally.decision() == Decision::Pending {
+            return;
+        }
+        let now = self.client_ms();
+        let elapsed = if rules.elapsed && rules.extension_from_start {
+            now - start_ms
+        } else {
+            0
+        };
+        let verdict = algo::timed(&tally, TTL, rules.drift(), Duration::from_millis(elapsed));
+        let stood = matches!(verdict, Timed::Valid(_));
+        let client = &mut self.clients[c];
+        let fence = client.handed();
+        for (n, channel) in client.channels.iter_mut().enumerate() {
+            channel.reply = None;
+            // The EXTENDs still on their way learn the verdict: where the node had not
+            // answered yet (not timed out), its answer is still awaited until its timeout.
+            let standing = match answers[n] {
+                None if stood => Standing::Stood(channel.due),
+                _ => Standing::Fell,
+            };
+            for request in &mut channel.requests {
+                if request.round == (Round { token, stage }) {
+                    request.round.stage = Stage::Extend(standing);
+                }
+            }
+            let missing = matches!(answers[n], Some((b, MISSING)) if b != Ballot::Failed);
+            if stood && missing {
+                channel.requests.push(restore(token, fence));
+            }
+        }
+        let usable_until = start_ms + ms(TTL - rules.drift());
+        let Phase::Held {
+            valid_until,
+            extension,
+            ..
+        } = &mut client.phase
+        else {
+            unreachable!("an extension is a holder's")
+        };
+        *extension = None;
+        match verdict {
+            Timed::Valid(left) => {
+                *valid_until = now + ms(left);
+                self.seen |= seen::EXTENDED;
+                if answers
+                    .iter()
+                    .any(|a| matches!(a, Some((Ballot::Yes, MISSING))))
+                {
+                    self.seen |= seen::MISSING_COUNTED;
+                }
+            }
+            Timed::Late | Timed::Short => *valid_until = (*valid_until).min(usable_until),
+            Timed::Gone => *valid_until = (*valid_until).min(start_ms),
         }
     }
 

@@ -5,8 +5,8 @@ use stateright::{Model, Property};
 
 use super::storage::{Storage, Write};
 use super::system::{
-    seen, Answers, Bounds, Channel, Client, Fencing, Node, Phase, Rules, Stage, State, Used, View,
-    CLIENTS, NODES,
+    seen, Answers, Bounds, Channel, Client, Fencing, Node, Phase, Rules, Stage, Standing, State,
+    Used, View, CLIENTS, NODES,
 };
 use quorumlock::__model::Ballot;
 
@@ -26,6 +26,8 @@ pub enum Action {
     Deliver(usize, usize),
     /// Holder `c` asks for its fencing token.
     AskToken(usize),
+    /// Holder `c` extends its lock.
+    Extend(usize),
     /// Holder `c` releases its lock.
     Release(usize),
     /// Process `c` re-seeds node `n`, due.
@@ -73,6 +75,8 @@ pub const EVENTUALLY_GRANT: &str = "once faults stop, a process that keeps tryin
 pub const STORAGE_IN_ORDER: &str = "the storage never goes back";
 pub const WRITE_REFUSED_AFTER_PAUSE: &str = "a write refused for an old token after a pause";
 pub const LIVE_AFTER_FAULTS: &str = "a grant once faults stopped, after a restart and a pause";
+pub const EXTENDED: &str = "a lock extended";
+pub const RESTORED_AFTER_RESTART: &str = "a key restored after a restart";
 
 impl<const N: usize, const C: usize> Model for System<N, C> {
     type State = State<N, C>;
@@ -154,8 +158,9 @@ impl<const N: usize, const C: usize> Model for System<N, C> {
                 if let Some(request) = channel.requests.first() {
                     let current = client.round() == Some(request.round);
                     actions.push(Action::Arrive(c, n));
-                    // Only an acquisition's verdict reads how long its round took.
-                    let timed = request.round.stage == Stage::Acquire;
+                    // Only an acquisition's or an extension's verdict reads how long its
+                    // round took.
+                    let timed = matches!(request.round.stage, Stage::Acquire | Stage::Extend(_));
                     if current && timed && b.late_replies && s.t < b.ticks && !fair {
                         actions.push(Action::ArriveLate(c, n));
                     }
@@ -185,9 +190,24 @@ impl<const N: usize, const C: usize> Model for System<N, C> {
                     Fencing::Handed(_) | Fencing::Refused => actions.push(Action::Release(c)),
                     Fencing::Peeking(_) | Fencing::Recording(..) => {}
                 },
-                Phase::Held { fencing, .. } => {
-                    if b.tokens && fencing == Fencing::NotAsked {
+                Phase::Held {
+                    fencing,
+                    extension,
+                    valid_until,
+                    ..
+                } => {
+                    // One round at a time: a token is not asked during an extension, nor
+                    // an extension started during PEEK or FENCE.
+                    let fencing_round =
+                        matches!(fencing, Fencing::Peeking(_) | Fencing::Recording(..));
+                    let extending = extension.is_some();
+                    if b.tokens && fencing == Fencing::NotAsked && !extending {
                         actions.push(Action::AskToken(c));
+                    }
+                    let valid = s.client_ms() < valid_until;
+                    let room = s.used.extensions < b.extensions;
+                    if room && valid && !fair && !extending && !fencing_round {
+                        actions.push(Action::Extend(c));
                     }
                     if b.writes && s.may_check(c) {
                         actions.push(Action::Check(c));
@@ -237,6 +257,7 @@ impl<const N: usize, const C: usize> Model for System<N, C> {
             Action::ArriveLate(c, n) => s.arrive(rules, c, n, true),
             Action::Deliver(c, n) => s.deliver(rules, c, n),
             Action::AskToken(c) => s.ask_token(rules, c),
+            Action::Extend(c) => s.extend(rules, c),
             Action::Release(c) => s.release(c),
             Action::Reseed(c, n) => {
                 if !s.reseed(rules, c, n) {
@@ -298,6 +319,10 @@ impl<const N: usize, const C: usize> Model for System<N, C> {
             Property::sometimes(RESEED_STALE, |_, s: &State<N, C>| {
                 s.seen & seen::RESEED_STALE != 0
             }),
+            Property::sometimes(EXTENDED, |_, s: &State<N, C>| s.seen & seen::EXTENDED != 0),
+            Property::sometimes(RESTORED_AFTER_RESTART, |_, s: &State<N, C>| {
+                s.seen & seen::RESTORED_AFTER_RESTART != 0
+            }),
         ];
         if self.bounds.election {
             properties.push(Property::always(TERMS_GROW, |_, s: &State<N, C>| {
@@ -345,6 +370,16 @@ impl<const N: usize, const C: usize> State<N, C> {
                 }
                 if view.reseed_due.is_some_and(|due| due <= now) {
                     view.reseed_due = Some(0);
+                }
+            }
+            // An extension's answer no longer awaited (past the node timeout) restores
+            // nothing.
+            for channel in &mut client.channels {
+                for request in &mut channel.requests {
+                    if matches!(request.round.stage, Stage::Extend(Standing::Stood(due)) if due < t)
+                    {
+                        request.round.stage = Stage::Extend(Standing::Fell);
+                    }
                 }
             }
             let awaited: [bool; N] = match client.answers() {
@@ -434,6 +469,10 @@ impl<const N: usize, const C: usize> State<N, C> {
         let answer = match client.phase {
             Phase::Acquiring { answers, .. } => answers[n],
             Phase::Held {
+                extension: Some((_, answers)),
+                ..
+            } => answers[n],
+            Phase::Held {
                 fencing: Fencing::Peeking(answers) | Fencing::Recording(_, answers),
                 ..
             } => answers[n],
@@ -462,6 +501,10 @@ impl<const N: usize, const C: usize> State<N, C> {
         let blank = [None; N];
         match &mut client.phase {
             Phase::Acquiring { answers, .. } => *answers = blank,
+            Phase::Held {
+                extension: Some((_, answers)),
+                ..
+            } => *answers = blank,
             Phase::Held {
                 fencing: Fencing::Peeking(answers) | Fencing::Recording(_, answers),
                 ..
@@ -537,6 +580,7 @@ impl<const N: usize, const C: usize> State<N, C> {
                     valid_until,
                     hold,
                     fencing,
+                    extension,
                 } => Phase::Held {
                     token,
                     valid_until,
@@ -546,6 +590,7 @@ impl<const N: usize, const C: usize> State<N, C> {
                         Fencing::Recording(f, a) => Fencing::Recording(f, reorder(&a)),
                         other => other,
                     },
+                    extension: extension.map(|(start, a)| (start, reorder(&a))),
                 },
                 Phase::Idle => Phase::Idle,
             };

@@ -32,6 +32,7 @@ const LOCKS: Bounds<FIVE> = Bounds {
     lifetime: None,
     persistent: [false; FIVE],
     tokens: false,
+    extensions: 0,
     election: false,
     late_replies: false,
     phases: &[],

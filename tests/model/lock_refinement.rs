@@ -28,6 +28,8 @@ const COUNTER: &str = "quorumlock:fence:refine:lock";
 const HWM: &str = "quorumlock:hwm";
 const MARKER: &str = "quorumlock:node";
 const RECORD: &str = "quorumlock:quarantine";
+/// What RELEASE announces a token's release with (its SHA1, which the node does not read).
+const SHA1: &str = "da39a3ee5e6b4b0d3255bfef95601890afd80709";
 
 /// A part of an answer or of a node's state: text to be equal, or a time (ms, the step's
 /// clock) to be equal within the step's duration.
@@ -50,6 +52,10 @@ pub enum Broken {
     ReadBackWithoutRecord,
     /// A SEED that is not held to the record.
     SeedWithoutRecord,
+    /// An EXTEND that sets a missing key again and answers 1 (an extension by `SET`).
+    ExtendSetsMissing,
+    /// A RESTORE that sets the key over another token.
+    RestoreOverAnother,
 }
 
 /// Every distinct node step of every state the run reaches (a plain breadth-first walk,
@@ -112,6 +118,18 @@ pub fn model_step((before, call): &Step, broken: Broken) -> (Vec<Part>, Vec<Part
     let mut node = before.clone();
     let answer = match call {
         Call::Run(request, floor) => {
+            let token = request.round.token;
+            let stage = request.round.stage;
+            let other = node.key.is_some_and(|(held, _)| held != token);
+            let revived = match stage {
+                Stage::Extend(_) => broken == Broken::ExtendSetsMissing && node.key.is_none(),
+                Stage::Restore(_) => broken == Broken::RestoreOverAnother && other,
+                _ => false,
+            };
+            if revived {
+                // The broken script sets the key as if it were ours.
+                node.key = Some((token, STEP_AT_MS));
+            }
             let mut reply = node.run(request, STEP_AT_MS, *floor);
             if broken == Broken::ReadBackWithoutRecord {
                 reply.held.1 = None;
@@ -131,8 +149,11 @@ pub fn model_step((before, call): &Step, broken: Broken) -> (Vec<Part>, Vec<Part
                 Stage::Peek => vec![is("nil")],
                 Stage::Fence(_) if reply.refused => vec![is(-1)],
                 Stage::Fence(_) => vec![is(u8::from(yes))],
+                Stage::Extend(_) => vec![is(reply.value)],
+                Stage::Restore(_) => vec![is(u8::from(yes))],
             }
         }
+        Call::Delete(token, announce) => vec![is(node.delete(*token, *announce, STEP_AT_MS))],
         Call::Quarantine(wait, age) => {
             let (start, wait, now) = node.quarantine(*wait, *age, STEP_AT_MS);
             vec![Part::At(start), is(wait), Part::At(now)]
@@ -247,7 +268,31 @@ pub async fn real_step(server: &LocalNode, (before, call): &Step) -> (Vec<Part>,
                     argv.extend([token.as_str(), &f, "1", &marker]);
                     vec![is(int(&command(server, &argv).await))]
                 }
+                Stage::Extend(_) => {
+                    let ttl = TTL.as_millis().to_string();
+                    let argv = ["EVAL", algo::EXTEND, "1", KEY, &token, &ttl, "1"];
+                    vec![is(int(&command(server, &argv).await))]
+                }
+                Stage::Restore(f) => {
+                    // As `Node::restore` sends it for a fenced lock: the counter, and the
+                    // marker and largest counter keys with the marker checked last.
+                    let (ttl, f) = (TTL.as_millis().to_string(), f.to_string());
+                    let mut argv = vec!["EVAL", algo::RESTORE, "4"];
+                    argv.extend(fenced);
+                    argv.extend([token.as_str(), &ttl, "1", &f, &marker]);
+                    vec![is(int(&command(server, &argv).await))]
+                }
             }
+        }
+        Call::Delete(token, announce) => {
+            let token = format!("k{token}");
+            let argv = if *announce {
+                // The token's SHA1 is only the release message's payload.
+                vec!["EVAL", algo::RELEASE, "1", KEY, &token, SHA1]
+            } else {
+                vec!["EVAL", algo::DISCARD, "1", KEY, &token]
+            };
+            vec![is(int(&command(server, &argv).await))]
         }
         Call::Quarantine(wait, age) => {
             let run = run_id(before.run);

@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 
 use quorumlock::__model::{self as algo, Ballot};
 
-use super::system::{run_id, Marker, Node, Reply, Request, Stage, TTL};
+use super::system::{run_id, Marker, Node, Reply, Request, Stage, Standing, TTL};
 
 /// A node step as the model takes it, for the refinement check (`lock_refinement.rs`): the
 /// node before, its times moved so that the step runs at [`STEP_AT_MS`], and the call.
@@ -23,6 +23,8 @@ pub enum Call {
     Quarantine(u64, u64),
     /// SEED: the marker read, the one to write, and the record held to (`RUN_ID:START_MS`).
     Seed(Option<Marker>, Marker, Option<String>),
+    /// RELEASE (`true`) or DISCARD of a token: compare-and-delete.
+    Delete(u8, bool),
 }
 
 /// The node clock of a recorded step.
@@ -145,12 +147,17 @@ impl Node {
     }
 
     /// Runs a request: SET NX PX, PEEK or FENCE (reading the marker's floor, unless not
-    /// `floor`). SET NX, which carries a vote, reads back the node's marker and record in
-    /// the same atomic step (the batch script's `held!`).
+    /// `floor`), EXTEND or RESTORE. SET NX and EXTEND, which carry votes, read back the
+    /// node's marker and record in the same atomic step (the batch script's `held!`).
     pub fn run(&mut self, request: &Request, now_ms: u64, floor: bool) -> Reply {
-        note(self, |_| Call::Run(*request, floor), now_ms);
+        // What became of an extension is the client's, not the node's.
+        let mut noted = *request;
+        if let Stage::Extend(_) = noted.round.stage {
+            noted.round.stage = Stage::Extend(Standing::Pending);
+        }
+        note(self, |_| Call::Run(noted, floor), now_ms);
         let mut reply = self.answer(request, now_ms, floor);
-        if request.round.stage == Stage::Acquire {
+        if matches!(request.round.stage, Stage::Acquire | Stage::Extend(_)) {
             reply.held = (self.marker, self.record);
         }
         reply
@@ -172,6 +179,26 @@ impl Node {
                 reply(Ballot::Yes, 0, false)
             }
             Stage::Acquire => reply(Ballot::No, 0, false),
+            // EXTEND: 1 kept (its ttl reset), 0 another token, 2 missing.
+            Stage::Extend(_) => match self.key {
+                Some((held, _)) if held == token => {
+                    self.key = Some((token, now_ms + TTL.as_millis() as u64));
+                    reply(Ballot::Yes, 1, false)
+                }
+                Some(_) => reply(Ballot::No, 0, false),
+                None => reply(Ballot::No, 2, false),
+            },
+            // RESTORE: unless another token is there, the key set again and the counters
+            // raised to the fencing token (`raise_counters!`); 1, else 0.
+            Stage::Restore(_) if self.key.is_some_and(|(held, _)| held != token) => {
+                reply(Ballot::No, 0, false)
+            }
+            Stage::Restore(f) => {
+                self.key = Some((token, now_ms + TTL.as_millis() as u64));
+                self.counter = self.counter.max(f);
+                self.hwm = self.hwm.max(f);
+                reply(Ballot::Yes, 1, false)
+            }
             // Both compare the node's marker with the one the client checked: -1 if another.
             Stage::Peek | Stage::Fence(_) if self.marker != request.marker => {
                 reply(Ballot::Failed, 0, true)
@@ -192,6 +219,17 @@ impl Node {
             }
             Stage::Peek | Stage::Fence(_) => reply(Ballot::No, 0, false),
         }
+    }
+
+    /// RELEASE (`announce`) or DISCARD of `token`: deletes the key if it holds the token.
+    /// Answers how many keys were deleted.
+    pub fn delete(&mut self, token: u8, announce: bool, now_ms: u64) -> u8 {
+        note(self, |_| Call::Delete(token, announce), now_ms);
+        if self.key.is_some_and(|(held, _)| held == token) {
+            self.key = None;
+            return 1;
+        }
+        0
     }
 
     /// The QUARANTINE script, for a node without a marker of its own: keeps the record of

@@ -92,6 +92,13 @@ pub struct Rules {
     /// Whether the storage a holder writes to fences: it refuses a token smaller than the
     /// largest it accepted (`storage.rs`). Without, it takes every write.
     pub fenced_storage: bool,
+    /// Whether an extension's answer 2 (the key missing) counts against it, as
+    /// `node::Extended::Missing` does. Without, it counts as a yes.
+    pub missing_refuses: bool,
+    /// Whether an extension's validity subtracts the time its round took (measured from the
+    /// round's start, `Extension::start` in `engine/extension.rs`). Without, it is measured
+    /// from the round's end.
+    pub extension_from_start: bool,
 }
 
 impl Rules {
@@ -108,6 +115,8 @@ impl Rules {
         votes_checked: true,
         reseed_checked: true,
         fenced_storage: true,
+        missing_refuses: true,
+        extension_from_start: true,
     };
 }
 
@@ -135,6 +144,8 @@ pub struct Bounds<const N: usize = NODES> {
     pub persistent: [bool; N],
     /// Whether holders ask for their fencing token.
     pub tokens: bool,
+    /// Extensions, by all holders together (`engine/extension.rs`).
+    pub extensions: u8,
     /// Whether the processes campaign (`election.rs`): a holder asks its token, the term,
     /// before anything else, and releases the lock if it cannot be had (then campaigns
     /// again); a holder with its term leads until it resigns (releases) or its validity
@@ -228,6 +239,24 @@ pub enum Stage {
     Peek,
     /// FENCE: record this token where the key holds ours.
     Fence(u64),
+    /// EXTEND (compare-and-pexpire), and what became of the extension it belongs to: an
+    /// answer 2 (missing) that comes after the round was decided is restored only where the
+    /// extension stood.
+    Extend(Standing),
+    /// RESTORE, with the fencing token handed out to the hold (0 if none).
+    Restore(u64),
+}
+
+/// What became of an extension, as its EXTENDs still on their way see it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Standing {
+    /// Not decided yet.
+    Pending,
+    /// Granted: an answer 2 that comes by the end of this tick (the node timeout) is
+    /// restored.
+    Stood(u8),
+    /// Not granted, or granted and its answer no longer awaited.
+    Fell,
 }
 
 /// A round: the attempt's token and what is asked.
@@ -302,6 +331,9 @@ pub enum Phase<const N: usize = NODES> {
         /// Which grant of the run this is, in the order of the grants.
         hold: u8,
         fencing: Fencing<N>,
+        /// The extension under way, if any: its start (its clock) and its answers so far,
+        /// each with the EXTEND script's answer (1 kept, 0 another token, 2 missing).
+        extension: Option<(u64, Answers<N>)>,
     },
 }
 
@@ -328,6 +360,7 @@ pub struct Used<const N: usize = NODES> {
     pub flushes: [u8; N],
     pub pauses: u8,
     pub starts: u8,
+    pub extensions: u8,
 }
 
 impl<const N: usize> Default for Used<N> {
@@ -337,6 +370,7 @@ impl<const N: usize> Default for Used<N> {
             flushes: [0; N],
             pauses: 0,
             starts: 0,
+            extensions: 0,
         }
     }
 }
@@ -344,35 +378,41 @@ impl<const N: usize> Default for Used<N> {
 /// Things that happened, for the `sometimes` properties and for what a counterexample is
 /// asserted to contain.
 pub mod seen {
-    pub const GRANT: u16 = 1;
-    pub const RESTART: u16 = 2;
-    pub const TOKEN_AFTER_RESTART: u16 = 4;
-    pub const RESEED: u16 = 8;
-    pub const GRANT_AFTER_MAJORITY_LOST: u16 = 16;
-    pub const TOKEN_AFTER_MAJORITY_LOST: u16 = 32;
+    pub const GRANT: u32 = 1;
+    pub const RESTART: u32 = 2;
+    pub const TOKEN_AFTER_RESTART: u32 = 4;
+    pub const RESEED: u32 = 8;
+    pub const GRANT_AFTER_MAJORITY_LOST: u32 = 16;
+    pub const TOKEN_AFTER_MAJORITY_LOST: u32 = 32;
     /// A vote of a node flushed since the process checked it was refused by
     /// `still_checked` (and the node checked again).
-    pub const FLUSH_SEEN: u16 = 64;
+    pub const FLUSH_SEEN: u32 = 64;
     /// A grant after [`FLUSH_SEEN`].
-    pub const GRANT_AFTER_FLUSH_SEEN: u16 = 128;
+    pub const GRANT_AFTER_FLUSH_SEEN: u32 = 128;
     /// A vote counted that `still_checked` refuses (only where the rules do not ask it).
-    pub const UNCHECKED_VOTE: u16 = 256;
+    pub const UNCHECKED_VOTE: u32 = 256;
     /// A record dated back by `record_age` (a young node's latest possible start).
-    pub const DATED_BACK: u16 = 512;
+    pub const DATED_BACK: u32 = 512;
     /// A record written at a figure that `record_age` and the rule before 91b693e date
     /// differently.
-    pub const AT_THE_BOUNDARY: u16 = 1024;
+    pub const AT_THE_BOUNDARY: u32 = 1024;
     /// A re-seed by a process whose check's record the node no longer holds (it lost data
     /// again since).
-    pub const RESEED_STALE: u16 = 2048;
+    pub const RESEED_STALE: u32 = 2048;
     /// A grant to an attempt that started once the run was fair.
-    pub const FAIR_GRANT: u16 = 4096;
+    pub const FAIR_GRANT: u32 = 4096;
     /// A leader (a campaign with its term) after a node restarted.
-    pub const LEADER_AFTER_RESTART: u16 = 8192;
+    pub const LEADER_AFTER_RESTART: u32 = 8192;
     /// A leader whose term is not greater than an earlier leader's.
-    pub const TERM_NOT_GREATER: u16 = 16384;
+    pub const TERM_NOT_GREATER: u32 = 16384;
     /// A leader whose campaign started once the run was fair.
-    pub const FAIR_LEADER: u16 = 32768;
+    pub const FAIR_LEADER: u32 = 32768;
+    /// An extension granted.
+    pub const EXTENDED: u32 = 1 << 16;
+    /// A RESTORE that set the key again on a node that restarted.
+    pub const RESTORED_AFTER_RESTART: u32 = 1 << 17;
+    /// An extension granted on a tally that counted an answer 2 (missing) as a yes.
+    pub const MISSING_COUNTED: u32 = 1 << 18;
 }
 
 /// The whole system.
@@ -392,7 +432,7 @@ pub struct State<const N: usize = NODES, const C: usize = CLIENTS> {
     /// A token was handed out that does not grow with the holds.
     pub out_of_order: bool,
     /// [`seen`] bits.
-    pub seen: u16,
+    pub seen: u32,
     /// Once a majority of the nodes lost data at once: the first token of the attempts
     /// that started after.
     pub majority_lost_at: Option<u8>,

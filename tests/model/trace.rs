@@ -35,6 +35,7 @@ fn step(action: &Action) -> String {
         Action::ArriveLate(c, n) => format!("P{c} -> N{n} (late)"),
         Action::Deliver(c, n) => format!("P{c} <- N{n}"),
         Action::AskToken(c) => format!("P{c} asks token"),
+        Action::Extend(c) => format!("P{c} extends"),
         Action::Release(c) => format!("P{c} releases"),
         Action::Reseed(c, n) => format!("P{c} re-seeds N{n}"),
         Action::Restart(n, 0) => format!("N{n} restarts"),
@@ -138,6 +139,12 @@ pub fn label<const N: usize, const C: usize>(sys: &System<N, C>) -> String {
     }
     if !rules.fenced_storage {
         changed.push("storage ignores the token".into());
+    }
+    if !rules.missing_refuses {
+        changed.push("a missing key extends".into());
+    }
+    if !rules.extension_from_start {
+        changed.push("extension from the round's end".into());
     }
     if changed.is_empty() {
         "the crate's rules".into()
