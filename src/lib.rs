@@ -43,9 +43,9 @@ pub use config::Candidacy;
 pub use config::KeepAlive;
 pub use engine::census::{PermitHolder, RwHolder};
 pub use engine::claim::Access;
+pub use engine::machinery::Shutdown;
 pub use engine::observe::Leader;
 pub use engine::outcome::Released;
-pub use engine::shutdown::Shutdown;
 pub use engine::token::Token;
 pub use error::{
     ConfigError, Error, FoundKind, LostReason, NodeError, NodeErrorKind, MAX_NODES, MAX_PERMITS,

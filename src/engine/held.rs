@@ -8,8 +8,7 @@ use fred::types::{Key, Value};
 
 use crate::engine::claim::{Keys, Member, PermitSlot};
 use crate::engine::fence_state::Fencing;
-use crate::engine::holdings::Registration;
-use crate::engine::machinery::Machinery;
+use crate::engine::machinery::{Machinery, Registration};
 use crate::engine::token::Token;
 use crate::error::{Error, NodeError};
 use crate::node::Primitive;
@@ -61,7 +60,7 @@ pub(crate) struct Ident {
     /// Set when the lock's release starts (`release`, a drop, or the client's shutdown):
     /// whoever sets it sends the release, once.
     released: AtomicBool,
-    /// The lock's place in its client's registry of held locks (`engine/holdings.rs`).
+    /// The lock's place in its client's registry of held locks (`engine/machinery.rs`).
     entry: Registration,
 }
 

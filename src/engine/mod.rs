@@ -3,12 +3,11 @@
 //! - at the bottom, what imports nothing of the engine above it: the fan-out of rounds
 //!   to every node and the background completion of their calls ([`fanout`]); what a claim
 //!   is ([`claim`]); what a verdict means to its caller ([`outcome`]); a lock's fencing state
-//!   and the client's hints ([`fence_state`]); the registry of held locks ([`holdings`]);
-//!   a kept lock's status ([`kept_status`]); the keeper's cycle of one kept lock
+//!   and the client's hints ([`fence_state`]); a kept lock's status ([`kept_status`]); the keeper's cycle of one kept lock
 //!   ([`keep_cycle`]) and its task ([`keeper`]), generic over what they keep; lock tokens
 //!   from the operating system's CSPRNG ([`token`]);
 //! - the client's machinery ([`machinery`]: the fan-out and the registries a held claim
-//!   uses), a held claim ([`held`]) and the line of waiters ([`waiters`]), which hands a
+//!   uses, the registry of held locks and the shutdown that releases them), a held claim ([`held`]) and the line of waiters ([`waiters`]), which hands a
 //!   held claim over: the one circle of files left, since the registries hold the claims
 //!   and a claim keeps the machinery it was granted by;
 //! - a held claim's extension ([`extension`]), release ([`release`]) and handover
@@ -18,11 +17,11 @@
 //!   permit or a read-write lock's side ([`semaphore`], [`rwlock`]), a handover
 //!   ([`handover`]);
 //! - the client ([`coordinator`]); the census of a semaphore's holders ([`census`]),
-//!   shutdown ([`shutdown`]), re-seeding of counters ([`seeder`]), node inspection
+//!   re-seeding of counters ([`seeder`]), node inspection
 //!   ([`inspect`]); election ([`election`]) and who leads ([`observe`]).
 //!
 //! Its only public items are values it hands out, re-exported at the crate root
-//! ([`Token`](token::Token), [`Released`](outcome::Released), [`Shutdown`](shutdown::Shutdown),
+//! ([`Token`](token::Token), [`Released`](outcome::Released), [`Shutdown`](machinery::Shutdown),
 //! [`Leader`](observe::Leader), [`PermitHolder`](census::PermitHolder),
 //! [`RwHolder`](census::RwHolder), [`Access`](claim::Access)). Imports `error`,
 //! `stats`, `algo`, `report`, `config` and `node`; never the public face.
@@ -39,7 +38,6 @@ pub(crate) mod fence_state;
 pub(crate) mod fencing;
 pub(crate) mod handover;
 pub(crate) mod held;
-pub(crate) mod holdings;
 pub(crate) mod inspect;
 pub(crate) mod keep_cycle;
 pub(crate) mod keeper;
@@ -52,6 +50,5 @@ pub(crate) mod release;
 pub(crate) mod rwlock;
 pub(crate) mod seeder;
 pub(crate) mod semaphore;
-pub(crate) mod shutdown;
 pub(crate) mod token;
 pub(crate) mod waiters;

@@ -54,8 +54,8 @@ pub use self::lock::{KeptLock, Lock};
 pub use self::rwlock::{RwGuard, RwLock};
 pub use self::semaphore::{Permit, Semaphore};
 use crate::config::{Candidacy, Config, KeepAlive, RedLockBuilder, Retry};
+use crate::engine::machinery::Shutdown;
 use crate::engine::observe::Leader;
-use crate::engine::shutdown::Shutdown;
 use crate::error::{ConfigError, Error, LostReason};
 use crate::stats::Stats;
 
