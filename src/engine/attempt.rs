@@ -17,13 +17,11 @@ use fred::types::Value;
 use crate::algo::quorum::Tally;
 use crate::algo::verdict::{self, Timed};
 use crate::config::Ttl;
-use crate::engine::claim::{Member, Resources};
+use crate::engine::claim::Resources;
 use crate::engine::fanout::{CleanupOnDrop, Round};
-use crate::engine::fence_state::Fencing;
-use crate::engine::held::{Acquisition, Held};
+use crate::engine::held::{Acquisition, Fencing, Held, Member, Token};
 use crate::engine::machinery::Machinery;
 use crate::engine::outcome::{expired, lost};
-use crate::engine::token::Token;
 use crate::error::Error;
 use crate::node::{Answer, Primitive};
 

@@ -20,15 +20,11 @@ use crate::config::KeepAlive;
 use crate::config::{Config, Retry, Ttl};
 use crate::engine::acquiring::Acquiring;
 use crate::engine::attempt::{self, ClaimKind, Grant};
-use crate::engine::claim::{Keys, Resources};
+use crate::engine::claim::Resources;
 use crate::engine::fanout::{Background, Fanout, Round};
-use crate::engine::fence_state;
-use crate::engine::held::Held;
-use crate::engine::held::Ident;
+use crate::engine::held::{self, Held, Ident, Keys, Released, Token};
 use crate::engine::kept::KeptHandle;
 use crate::engine::machinery::{Holdings, Machinery};
-use crate::engine::outcome::{self, Released};
-use crate::engine::token::Token;
 use crate::engine::waiters::Wakeups;
 use crate::error::{ConfigError, Error};
 use crate::node::admission::Fleet;
@@ -264,7 +260,7 @@ impl Coordinator {
     /// Deletes `resource`'s key on every node where it holds `token`, with the RELEASE
     /// script (compare-and-delete, announced to the waiters as a release is): an operator
     /// breaking the lock of a holder that is gone (`RedLock::break_lock`, design 3.4b).
-    /// Decided as a release is ([`outcome::confirmed`]).
+    /// Decided as a release is ([`held::confirmed`]).
     pub(crate) async fn break_lock(&self, resource: &str, token: &str) -> Result<Released, Error> {
         if token.is_empty() {
             return Err(ConfigError::EmptyToken.into());
@@ -278,7 +274,7 @@ impl Coordinator {
                 node.release(Primitive::Lock, locks.clone(), args.clone())
             })
             .await;
-        outcome::confirmed(&target.name, round.tally, round.failures)
+        held::confirmed(&target.name, round.tally, round.failures)
     }
 
     /// Checks resource names and makes their keys.
@@ -361,7 +357,7 @@ impl ClaimKind for Locking {
         // record the token). Several resources take the ACQUIRE script, which reads the
         // counters too, for next to nothing; so does one resource once this client's locks
         // have had their token asked for, and it records the next token too if this client
-        // guesses it (its hint, `engine/fence_state.rs`): then asking sends nothing, and
+        // guesses it (its hint, `Hints` in `engine/machinery.rs`): then asking sends nothing, and
         // otherwise one round.
         self.reads_counters = client.reads_counters(keys);
         if self.reads_counters && client.tokens_asked() {
@@ -390,7 +386,7 @@ impl ClaimKind for Locking {
         // With the counters, if read: the largest on the majority that said yes.
         let hints = (self.hint, client.hints());
         Grant {
-            fencing: fence_state::granted(&target.keys, self.reads_counters, round, hints),
+            fencing: held::granted(&target.keys, self.reads_counters, round, hints),
             member: None,
             handovers: 0,
             room: false,

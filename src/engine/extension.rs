@@ -15,8 +15,7 @@ use crate::algo::quorum::Stake;
 use crate::algo::verdict::{self, Timed};
 use crate::config::Ttl;
 use crate::engine::fanout::Round;
-use crate::engine::fence_state::Fencing;
-use crate::engine::held::{Held, Ident};
+use crate::engine::held::{self, Fencing, Held, Ident};
 use crate::engine::keep_cycle::Extendable;
 use crate::engine::outcome;
 use crate::error::Error;
@@ -178,7 +177,7 @@ impl Extendable for Held {
                 let gone = timed == Timed::Gone;
                 let since = if gone { start } else { extended_until };
                 self.shortened(since);
-                Err(outcome::unheld(
+                Err(held::unheld(
                     self.resource(),
                     round.tally,
                     round.failures,

@@ -14,16 +14,16 @@
 //! in a vector per acquisition and per release, and a weak pointer per held lock; it never
 //! keeps a lock alive.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 
+use fred::types::Key;
+
 use crate::config::Config;
-use crate::engine::claim::Keys;
 use crate::engine::fanout::Fanout;
-use crate::engine::fence_state::Hints;
-use crate::engine::held::{Held, Ident};
+use crate::engine::held::{Held, Ident, Keys, Token};
 use crate::engine::keeper::Keeper;
-use crate::engine::token::Token;
 use crate::engine::waiters::Wakeups;
 use crate::error::Error;
 use crate::node::Node;
@@ -44,7 +44,7 @@ pub(crate) struct Machinery {
     /// acquisitions of one resource read the fencing counters too, and record the token this
     /// client expects next where they can (see `Locking` in `engine/coordinator.rs`).
     tokens_asked: AtomicBool,
-    /// The hints of its acquisitions' fencing tokens (`engine/fence_state.rs`).
+    /// The hints of its acquisitions' fencing tokens (below).
     hints: Hints,
 }
 
@@ -281,5 +281,79 @@ impl<T> Holdings<T> {
             true => Err(Error::ShutDown),
             false => Ok(()),
         }
+    }
+}
+
+/// Resources remembered by [`Hints`], at most; past that, it starts afresh (a hint missing
+/// costs a round, never safety).
+const HINTS: usize = 1024;
+
+/// The last fencing token a client knows of for each resource it fenced recently: a token it
+/// recorded, or the largest counter it read. One more is the hint of its next acquisition of
+/// the resource (see `engine/fencing.rs`). A wrong hint costs the FENCE round that the
+/// acquisition would otherwise have spared, never safety: a node records the hint only
+/// if its counters are below it, and the token counts as recorded only where a majority did.
+#[derive(Debug, Default)]
+pub(crate) struct Hints {
+    last: Mutex<HashMap<Key, u64>>,
+}
+
+impl Hints {
+    /// The hint for an acquisition of the resources whose fencing counters are `counters`:
+    /// one more than the largest token known of any of them (1 if none is known).
+    pub(crate) fn next(&self, counters: &[Key]) -> u64 {
+        let last = self.last.lock().unwrap_or_else(PoisonError::into_inner);
+        let known = counters.iter().filter_map(|k| last.get(k)).max();
+        known.copied().unwrap_or(0).saturating_add(1)
+    }
+
+    /// Notes that the counters `counters` are at least `token` on a majority.
+    pub(crate) fn note(&self, counters: &[Key], token: u64) {
+        let mut last = self.last.lock().unwrap_or_else(PoisonError::into_inner);
+        if last.len() + counters.len() > HINTS {
+            last.clear();
+        }
+        for counter in counters {
+            let known = last.entry(counter.clone()).or_insert(0);
+            *known = (*known).max(token);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_hint_is_one_more_than_the_largest_token_known_of_any_resource_locked() {
+        let hints = Hints::default();
+        let (a, b) = (
+            Key::from("quorumlock:fence:a"),
+            Key::from("quorumlock:fence:b"),
+        );
+        assert_eq!(hints.next(std::slice::from_ref(&a)), 1);
+        hints.note(std::slice::from_ref(&a), 7);
+        hints.note(std::slice::from_ref(&a), 5); // never lowered
+        hints.note(std::slice::from_ref(&b), 3);
+        assert_eq!(hints.next(std::slice::from_ref(&a)), 8);
+        assert_eq!(hints.next(std::slice::from_ref(&b)), 4);
+        assert_eq!(hints.next(&[a.clone(), b.clone()]), 8);
+        assert_eq!(hints.next(&[]), 1);
+        hints.note(std::slice::from_ref(&b), u64::MAX);
+        assert_eq!(hints.next(&[b]), u64::MAX);
+    }
+
+    #[test]
+    fn hints_start_afresh_past_their_bound() {
+        let hints = Hints::default();
+        let first = Key::from("quorumlock:fence:first");
+        hints.note(std::slice::from_ref(&first), 9);
+        for i in 1..HINTS {
+            hints.note(&[Key::from(format!("quorumlock:fence:{i}"))], 1);
+        }
+        assert_eq!(hints.next(std::slice::from_ref(&first)), 10);
+        hints.note(&[Key::from("quorumlock:fence:one-too-many")], 1);
+        assert_eq!(hints.next(std::slice::from_ref(&first)), 1);
+        assert_eq!(hints.last.lock().unwrap().len(), 1);
     }
 }

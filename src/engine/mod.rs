@@ -1,13 +1,11 @@
 //! The machinery, as a stack, from the bottom:
 //!
 //! - at the bottom, what imports nothing of the engine above it: the fan-out of rounds
-//!   to every node and the background completion of their calls ([`fanout`]); what a claim
-//!   is ([`claim`]); what a verdict means to its caller ([`outcome`]); a lock's fencing state
-//!   and the client's hints ([`fence_state`]); a kept lock's status ([`kept_status`]); the keeper's cycle of one kept lock
-//!   ([`keep_cycle`]) and its task ([`keeper`]), generic over what they keep; lock tokens
-//!   from the operating system's CSPRNG ([`token`]);
+//!   to every node and the background completion of their calls ([`fanout`]); what an
+//!   acquisition claims ([`claim`]); the errors of an acquisition not granted ([`outcome`]); a kept lock's status ([`kept_status`]); the keeper's cycle of one kept lock
+//!   ([`keep_cycle`]) and its task ([`keeper`]), generic over what they keep;
 //! - the client's machinery ([`machinery`]: the fan-out and the registries a held claim
-//!   uses, the registry of held locks and the shutdown that releases them), a held claim ([`held`]) and the line of waiters ([`waiters`]), which hands a
+//!   uses, the registry of held locks and the shutdown that releases them), a held claim ([`held`]: its keys, token, fencing state, and what a round on it says) and the line of waiters ([`waiters`]), which hands a
 //!   held claim over: the one circle of files left, since the registries hold the claims
 //!   and a claim keeps the machinery it was granted by;
 //! - a held claim's extension ([`extension`]), release ([`release`]) and handover
@@ -21,9 +19,9 @@
 //!   ([`inspect`]); election ([`election`]) and who leads ([`observe`]).
 //!
 //! Its only public items are values it hands out, re-exported at the crate root
-//! ([`Token`](token::Token), [`Released`](outcome::Released), [`Shutdown`](machinery::Shutdown),
+//! ([`Token`](held::Token), [`Released`](held::Released), [`Shutdown`](machinery::Shutdown),
 //! [`Leader`](observe::Leader), [`PermitHolder`](census::PermitHolder),
-//! [`RwHolder`](census::RwHolder), [`Access`](claim::Access)). Imports `error`,
+//! [`RwHolder`](census::RwHolder), [`Access`](held::Access)). Imports `error`,
 //! `stats`, `algo`, `report`, `config` and `node`; never the public face.
 
 pub(crate) mod acquiring;
@@ -34,7 +32,6 @@ pub(crate) mod coordinator;
 pub(crate) mod election;
 pub(crate) mod extension;
 pub(crate) mod fanout;
-pub(crate) mod fence_state;
 pub(crate) mod fencing;
 pub(crate) mod handover;
 pub(crate) mod held;
@@ -50,5 +47,4 @@ pub(crate) mod release;
 pub(crate) mod rwlock;
 pub(crate) mod seeder;
 pub(crate) mod semaphore;
-pub(crate) mod token;
 pub(crate) mod waiters;

@@ -1,25 +1,11 @@
-//! What a round's verdict means to its caller, written once: the errors of an acquisition
-//! round that was not granted ([`expired`], [`lost`]), and a round on a held claim judged by
-//! [`verdict::confirmation`] as a `Result` ([`confirmed`], [`unheld`]), whose success is
-//! [`Released`].
+//! The errors of an acquisition round that was not granted, written once ([`expired`],
+//! [`lost`]).
 
 use std::time::Duration;
 
 use crate::algo::quorum::Tally;
-use crate::algo::verdict::{self, Confirmation};
 use crate::config::Ttl;
 use crate::error::{Error, NodeError, NodeErrorKind};
-
-/// The outcome of [`Lock::release`](crate::Lock::release).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct Released {
-    /// How many nodes confirmed that they deleted our key before `release` returned (the
-    /// others still get the delete, in the background).
-    pub released: usize,
-    /// How many nodes are configured.
-    pub nodes: usize,
-}
 
 /// A round that got its majority too late: [`Error::ValidityExpired`].
 pub(crate) fn expired(resource: &str, elapsed: Duration, ttl: Ttl) -> Error {
@@ -53,45 +39,5 @@ pub(crate) fn lost(resource: &str, tally: Tally, failures: Vec<NodeError>) -> Er
             agreed: tally.yes,
             failures,
         }
-    }
-}
-
-/// A round on a held claim, judged by [`verdict::confirmation`]: [`Released`] when a majority
-/// confirmed it, [`Error::NotHeld`] when the claim is gone, [`Error::NoQuorum`] when failed
-/// nodes left it undecided.
-pub(crate) fn confirmed(
-    resource: &str,
-    tally: Tally,
-    failures: Vec<NodeError>,
-) -> Result<Released, Error> {
-    match verdict::confirmation(&tally) {
-        Confirmation::Confirmed => Ok(Released {
-            released: tally.yes,
-            nodes: tally.nodes,
-        }),
-        confirmation => Err(unheld(
-            resource,
-            tally,
-            failures,
-            confirmation == Confirmation::Gone,
-        )),
-    }
-}
-
-/// Why a round on a held claim did not confirm it: [`Error::NotHeld`] when it is `gone`,
-/// else [`Error::NoQuorum`].
-pub(crate) fn unheld(resource: &str, tally: Tally, failures: Vec<NodeError>, gone: bool) -> Error {
-    if gone {
-        return Error::NotHeld {
-            resource: resource.to_string(),
-            held: tally.yes,
-            nodes: tally.nodes,
-        };
-    }
-    Error::NoQuorum {
-        resource: resource.to_string(),
-        needed: tally.quorum(),
-        agreed: tally.yes,
-        failures,
     }
 }

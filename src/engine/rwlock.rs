@@ -19,9 +19,8 @@ use crate::config::{Config, Retry};
 use crate::engine::attempt;
 use crate::engine::claim::Resources;
 use crate::engine::coordinator::Coordinator;
-use crate::engine::held::Held;
+use crate::engine::held::{Held, Token};
 use crate::engine::semaphore::{sorted_set, Ask, Seat};
-use crate::engine::token::Token;
 use crate::error::{ConfigError, Error};
 use crate::node::Primitive;
 

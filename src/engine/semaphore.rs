@@ -24,13 +24,11 @@ use crate::algo::quorum::{Stake, Tally};
 use crate::algo::slots;
 use crate::config::{Config, Retry, Ttl};
 use crate::engine::attempt::{self, ClaimKind, Grant, Heard};
-use crate::engine::claim::{Keys, Member, PermitSlot, Resources};
+use crate::engine::claim::Resources;
 use crate::engine::coordinator::Coordinator;
 use crate::engine::fanout::Round;
-use crate::engine::fence_state::Fencing;
-use crate::engine::held::Held;
+use crate::engine::held::{Fencing, Held, Keys, Member, PermitSlot, Token};
 use crate::engine::machinery::Machinery;
-use crate::engine::token::Token;
 use crate::error::{ConfigError, Error, MAX_PERMITS};
 use crate::node::{Node, Primitive, SlotAnswer};
 
