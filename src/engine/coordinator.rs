@@ -1,10 +1,10 @@
 //! The coordinator: the client, one per `RedLock`: its machinery (`engine/machinery.rs`: the
-//! nodes' fan-out and the registries its held claims share), its nodes' fleet and its
-//! counters; a lock's acquisition ([`Locking`], its claim kind) and its break.
+//! nodes' fan-out, the registries its held claims share, its counters) and its nodes'
+//! fleet; a lock's acquisition ([`Locking`], its claim kind) and its break.
 //!
 //! Three layers, as in the algorithm's description: the acquisition loop
-//! (`engine/acquiring.rs`, through [`Coordinator::acquiring`]) retries with jitter and waits
-//! in line; one attempt (`engine/attempt.rs`) claims on all nodes and judges the round;
+//! (`engine/acquire.rs`) retries with jitter and waits in line; one attempt (also
+//! `engine/acquire.rs`) claims on all nodes and judges the round;
 //! [`Fanout::round`] sends one command to every node in parallel and tallies the answers
 //! (each node's command runs under its own timeout, see `node/connection.rs`).
 
@@ -18,9 +18,7 @@ use crate::algo::keys;
 use crate::algo::quorum::{quorum, Stake};
 use crate::config::KeepAlive;
 use crate::config::{Config, Retry, Ttl};
-use crate::engine::acquiring::Acquiring;
-use crate::engine::attempt::{self, ClaimKind, Grant};
-use crate::engine::claim::Resources;
+use crate::engine::acquire::{self, Acquiring, ClaimKind, Grant, Resources};
 use crate::engine::fanout::{Background, Fanout, Round};
 use crate::engine::held::{self, Held, Ident, Keys, Released, Token};
 use crate::engine::kept::KeptHandle;
@@ -32,7 +30,7 @@ use crate::node::probe::KeySpace;
 use crate::node::scripts::release_args;
 use crate::node::{Acquired, Node, Primitive, SetNx};
 use crate::report::facts::Excluded;
-use crate::stats::{Counters, Stats};
+use crate::stats::Stats;
 
 #[derive(Debug, Clone)]
 pub(crate) struct Coordinator {
@@ -44,7 +42,6 @@ struct Inner {
     /// The fan-out and the registries, shared with the client's held claims.
     machinery: Arc<Machinery>,
     fleet: Arc<Fleet>,
-    counters: Counters,
 }
 
 impl Coordinator {
@@ -80,11 +77,7 @@ impl Coordinator {
         if preload {
             crate::engine::seeder::start(Arc::downgrade(&machinery), reseeds);
         }
-        let inner = Arc::new(Inner {
-            machinery,
-            fleet,
-            counters: Counters::default(),
-        });
+        let inner = Arc::new(Inner { machinery, fleet });
         Ok(Coordinator { inner })
     }
 
@@ -111,7 +104,7 @@ impl Coordinator {
     }
 
     pub(crate) fn stats(&self) -> Stats {
-        self.inner.counters.read()
+        self.machinery().counters().read()
     }
 
     pub(crate) fn nodes(&self) -> usize {
@@ -232,29 +225,12 @@ impl Coordinator {
             [resource] => Some(keys::lock_key(&self.config().key_prefix, resource)),
             _ => None,
         };
-        self.acquiring(&target.name, key, None, ttl, retry, || {
-            attempt::attempt(self.machinery(), &target, ttl, Locking::default())
-        })
-        .await
-    }
-
-    /// Attempts with `attempt` until it is granted, retrying as `retry` says, in this
-    /// client's line for `key` (`engine/acquiring.rs`, which documents the arguments).
-    pub(crate) async fn acquiring<F, Fut>(
-        &self,
-        name: &str,
-        key: Option<String>,
-        permits: Option<u32>,
-        ttl: Ttl,
-        retry: Retry,
-        attempt: F,
-    ) -> Result<Held, Error>
-    where
-        F: FnMut() -> Fut,
-        Fut: Future<Output = Result<(Held, bool), Error>>,
-    {
-        let line = Acquiring::new(self.machinery(), &self.inner.counters);
-        line.run(name, (key, permits), ttl, retry, attempt).await
+        let client = self.machinery();
+        Acquiring::new(client)
+            .run(&target.name, (key, None), ttl, retry, || {
+                acquire::attempt(client, &target, ttl, Locking::default())
+            })
+            .await
     }
 
     /// Deletes `resource`'s key on every node where it holds `token`, with the RELEASE

@@ -30,8 +30,7 @@ use std::sync::Arc;
 use fred::types::{Key, Value};
 
 use crate::config::Ttl;
-use crate::engine::attempt::{self, ClaimKind, Grant};
-use crate::engine::claim::Resources;
+use crate::engine::acquire::{self, ClaimKind, Grant, Resources};
 use crate::engine::fanout::Round;
 use crate::engine::held::{self, Ident, Keys, Member, Released, Token};
 use crate::engine::machinery::Machinery;
@@ -156,7 +155,7 @@ async fn hand_over_to(
         token: Some(token),
         reads_counters: false,
     };
-    let Ok((lock, _)) = attempt::attempt(client, &target, ttl, kind).await else {
+    let Ok((lock, _)) = acquire::attempt(client, &target, ttl, kind).await else {
         return Handover::Failed { claim, tokens };
     };
     let released = Released {

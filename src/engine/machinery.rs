@@ -2,7 +2,8 @@
 //! (`engine/fanout.rs`) and the registries the claim is entered in or reads (held locks,
 //! waiters, fencing hints, the keeper), with the settings its rounds check. A
 //! [`Coordinator`](crate::engine::coordinator::Coordinator) keeps one, and so does every
-//! held claim; the client's counters and its nodes' fleet stay with the coordinator.
+//! held claim, and the client's counters are here for its acquisitions; its nodes' fleet stays
+//! with the coordinator.
 //!
 //! Here too the registry of held locks ([`Holdings`]) and the clean end it serves
 //! ([`Machinery::shut_down`]). Without a shutdown, a process that ends with a lock held
@@ -27,6 +28,7 @@ use crate::engine::keeper::Keeper;
 use crate::engine::waiters::Wakeups;
 use crate::error::Error;
 use crate::node::Node;
+use crate::stats::Counters;
 
 /// The fan-out and the registries of one client, shared by the client and its held claims.
 #[derive(Debug)]
@@ -46,6 +48,8 @@ pub(crate) struct Machinery {
     tokens_asked: AtomicBool,
     /// The hints of its acquisitions' fencing tokens (below).
     hints: Hints,
+    /// What the client has done, for `RedLock::stats`.
+    counters: Counters,
 }
 
 impl AsRef<[Node]> for Machinery {
@@ -65,6 +69,7 @@ impl Machinery {
             wakeups,
             tokens_asked: AtomicBool::new(false),
             hints: Hints::default(),
+            counters: Counters::default(),
         }
     }
 
@@ -97,6 +102,10 @@ impl Machinery {
         &self.wakeups
     }
 
+    pub(crate) fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
     pub(crate) fn hints(&self) -> &Hints {
         &self.hints
     }
@@ -123,7 +132,7 @@ impl Machinery {
     pub(crate) async fn shut_down(&self) -> Shutdown {
         let held = self.held();
         // Set before the registry is read: a lock entered after that is seen by its lock call
-        // (the acquisition loop, `engine/acquiring.rs`), which releases it.
+        // (the acquisition loop, `engine/acquire.rs`), which releases it.
         held.shut();
         // The keeper lets go of its locks: dropping them releases them (below, as `Lock` does),
         // and their handles see them no longer kept.
