@@ -18,20 +18,18 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use futures::stream::{FuturesUnordered, StreamExt};
 use tracing::Instrument;
 
 use fred::types::Value;
 
-use crate::algo::keys;
-use crate::algo::quorum::{quorum, Tally};
+use crate::algo::quorum::Tally;
 use crate::algo::verdict::{self, Timed};
 use crate::config::{Retry, Ttl};
 use crate::engine::census::ClaimCensus;
 use crate::engine::fanout::{CleanupOnDrop, Round};
 use crate::engine::held::{Acquisition, Fencing, Held, Keys, Member, Token};
 use crate::engine::machinery::Machinery;
-use crate::engine::waiters::{self, Ticket, Woken};
+use crate::engine::waiters::{self, Place, Woken};
 use crate::error::{Error, NodeError, NodeErrorKind};
 use crate::node::{Answer, Primitive};
 use crate::stats::{self, Counters, Event};
@@ -271,31 +269,6 @@ pub(crate) fn lost(resource: &str, tally: Tally, failures: Vec<NodeError>) -> Er
     }
 }
 
-/// A caller's place in the line for a key (see `engine/waiters.rs`); it leaves the line when dropped,
-/// and the last to leave unsubscribes.
-#[derive(Debug)]
-struct Place {
-    client: Arc<Machinery>,
-    key: String,
-    ticket: Arc<Ticket>,
-    /// Whether it leaves with the lock (then the next in line waits for its release).
-    acquired: bool,
-}
-
-impl Drop for Place {
-    fn drop(&mut self) {
-        let inner = &self.client;
-        let channel = keys::release_channel(&self.key);
-        inner
-            .wakeups()
-            .leave(&self.key, &self.ticket, self.acquired, || {
-                for node in inner.fanout().nodes() {
-                    node.listener().unsubscribe(vec![channel.clone()]);
-                }
-            });
-    }
-}
-
 /// One client's acquisition loop: its machinery, and the counters its calls count in.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Acquiring<'a> {
@@ -341,7 +314,7 @@ impl<'a> Acquiring<'a> {
         // Do not barge in before this client's callers already waiting for the resource.
         let mut attempt_now = true;
         if let Some(key) = key.as_deref().filter(|k| self.client.wakeups().queued(k)) {
-            let joined = self.join(key, ttl, permits).await;
+            let joined = Place::join(self.client, key, ttl, permits).await;
             attempt_now = joined.ticket.is_head();
             place = Some(joined);
         }
@@ -405,7 +378,7 @@ impl<'a> Acquiring<'a> {
     ) -> bool {
         match (key, &place) {
             (Some(key), None) if taken => {
-                let joined = self.join(key, ttl, permits).await;
+                let joined = Place::join(self.client, key, ttl, permits).await;
                 let head = joined.ticket.is_head();
                 *place = Some(joined);
                 head
@@ -474,43 +447,6 @@ impl<'a> Acquiring<'a> {
             resource: name.to_string(),
             found,
         })
-    }
-
-    /// Joins the line of this client's callers waiting for `key`; the first subscribes to the
-    /// key's release channel on every node and waits until a majority confirmed it (or every
-    /// node answered or timed out).
-    async fn join(&self, key: &str, ttl: Ttl, permits: Option<u32>) -> Place {
-        let wakeups = self.client.wakeups();
-        let channel = keys::release_channel(key);
-        let mut confirmations = Vec::new();
-        let ticket = wakeups.join(key, Some(ttl), permits, || {
-            for node in self.client.node_list() {
-                confirmations.push(node.listener().subscribe(vec![channel.clone()], wakeups));
-            }
-        });
-        let place = Place {
-            client: Arc::clone(self.client),
-            key: key.to_string(),
-            ticket,
-            acquired: false,
-        };
-        if !confirmations.is_empty() {
-            let mut pending: FuturesUnordered<_> = confirmations.into_iter().collect();
-            let mut confirmed = 0;
-            // At most one node timeout: with a majority down, waiting longer would only
-            // delay the attempt (which the pause then covers).
-            let _ = tokio::time::timeout(self.client.config().node_timeout, async {
-                while let Some(answer) = pending.next().await {
-                    confirmed += usize::from(answer.unwrap_or(false));
-                    if confirmed >= quorum(self.client.nodes()) {
-                        break;
-                    }
-                }
-            })
-            .await;
-            tracing::debug!(key, confirmed, "subscribed to the release channel");
-        }
-        place
     }
 }
 
