@@ -42,11 +42,11 @@ pub use config::url::NodeUrl;
 pub use config::Candidacy;
 pub use config::KeepAlive;
 pub use engine::census::{PermitHolder, RwHolder};
-pub use engine::claim::Access;
+pub use engine::held::Access;
+pub use engine::held::Released;
+pub use engine::held::Token;
+pub use engine::machinery::Shutdown;
 pub use engine::observe::Leader;
-pub use engine::outcome::Released;
-pub use engine::shutdown::Shutdown;
-pub use engine::token::Token;
 pub use error::{
     ConfigError, Error, FoundKind, LostReason, NodeError, NodeErrorKind, MAX_NODES, MAX_PERMITS,
 };

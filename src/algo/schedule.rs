@@ -1,6 +1,6 @@
 //! When to act, pure: the pauses between lock attempts ([`RetryLimit`], [`next_pause`]) and
 //! when a kept lock is extended, retried and given up ([`KeepSchedule`]). The clock is read
-//! and the jitter drawn by the caller (`engine/acquiring.rs`, `engine/keep_cycle.rs`), which
+//! and the jitter drawn by the caller (`engine/acquire.rs`, `engine/keep_cycle.rs`), which
 //! pass instants, elapsed times and samples in.
 
 use std::time::{Duration, Instant};

@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use crate::api::kept::LockHandle;
 use crate::engine::election::Leading;
-use crate::engine::outcome::Released;
+use crate::engine::held::Released;
 use crate::error::{Error, LostReason};
 
 /// This process's leadership of an election, won by [`RedLock::campaign`](crate::RedLock::campaign).

@@ -30,7 +30,7 @@ macro_rules! held_face {
         $crate::api::held_face::held_face!(@doc $docs [
             /// This acquisition's unguessable token, as stored on the nodes.
         ]
-        pub fn token(&self) -> &$crate::engine::token::Token {
+        pub fn token(&self) -> &$crate::engine::held::Token {
             self.0.token()
         });
     };
@@ -162,7 +162,7 @@ macro_rules! held_face {
         ]
         pub async fn release(
             self,
-        ) -> Result<$crate::engine::outcome::Released, $crate::error::Error> {
+        ) -> Result<$crate::engine::held::Released, $crate::error::Error> {
             self.0.release().await
         });
     };

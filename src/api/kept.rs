@@ -3,9 +3,8 @@
 use std::future::Future;
 use std::time::{Duration, Instant};
 
+use crate::engine::held::{Released, Token};
 use crate::engine::kept::{Kept, KeptHandle};
-use crate::engine::outcome::Released;
-use crate::engine::token::Token;
 use crate::error::{Error, LostReason};
 
 /// A lock kept alive in the background, made by [`Lock::keep_alive`](crate::Lock::keep_alive).

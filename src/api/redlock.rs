@@ -13,11 +13,11 @@ use crate::api::semaphore::Semaphore;
 use crate::config::{Candidacy, Config, RedLockBuilder, Retry};
 use crate::engine::coordinator::Coordinator;
 use crate::engine::election::Leading;
+use crate::engine::held::Released;
+use crate::engine::machinery::Shutdown;
 use crate::engine::observe::{self, Leader};
-use crate::engine::outcome::Released;
 use crate::engine::rwlock::RwSpec;
 use crate::engine::semaphore::SemaphoreSpec;
-use crate::engine::shutdown::{self, Shutdown};
 use crate::error::{ConfigError, Error};
 use crate::report::NodeReport;
 use crate::stats::Stats;
@@ -316,7 +316,7 @@ impl RedLock {
     /// # Ok(()) }
     /// ```
     pub async fn shutdown(&self) -> Shutdown {
-        shutdown::shut_down(self.0.machinery()).await
+        self.0.machinery().shut_down().await
     }
 
     /// Reports on every node, in parallel: reachability, round trip, version, role, run_id,

@@ -5,9 +5,8 @@ use std::time::Duration;
 
 use crate::config::Retry;
 use crate::engine::census::{ClaimCensus, RwHolder};
-use crate::engine::claim::{Access, Member};
 use crate::engine::coordinator::Coordinator;
-use crate::engine::held::Held;
+use crate::engine::held::{Access, Held, Member};
 use crate::engine::rwlock::RwSpec;
 use crate::error::Error;
 

@@ -11,7 +11,7 @@ use fred::types::{Key, Value};
 
 use crate::algo::quorum::{quorum, Tally};
 use crate::algo::slots;
-use crate::engine::claim::Access;
+use crate::engine::held::Access;
 use crate::engine::machinery::Machinery;
 use crate::error::{Error, FoundKind, NodeError};
 use crate::node::scripts::PERMIT_HOLDERS;

@@ -1,10 +1,10 @@
 //! The coordinator: the client, one per `RedLock`: its machinery (`engine/machinery.rs`: the
-//! nodes' fan-out and the registries its held claims share), its nodes' fleet and its
-//! counters; a lock's acquisition ([`Locking`], its claim kind) and its break.
+//! nodes' fan-out, the registries its held claims share, its counters) and its nodes'
+//! fleet; a lock's acquisition ([`Locking`], its claim kind) and its break.
 //!
 //! Three layers, as in the algorithm's description: the acquisition loop
-//! (`engine/acquiring.rs`, through [`Coordinator::acquiring`]) retries with jitter and waits
-//! in line; one attempt (`engine/attempt.rs`) claims on all nodes and judges the round;
+//! (`engine/acquire.rs`) retries with jitter and waits in line; one attempt (also
+//! `engine/acquire.rs`) claims on all nodes and judges the round;
 //! [`Fanout::round`] sends one command to every node in parallel and tallies the answers
 //! (each node's command runs under its own timeout, see `node/connection.rs`).
 
@@ -18,18 +18,11 @@ use crate::algo::keys;
 use crate::algo::quorum::{quorum, Stake};
 use crate::config::KeepAlive;
 use crate::config::{Config, Retry, Ttl};
-use crate::engine::acquiring::Acquiring;
-use crate::engine::attempt::{self, ClaimKind, Grant};
-use crate::engine::claim::{Keys, Resources};
+use crate::engine::acquire::{self, Acquiring, ClaimKind, Grant, Resources};
 use crate::engine::fanout::{Background, Fanout, Round};
-use crate::engine::fence_state;
-use crate::engine::held::Held;
-use crate::engine::held::Ident;
-use crate::engine::holdings::Holdings;
+use crate::engine::held::{self, Held, Ident, Keys, Released, Token};
 use crate::engine::kept::KeptHandle;
-use crate::engine::machinery::Machinery;
-use crate::engine::outcome::{self, Released};
-use crate::engine::token::Token;
+use crate::engine::machinery::{Holdings, Machinery};
 use crate::engine::waiters::Wakeups;
 use crate::error::{ConfigError, Error};
 use crate::node::admission::Fleet;
@@ -37,7 +30,7 @@ use crate::node::probe::KeySpace;
 use crate::node::scripts::release_args;
 use crate::node::{Acquired, Node, Primitive, SetNx};
 use crate::report::facts::Excluded;
-use crate::stats::{Counters, Stats};
+use crate::stats::Stats;
 
 #[derive(Debug, Clone)]
 pub(crate) struct Coordinator {
@@ -49,7 +42,6 @@ struct Inner {
     /// The fan-out and the registries, shared with the client's held claims.
     machinery: Arc<Machinery>,
     fleet: Arc<Fleet>,
-    counters: Counters,
 }
 
 impl Coordinator {
@@ -85,11 +77,7 @@ impl Coordinator {
         if preload {
             crate::engine::seeder::start(Arc::downgrade(&machinery), reseeds);
         }
-        let inner = Arc::new(Inner {
-            machinery,
-            fleet,
-            counters: Counters::default(),
-        });
+        let inner = Arc::new(Inner { machinery, fleet });
         Ok(Coordinator { inner })
     }
 
@@ -116,7 +104,7 @@ impl Coordinator {
     }
 
     pub(crate) fn stats(&self) -> Stats {
-        self.inner.counters.read()
+        self.machinery().counters().read()
     }
 
     pub(crate) fn nodes(&self) -> usize {
@@ -237,35 +225,18 @@ impl Coordinator {
             [resource] => Some(keys::lock_key(&self.config().key_prefix, resource)),
             _ => None,
         };
-        self.acquiring(&target.name, key, None, ttl, retry, || {
-            attempt::attempt(self.machinery(), &target, ttl, Locking::default())
-        })
-        .await
-    }
-
-    /// Attempts with `attempt` until it is granted, retrying as `retry` says, in this
-    /// client's line for `key` (`engine/acquiring.rs`, which documents the arguments).
-    pub(crate) async fn acquiring<F, Fut>(
-        &self,
-        name: &str,
-        key: Option<String>,
-        permits: Option<u32>,
-        ttl: Ttl,
-        retry: Retry,
-        attempt: F,
-    ) -> Result<Held, Error>
-    where
-        F: FnMut() -> Fut,
-        Fut: Future<Output = Result<(Held, bool), Error>>,
-    {
-        let line = Acquiring::new(self.machinery(), &self.inner.counters);
-        line.run(name, (key, permits), ttl, retry, attempt).await
+        let client = self.machinery();
+        Acquiring::new(client)
+            .run(&target.name, (key, None), ttl, retry, || {
+                acquire::attempt(client, &target, ttl, Locking::default())
+            })
+            .await
     }
 
     /// Deletes `resource`'s key on every node where it holds `token`, with the RELEASE
     /// script (compare-and-delete, announced to the waiters as a release is): an operator
     /// breaking the lock of a holder that is gone (`RedLock::break_lock`, design 3.4b).
-    /// Decided as a release is ([`outcome::confirmed`]).
+    /// Decided as a release is ([`held::confirmed`]).
     pub(crate) async fn break_lock(&self, resource: &str, token: &str) -> Result<Released, Error> {
         if token.is_empty() {
             return Err(ConfigError::EmptyToken.into());
@@ -279,7 +250,7 @@ impl Coordinator {
                 node.release(Primitive::Lock, locks.clone(), args.clone())
             })
             .await;
-        outcome::confirmed(&target.name, round.tally, round.failures)
+        held::confirmed(&target.name, round.tally, round.failures)
     }
 
     /// Checks resource names and makes their keys.
@@ -362,7 +333,7 @@ impl ClaimKind for Locking {
         // record the token). Several resources take the ACQUIRE script, which reads the
         // counters too, for next to nothing; so does one resource once this client's locks
         // have had their token asked for, and it records the next token too if this client
-        // guesses it (its hint, `engine/fence_state.rs`): then asking sends nothing, and
+        // guesses it (its hint, `Hints` in `engine/machinery.rs`): then asking sends nothing, and
         // otherwise one round.
         self.reads_counters = client.reads_counters(keys);
         if self.reads_counters && client.tokens_asked() {
@@ -391,7 +362,7 @@ impl ClaimKind for Locking {
         // With the counters, if read: the largest on the majority that said yes.
         let hints = (self.hint, client.hints());
         Grant {
-            fencing: fence_state::granted(&target.keys, self.reads_counters, round, hints),
+            fencing: held::granted(&target.keys, self.reads_counters, round, hints),
             member: None,
             handovers: 0,
             room: false,

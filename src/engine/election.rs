@@ -12,8 +12,8 @@ use crate::algo::quorum::Stake;
 use crate::config::Candidacy;
 use crate::config::Retry;
 use crate::engine::coordinator::Coordinator;
+use crate::engine::held::{self, Released};
 use crate::engine::kept::{Kept, KeptHandle};
-use crate::engine::outcome::{self, Released};
 use crate::error::LostReason;
 use crate::error::{ConfigError, Error};
 use crate::node::scripts::IDENTIFY;
@@ -196,7 +196,7 @@ async fn identify(
         })
         .await;
     let resource = lock_key.as_str().unwrap_or("");
-    outcome::confirmed(resource, round.tally, round.failures).map(drop)
+    held::confirmed(resource, round.tally, round.failures).map(drop)
 }
 
 /// Rewrites the identity record every third of the ttl while the lock is kept, so that it

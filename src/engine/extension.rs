@@ -14,11 +14,10 @@ use tracing::Instrument;
 use crate::algo::quorum::Stake;
 use crate::algo::verdict::{self, Timed};
 use crate::config::Ttl;
+use crate::engine::acquire;
 use crate::engine::fanout::Round;
-use crate::engine::fence_state::Fencing;
-use crate::engine::held::{Held, Ident};
+use crate::engine::held::{self, Fencing, Held, Ident};
 use crate::engine::keep_cycle::Extendable;
-use crate::engine::outcome;
 use crate::error::Error;
 use crate::node::{Extended, Primitive};
 
@@ -172,13 +171,13 @@ impl Extendable for Held {
             }
             Timed::Late => {
                 self.shortened(extended_until);
-                Err(outcome::expired(self.resource(), elapsed, ttl))
+                Err(acquire::expired(self.resource(), elapsed, ttl))
             }
             timed => {
                 let gone = timed == Timed::Gone;
                 let since = if gone { start } else { extended_until };
                 self.shortened(since);
-                Err(outcome::unheld(
+                Err(held::unheld(
                     self.resource(),
                     round.tally,
                     round.failures,

@@ -10,8 +10,8 @@
 //! Which round records it:
 //! - **the acquisition's**, when the client guessed well: a client whose tokens are asked
 //!   for sends its ACQUIRE a hint, one more than the last token it knows of for the
-//!   resource (`Hints`, in `engine/fence_state.rs`), and each node that grants the lock with its counters below the
-//!   hint raises them to it. If a majority did, `hint` is recorded there and above
+//!   resource (`Hints`, in `engine/machinery.rs`), and each node that grants the lock with
+//!   its counters below the hint raises them to it. If a majority did, `hint` is recorded there and above
 //!   everything that was handed out before (each earlier token is on a majority, which
 //!   shares a node with ours, whose counter was below the hint), and asking for the token
 //!   sends nothing. One round for the lock and its token, where another client did not
@@ -22,9 +22,7 @@
 use std::time::Instant;
 
 use crate::algo::quorum::Stake;
-use crate::engine::fence_state::largest;
-use crate::engine::held::Ident;
-use crate::engine::outcome;
+use crate::engine::held::{self, largest, Ident};
 use crate::error::NodeErrorKind;
 use crate::error::{ConfigError, Error};
 use crate::node::Node;
@@ -75,11 +73,11 @@ impl Ident {
                     None => round.failures.clone(),
                     Some(_) => Vec::new(),
                 };
-                outcome::confirmed(self.name(), tally, round.failures).map_err(no_token)?;
+                held::confirmed(self.name(), tally, round.failures).map_err(no_token)?;
                 match seen {
                     Some(seen) => seen,
                     None => {
-                        let unconfirmed = outcome::unheld(self.name(), tally, failures, false);
+                        let unconfirmed = held::unheld(self.name(), tally, failures, false);
                         return Err(no_token(unconfirmed));
                     }
                 }
@@ -94,7 +92,7 @@ impl Ident {
                 node.fence(primitive, keys.to_vec(), locks, value.clone(), fence)
             })
             .await;
-        outcome::confirmed(self.name(), round.tally, round.failures).map_err(no_token)?;
+        held::confirmed(self.name(), round.tally, round.failures).map_err(no_token)?;
         // The round counts against the validity, as the acquisition's rounds do.
         valid()?;
         client.hints().note(&keys[locks..], fence);

@@ -30,14 +30,10 @@ use std::sync::Arc;
 use fred::types::{Key, Value};
 
 use crate::config::Ttl;
-use crate::engine::attempt::{self, ClaimKind, Grant};
-use crate::engine::claim::{Keys, Member, Resources};
+use crate::engine::acquire::{self, ClaimKind, Grant, Resources};
 use crate::engine::fanout::Round;
-use crate::engine::fence_state;
-use crate::engine::held::Ident;
+use crate::engine::held::{self, Ident, Keys, Member, Released, Token};
 use crate::engine::machinery::Machinery;
-use crate::engine::outcome::Released;
-use crate::engine::token::Token;
 use crate::engine::waiters::Ticket;
 use crate::error::Error;
 use crate::node::scripts::release_args;
@@ -159,7 +155,7 @@ async fn hand_over_to(
         token: Some(token),
         reads_counters: false,
     };
-    let Ok((lock, _)) = attempt::attempt(client, &target, ttl, kind).await else {
+    let Ok((lock, _)) = acquire::attempt(client, &target, ttl, kind).await else {
         return Handover::Failed { claim, tokens };
     };
     let released = Released {
@@ -269,7 +265,7 @@ impl ClaimKind for HandingOver<'_> {
         }
         let hints = (0, client.hints());
         Grant {
-            fencing: fence_state::granted(&target.keys, self.reads_counters, round, hints),
+            fencing: held::granted(&target.keys, self.reads_counters, round, hints),
             member: self.ident.member(),
             handovers: self.ident.handovers().saturating_add(1),
             room: false,

@@ -1,18 +1,289 @@
-//! A held lock: what it locks, how long it can be relied on, and how to extend or release it.
+//! A held claim, in one place: what it claims ([`Keys`], and a [`Member`] where the claim is
+//! a member of a sorted set, a permit's [`PermitSlot`] or a read-write lock's side), its
+//! [`Token`] (128 bits from the operating system's CSPRNG, one per acquisition attempt), its
+//! fencing state ([`Fencing`]) and what an acquisition round says of it ([`granted`]), what
+//! a round on it says ([`confirmed`], [`unheld`], whose success is [`Released`]), and
+//! [`Held`] itself: how long it can be relied on, how it is extended, released or handed on.
+//! The rounds that record a fencing token when its holder asks for one, and why they are
+//! safe, are in `engine/fencing.rs` (design 2.6).
+//!
+//! The retry jitter uses a separate fast RNG (`rand::rng()`), so that nothing about a token
+//! can be learned from timing and no token draws from a userspace generator.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::fmt;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use fred::types::{Key, Value};
+use rand::rngs::OsRng;
+use rand::TryRngCore;
 
-use crate::engine::claim::{Keys, Member, PermitSlot};
-use crate::engine::fence_state::Fencing;
-use crate::engine::holdings::Registration;
-use crate::engine::machinery::Machinery;
-use crate::engine::token::Token;
+use crate::algo::quorum::Tally;
+use crate::algo::verdict::{self, Confirmation};
+use crate::engine::fanout::Round;
+use crate::engine::machinery::{Hints, Machinery, Registration};
 use crate::error::{Error, NodeError};
-use crate::node::Primitive;
+use crate::node::{Acquired, CounterRead, Primitive};
+
+const BYTES: usize = 16;
+
+/// The unguessable value stored under a locked key: 32 lowercase hex digits (128 bits).
+///
+/// Only the holder knows it, so only the holder's compare-and-delete and compare-and-expire
+/// scripts can touch the key.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct Token([u8; BYTES * 2]);
+
+impl Token {
+    /// Draws a fresh token from the operating system's CSPRNG.
+    pub(crate) fn generate() -> Result<Token, Error> {
+        let mut raw = [0u8; BYTES];
+        OsRng
+            .try_fill_bytes(&mut raw)
+            .map_err(|e| Error::Entropy(e.to_string()))?;
+        Ok(Token::from_bytes(raw))
+    }
+
+    fn from_bytes(raw: [u8; BYTES]) -> Token {
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        let mut hex = [0u8; BYTES * 2];
+        for (i, b) in raw.iter().enumerate() {
+            hex[2 * i] = HEX[usize::from(b >> 4)];
+            hex[2 * i + 1] = HEX[usize::from(b & 0x0f)];
+        }
+        Token(hex)
+    }
+
+    /// The token as stored in Redis.
+    pub fn as_str(&self) -> &str {
+        // Only ASCII hex digits are ever written into the array.
+        std::str::from_utf8(&self.0).unwrap_or_default()
+    }
+}
+
+impl fmt::Display for Token {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Shows only a prefix: enough to correlate logs, not enough to forge a release.
+impl fmt::Debug for Token {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Token({}…)", &self.as_str()[..8])
+    }
+}
+
+/// The keys of one lock: the lock keys, then (with fencing) their fencing counters.
+#[derive(Debug, Clone)]
+pub(crate) struct Keys {
+    pub(crate) all: Vec<Key>,
+    /// How many of `all` are lock keys; the rest are fencing counters.
+    pub(crate) locks: usize,
+}
+
+impl Keys {
+    pub(crate) fn locks(&self) -> &[Key] {
+        &self.all[..self.locks]
+    }
+
+    pub(crate) fn fencing(&self) -> bool {
+        self.all.len() > self.locks
+    }
+
+    /// The fencing counters (none without fencing).
+    pub(crate) fn counters(&self) -> &[Key] {
+        &self.all[self.locks..]
+    }
+
+    /// What an acquisition round sends: every key when it reads the fencing counters, the
+    /// lock keys alone otherwise.
+    pub(crate) fn sent(&self, reads_counters: bool) -> &[Key] {
+        if reads_counters {
+            &self.all
+        } else {
+            self.locks()
+        }
+    }
+}
+
+/// A permit's slot, and how many permits its semaphore has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct PermitSlot {
+    pub(crate) slot: u32,
+    pub(crate) permits: u32,
+}
+
+/// What a holder's claim is, where it is a member of a sorted set rather than a lock's key:
+/// a semaphore's permit (design 2.9), or a read-write lock's reader or writer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Member {
+    Permit(PermitSlot),
+    Reader,
+    Writer,
+}
+
+/// Which side of a [`RwLock`](crate::RwLock) an [`RwGuard`](crate::RwGuard) holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// Shared with other readers.
+    Read,
+    /// Alone.
+    Write,
+}
+
+/// The outcome of [`Lock::release`](crate::Lock::release).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Released {
+    /// How many nodes confirmed that they deleted our key before `release` returned (the
+    /// others still get the delete, in the background).
+    pub released: usize,
+    /// How many nodes are configured.
+    pub nodes: usize,
+}
+
+/// A round on a held claim, judged by [`verdict::confirmation`]: [`Released`] when a majority
+/// confirmed it, [`Error::NotHeld`] when the claim is gone, [`Error::NoQuorum`] when failed
+/// nodes left it undecided.
+pub(crate) fn confirmed(
+    resource: &str,
+    tally: Tally,
+    failures: Vec<NodeError>,
+) -> Result<Released, Error> {
+    match verdict::confirmation(&tally) {
+        Confirmation::Confirmed => Ok(Released {
+            released: tally.yes,
+            nodes: tally.nodes,
+        }),
+        confirmation => Err(unheld(
+            resource,
+            tally,
+            failures,
+            confirmation == Confirmation::Gone,
+        )),
+    }
+}
+
+/// Why a round on a held claim did not confirm it: [`Error::NotHeld`] when it is `gone`,
+/// else [`Error::NoQuorum`].
+pub(crate) fn unheld(resource: &str, tally: Tally, failures: Vec<NodeError>, gone: bool) -> Error {
+    if gone {
+        return Error::NotHeld {
+            resource: resource.to_string(),
+            held: tally.yes,
+            nodes: tally.nodes,
+        };
+    }
+    Error::NoQuorum {
+        resource: resource.to_string(),
+        needed: tally.quorum(),
+        agreed: tally.yes,
+        failures,
+    }
+}
+
+/// A lock's fencing state, shared by the lock and its handles.
+#[derive(Debug)]
+pub(crate) struct Fencing {
+    /// The largest counter the acquisition read on the majority that granted the lock, when
+    /// it read them; `None` when it sent a `SET NX`.
+    seen: Option<u64>,
+    /// The token the acquisition recorded on a majority, if it did (its hint).
+    recorded: Option<u64>,
+    /// The token handed out; 0 until one is (tokens start at 1).
+    handed: AtomicU64,
+}
+
+impl Fencing {
+    /// The state of a fresh lock whose acquisition read the counters (`Some`) or not, and
+    /// recorded a token (`Some`) or not.
+    pub(crate) fn new(seen: Option<u64>, recorded: Option<u64>) -> Fencing {
+        Fencing {
+            seen,
+            recorded,
+            handed: AtomicU64::new(0),
+        }
+    }
+
+    /// The token handed out, if one was.
+    pub(crate) fn handed(&self) -> Option<u64> {
+        match self.handed.load(Ordering::SeqCst) {
+            0 => None,
+            token => Some(token),
+        }
+    }
+
+    /// The largest counter the acquisition read on the majority that granted the lock, if
+    /// it read them.
+    pub(crate) fn seen(&self) -> Option<u64> {
+        self.seen
+    }
+
+    /// The token the acquisition recorded on a majority, if it did.
+    pub(crate) fn recorded(&self) -> Option<u64> {
+        self.recorded
+    }
+
+    /// Hands out `token`, unless a concurrent call handed out one already: then that one,
+    /// so that a lock only ever shows one token.
+    pub(crate) fn hand_out(&self, token: u64) -> u64 {
+        match self
+            .handed
+            .compare_exchange(0, token, Ordering::SeqCst, Ordering::SeqCst)
+        {
+            Ok(_) => token,
+            Err(first) => first,
+        }
+    }
+}
+
+/// The fencing state of a lock granted by `round` on `keys`: none without fencing; with the
+/// counters the round read, if it read them on a majority ([`largest`]), and the token
+/// `hint` if the round recorded it on a majority ([`recorded`]). `hints` learns either.
+pub(crate) fn granted(
+    keys: &Keys,
+    reads_counters: bool,
+    round: &Round<Acquired>,
+    (hint, hints): (u64, &Hints),
+) -> Option<Fencing> {
+    if !keys.fencing() {
+        return None;
+    }
+    if !reads_counters {
+        return Some(Fencing::new(None, None));
+    }
+    let (seen, recorded) = (largest(round), recorded(round, hint));
+    if let Some(known) = recorded.or(seen) {
+        hints.note(keys.counters(), known);
+    }
+    Some(Fencing::new(seen, recorded))
+}
+
+/// The largest counter among the answers of a round that read them (the nodes that said
+/// yes), if a majority of them could be trusted (`algo/lineage/`): `None` otherwise, and the
+/// counters are read again by a PEEK round when the token is asked for.
+pub(crate) fn largest(round: &Round<Acquired>) -> Option<u64> {
+    let read = || {
+        round.answers.iter().filter_map(|(_, a)| match a.0 {
+            Some(CounterRead::Read(c)) => Some(c),
+            _ => None,
+        })
+    };
+    (read().count() >= round.tally.quorum()).then(|| read().max().unwrap_or(0))
+}
+
+/// `hint`, if an ACQUIRE round sent with it recorded it on a majority: a majority of trusted
+/// nodes said yes with counters below it, and so raised them to it (`node/scripts/`).
+pub(crate) fn recorded(round: &Round<Acquired>, hint: u64) -> Option<u64> {
+    let below = round
+        .answers
+        .iter()
+        .filter(|(_, a)| matches!(a.0, Some(CounterRead::Read(c)) if c < hint))
+        .count();
+    (hint > 0 && below >= round.tally.quorum()).then_some(hint)
+}
 
 /// What a successful acquisition hands to [`Held::new`].
 #[derive(Debug)]
@@ -61,7 +332,7 @@ pub(crate) struct Ident {
     /// Set when the lock's release starts (`release`, a drop, or the client's shutdown):
     /// whoever sets it sends the release, once.
     released: AtomicBool,
-    /// The lock's place in its client's registry of held locks (`engine/holdings.rs`).
+    /// The lock's place in its client's registry of held locks (`engine/machinery.rs`).
     entry: Registration,
 }
 
@@ -338,5 +609,26 @@ impl Drop for Held {
             ident.machinery.held().remove(ident.entry);
             ident.release_detached();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_are_32_hex_digits_and_distinct() {
+        let a = Token::generate().unwrap();
+        let b = Token::generate().unwrap();
+        assert_eq!(a.as_str().len(), 32);
+        assert!(a.as_str().bytes().all(|c| c.is_ascii_hexdigit()));
+        assert_ne!(a, b);
+    }
+
+    #[test]
+    fn hex_encoding_is_exact() {
+        let t = Token::from_bytes([0x01, 0xab, 0xff, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x10]);
+        assert_eq!(t.as_str(), "01abff00000000000000000000000010");
+        assert_eq!(format!("{t:?}"), "Token(01abff00…)");
     }
 }

@@ -8,11 +8,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::config::KeepAlive;
-use crate::engine::held::{Held, Ident};
+use crate::engine::held::{Held, Ident, Released, Token};
 use crate::engine::keeper::KeepTicket;
 use crate::engine::kept_status::{released, Publisher, Shared};
-use crate::engine::outcome::Released;
-use crate::engine::token::Token;
 use crate::error::{ConfigError, Error, LostReason};
 
 #[derive(Debug)]

@@ -8,8 +8,7 @@ use fred::types::{Key, Value};
 
 use crate::algo::quorum::Stake;
 use crate::engine::handover::{self, Handover};
-use crate::engine::held::Held;
-use crate::engine::outcome::{self, Released};
+use crate::engine::held::{self, Held, Released};
 use crate::error::Error;
 use crate::node::scripts::release_args;
 
@@ -69,6 +68,6 @@ impl Held {
             std::task::Poll::Ready(round) => round,
             std::task::Poll::Pending => round.await,
         };
-        outcome::confirmed(ident.name(), round.tally, round.failures)
+        held::confirmed(ident.name(), round.tally, round.failures)
     }
 }

@@ -3,8 +3,8 @@
 //! A side is a [`Held`] whose claim is `r:token` or `w:token` in the lock's sorted set, run
 //! through the lock's rounds with the semaphores' scripts (extension, release, fencing,
 //! keep-alive, shutdown). The acquisition is the semaphores' claim kind
-//! ([`Seat`], in `engine/attempt.rs`'s one attempt) with the RW_ACQUIRE script, in the lock's
-//! loop (`Coordinator::acquiring`). A writer refused because others hold records an intent on
+//! ([`Seat`], in `engine/acquire.rs`'s one attempt) with the RW_ACQUIRE script, in the lock's
+//! loop (`Acquiring`, there too). A writer refused because others hold records an intent on
 //! the nodes that refused it, which keeps new readers out until the writer is through; each
 //! of its attempts renews the intent, so its pauses are at most a third of the ttl, and the
 //! intent is dropped everywhere once the writer's call ends, however it ends: announced as a
@@ -16,12 +16,10 @@ use std::time::Duration;
 use fred::types::{Key, Value};
 
 use crate::config::{Config, Retry};
-use crate::engine::attempt;
-use crate::engine::claim::Resources;
+use crate::engine::acquire::{self, Acquiring, Resources};
 use crate::engine::coordinator::Coordinator;
-use crate::engine::held::Held;
+use crate::engine::held::{Held, Token};
 use crate::engine::semaphore::{sorted_set, Ask, Seat};
-use crate::engine::token::Token;
 use crate::error::{ConfigError, Error};
 use crate::node::Primitive;
 
@@ -123,12 +121,13 @@ impl RwSpec {
             .map_or_else(|| Value::from(""), |i| i.waiter.clone());
         let key = self.key().to_string();
         let mut attempts = 0u32;
-        let held = client
-            .acquiring(self.name(), Some(key), READ_WRITE, ttl, retry, || {
+        let machinery = client.machinery();
+        let held = Acquiring::new(machinery)
+            .run(self.name(), (Some(key), READ_WRITE), ttl, retry, || {
                 attempts += 1;
                 let waiter = waiter.clone();
                 let seat = Seat::new(Ask::Side { reader, waiter });
-                attempt::attempt(client.machinery(), &self.target, ttl, seat)
+                acquire::attempt(machinery, &self.target, ttl, seat)
             })
             .await;
         // A writer granted at its first attempt, with no node heard refusing it, recorded

@@ -7,8 +7,8 @@
 //! every node records the first slot free in the attempt's preference order
 //! (`algo::slots`), and the permit is granted on a slot that a majority recorded, with the
 //! lock's validity rule: a claim kind of its own ([`Seat`]) in the one attempt of every claim
-//! (`engine/attempt.rs`). The acquisition loop, waiting in line for a release included, is
-//! the lock's (`Coordinator::acquiring`).
+//! (`engine/acquire.rs`). The acquisition loop, waiting in line for a release included, is
+//! the lock's (`Acquiring`, there too).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -23,14 +23,11 @@ use crate::algo::keys;
 use crate::algo::quorum::{Stake, Tally};
 use crate::algo::slots;
 use crate::config::{Config, Retry, Ttl};
-use crate::engine::attempt::{self, ClaimKind, Grant, Heard};
-use crate::engine::claim::{Keys, Member, PermitSlot, Resources};
+use crate::engine::acquire::{self, Acquiring, ClaimKind, Grant, Heard, Resources};
 use crate::engine::coordinator::Coordinator;
 use crate::engine::fanout::Round;
-use crate::engine::fence_state::Fencing;
-use crate::engine::held::Held;
+use crate::engine::held::{Fencing, Held, Keys, Member, PermitSlot, Token};
 use crate::engine::machinery::Machinery;
-use crate::engine::token::Token;
 use crate::error::{ConfigError, Error, MAX_PERMITS};
 use crate::node::{Node, Primitive, SlotAnswer};
 
@@ -273,16 +270,17 @@ impl SemaphoreSpec {
         ttl: Duration,
         retry: Retry,
     ) -> Result<Held, Error> {
+        let client = client.machinery();
         client.held().refuse()?;
         let ttl = client.config().check_ttl(ttl)?;
         retry.validate()?;
         let key = self.key().to_string();
         let permits = self.permits;
-        client
-            .acquiring(self.name(), Some(key), Some(permits), ttl, retry, || {
+        Acquiring::new(client)
+            .run(self.name(), (Some(key), Some(permits)), ttl, retry, || {
                 let order = slots::preference(permits, rand::random(), rand::random());
                 let seat = Seat::new(Ask::Permit { permits, order });
-                attempt::attempt(client.machinery(), &self.target, ttl, seat)
+                acquire::attempt(client, &self.target, ttl, seat)
             })
             .await
     }

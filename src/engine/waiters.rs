@@ -27,12 +27,16 @@ use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use futures::stream::{FuturesUnordered, StreamExt};
+
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::algo::keys;
+use crate::algo::quorum::quorum;
 use crate::config::Ttl;
 use crate::engine::held::Held;
+use crate::engine::machinery::Machinery;
 use crate::node::subscriber::Inbox;
 
 /// How many recent releases of a key are remembered to recognise their other messages.
@@ -303,6 +307,75 @@ impl Wakeups {
         if let Some(key) = channel.strip_prefix(keys::CHANNEL_PREFIX) {
             self.seen(key, payload, false);
         }
+    }
+}
+
+/// A caller's place in the line for a key; it leaves the line when dropped, and the last to
+/// leave unsubscribes.
+#[derive(Debug)]
+pub(crate) struct Place {
+    client: Arc<Machinery>,
+    key: String,
+    pub(crate) ticket: Arc<Ticket>,
+    /// Whether it leaves with the lock (then the next in line waits for its release).
+    pub(crate) acquired: bool,
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        let inner = &self.client;
+        let channel = keys::release_channel(&self.key);
+        inner
+            .wakeups()
+            .leave(&self.key, &self.ticket, self.acquired, || {
+                for node in inner.fanout().nodes() {
+                    node.listener().unsubscribe(vec![channel.clone()]);
+                }
+            });
+    }
+}
+
+impl Place {
+    /// Joins the line of this client's callers waiting for `key`; the first subscribes to the
+    /// key's release channel on every node and waits until a majority confirmed it (or every
+    /// node answered or timed out).
+    pub(crate) async fn join(
+        client: &Arc<Machinery>,
+        key: &str,
+        ttl: Ttl,
+        permits: Option<u32>,
+    ) -> Place {
+        let wakeups = client.wakeups();
+        let channel = keys::release_channel(key);
+        let mut confirmations = Vec::new();
+        let ticket = wakeups.join(key, Some(ttl), permits, || {
+            for node in client.node_list() {
+                confirmations.push(node.listener().subscribe(vec![channel.clone()], wakeups));
+            }
+        });
+        let place = Place {
+            client: Arc::clone(client),
+            key: key.to_string(),
+            ticket,
+            acquired: false,
+        };
+        if !confirmations.is_empty() {
+            let mut pending: FuturesUnordered<_> = confirmations.into_iter().collect();
+            let mut confirmed = 0;
+            // At most one node timeout: with a majority down, waiting longer would only
+            // delay the attempt (which the pause then covers).
+            let _ = tokio::time::timeout(client.config().node_timeout, async {
+                while let Some(answer) = pending.next().await {
+                    confirmed += usize::from(answer.unwrap_or(false));
+                    if confirmed >= quorum(client.nodes()) {
+                        break;
+                    }
+                }
+            })
+            .await;
+            tracing::debug!(key, confirmed, "subscribed to the release channel");
+        }
+        place
     }
 }
 

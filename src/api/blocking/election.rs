@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::Driver;
-use crate::engine::outcome::Released;
+use crate::engine::held::Released;
 use crate::error::{ConfigError, Error, LostReason};
 
 /// This process's leadership of an election, won by

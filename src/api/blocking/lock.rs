@@ -4,8 +4,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::Driver;
-use crate::engine::outcome::Released;
-use crate::engine::token::Token;
+use crate::engine::held::{Released, Token};
 use crate::error::{ConfigError, Error, LostReason};
 
 /// A lock held on a majority of nodes: [`crate::Lock`] with blocking calls.

@@ -54,8 +54,8 @@ pub use self::lock::{KeptLock, Lock};
 pub use self::rwlock::{RwGuard, RwLock};
 pub use self::semaphore::{Permit, Semaphore};
 use crate::config::{Candidacy, Config, KeepAlive, RedLockBuilder, Retry};
+use crate::engine::machinery::Shutdown;
 use crate::engine::observe::Leader;
-use crate::engine::shutdown::Shutdown;
 use crate::error::{ConfigError, Error, LostReason};
 use crate::stats::Stats;
 
@@ -186,7 +186,7 @@ macro_rules! held_calls {
     };
     (@ token, $noun:literal, $path:literal) => {
         #[doc = concat!("The ", $noun, "'s token; see [`", $path, "::token`].")]
-        pub fn token(&self) -> &$crate::engine::token::Token {
+        pub fn token(&self) -> &$crate::engine::held::Token {
             self.inner.token()
         }
     };
@@ -303,7 +303,7 @@ macro_rules! held_calls {
             "::release`], and as [`fencing_token`](Self::fencing_token) (the",
         )]
         #[doc = concat!($noun, " is then released in the background).")]
-        pub fn release(self) -> Result<$crate::engine::outcome::Released, $crate::error::Error> {
+        pub fn release(self) -> Result<$crate::engine::held::Released, $crate::error::Error> {
             let Self { inner, driver, .. } = self;
             driver.block_on(inner.release())?
         }

@@ -6,7 +6,7 @@ use std::time::Duration;
 use super::Driver;
 use crate::config::Retry;
 use crate::engine::census::RwHolder;
-use crate::engine::claim::Access;
+use crate::engine::held::Access;
 use crate::error::Error;
 
 /// Many readers or one writer of a resource, across every client and host, writers first:
