@@ -636,6 +636,35 @@ async fn a_late_node_that_lost_the_keys_is_restored() {
     lock.release().await.unwrap();
 }
 
+/// A node that answers "missing" to an extension only after the lock was released is not
+/// restored: the release came first, and a key set after it would hold the resource for a
+/// whole ttl in nobody's name, one vote fewer for every other client.
+#[tokio::test]
+async fn a_late_node_that_lost_the_keys_is_not_restored_after_the_release() {
+    let mut q = LocalQuorum::start(3).await.unwrap();
+    let redlock =
+        common::connected(common::builder(&q).node_timeout(Duration::from_secs(20))).await;
+    let mut lock = redlock
+        .lock_with("released", LONG, Retry::none())
+        .await
+        .unwrap();
+    assert!(redlock.settle(Duration::from_secs(5)).await);
+    assert_eq!(
+        q.node(0).command(&["DEL", "released"]).await.unwrap(),
+        Reply::Integer(1)
+    );
+    q.node_mut(0).freeze().unwrap();
+    // Both decided by nodes 1 and 2; node 0 runs the extension, then the release, once it
+    // resumes, and answers "missing" to the extension after the lock was released.
+    lock.extend().await.unwrap();
+    lock.release().await.unwrap();
+    q.node_mut(0).resume().unwrap();
+    assert!(redlock.settle(Duration::from_secs(30)).await);
+    for n in 0..3 {
+        assert_eq!(get(q.node(n), "released").await, None, "node {n}");
+    }
+}
+
 /// Nodes that missed an extension (they were frozen) are suspects; when other nodes then
 /// answer "missing", the extension still waits for the suspects' answers instead of
 /// presuming them failed, and keeps the lock they hold.

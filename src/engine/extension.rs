@@ -197,16 +197,30 @@ impl Ident {
 
     /// Sets our keys again on the nodes in `mask`, in the background (the RESTORE script),
     /// and raises their fencing counters to the fencing token handed out, if one was.
-    fn restore(&self, mask: u64, ttl_ms: i64) {
+    ///
+    /// Not once the lock's release has started: a node that answers an extension late runs
+    /// the release after it, and a RESTORE queued after that would hold the resource there
+    /// for a ttl in nobody's name, one vote fewer for every other client. The check and the
+    /// queueing happen in one poll; a release that starts on another thread between the two
+    /// is the one case left, with that cost and no other.
+    fn restore(self: &Arc<Self>, mask: u64, ttl_ms: i64) {
         let (fence, value) = (self.handed_fence(), self.value());
         self.machinery().fanout().detached(mask, |node| {
-            node.restore(
+            let restored = node.restore(
                 self.keys().to_vec(),
                 self.locks(),
                 value.clone(),
                 ttl_ms,
                 fence,
-            )
+            );
+            let ident = Arc::clone(self);
+            async move {
+                if ident.is_released() {
+                    None
+                } else {
+                    Some(restored.await)
+                }
+            }
         });
     }
 }

@@ -343,7 +343,7 @@ impl Ident {
     }
 
     /// Whether the lock's release has started.
-    fn is_released(&self) -> bool {
+    pub(crate) fn is_released(&self) -> bool {
         self.released.load(Ordering::SeqCst)
     }
 

@@ -1,5 +1,5 @@
 //! The semaphore and the read-write lock (design 2.9): claims in one sorted set per resource
-//! on each node, taken in one round by `engine::attempt::attempt` of the claim kind `Seat`
+//! on each node, taken in one round by `engine::acquire::attempt` of the claim kind `Seat`
 //! (`engine::semaphore`), and decided on one slot recorded by a majority, with the lock's
 //! validity rule.
 //!

@@ -164,7 +164,7 @@ impl<const N: usize> Claims<N> {
                 }
             }
             // Decided before this node answered: a claim on another slot than the one
-            // granted is discarded (the claim kind `Seat` in `attempt::attempt`), and so is
+            // granted is discarded (the claim kind `Seat` in `acquire::attempt`), and so is
             // the intent a writer's refusal left (the drop of the intent follows on the
             // connection).
             Phase::Held { token, member, .. } if token == request.token => {
@@ -186,7 +186,7 @@ impl<const N: usize> Claims<N> {
         self.conclude(s, c);
     }
 
-    /// Once the round of `c` is decided: its verdict (the claim kind `Seat` in `attempt::attempt`).
+    /// Once the round of `c` is decided: its verdict (the claim kind `Seat` in `acquire::attempt`).
     fn conclude(&self, s: &mut State<N>, c: usize) {
         let now = s.client_ms();
         let Phase::Acquiring {
