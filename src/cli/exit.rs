@@ -71,15 +71,18 @@ pub(crate) fn name_nodes_in_full(detail: bool) {
 }
 
 /// The failed nodes of a round on one line: with `-v`, each with its URL and reason, as the
-/// library says them; otherwise by index, grouped by the kind of failure, in the order met:
+/// library says them; otherwise by index, grouped by the kind of failure, the groups and the
+/// indexes in each in ascending order (whatever order the nodes failed in):
 /// `nodes 0, 1 quarantined; node 2 timeout (-v: each node's detail)`.
 pub(crate) fn nodes_line(failures: &[NodeError]) -> String {
     if DETAIL.load(Ordering::Relaxed) {
         let each: Vec<String> = failures.iter().map(ToString::to_string).collect();
         return each.join("; ");
     }
+    let mut sorted: Vec<&NodeError> = failures.iter().collect();
+    sorted.sort_by_key(|failure| failure.index);
     let mut kinds: Vec<(String, Vec<usize>)> = Vec::new();
-    for failure in failures {
+    for failure in sorted {
         let kind = failure.kind.to_string();
         match kinds.iter_mut().find(|(k, _)| *k == kind) {
             Some((_, indexes)) => indexes.push(failure.index),
@@ -163,5 +166,34 @@ pub(crate) fn unavailable_for(redlock: &RedLock, failure: Failure) -> Failure {
             ),
         ),
         _ => failure,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use quorumlock::NodeErrorKind;
+
+    fn failed(index: usize, kind: NodeErrorKind) -> NodeError {
+        NodeError {
+            index,
+            node: format!("redis://127.0.0.1:{}", 7000 + index),
+            kind,
+            message: kind.to_string(),
+        }
+    }
+
+    #[test]
+    fn names_the_nodes_in_ascending_order_whatever_order_they_failed_in() {
+        let failures = [
+            failed(2, NodeErrorKind::Timeout),
+            failed(1, NodeErrorKind::Unchecked),
+            failed(0, NodeErrorKind::Timeout),
+        ];
+        assert_eq!(
+            nodes_line(&failures),
+            "nodes 0, 2 timeout; node 1 not checked yet (-v: each node's detail)"
+        );
+        assert_eq!(nodes_line(&[]), "");
     }
 }
