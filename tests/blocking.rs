@@ -123,6 +123,8 @@ fn a_loss_while_blocked_is_reported_at_the_next_call() {
         let lock = other
             .lock_with("job", TTL * 10, quorumlock::Retry::within(TTL * 5))
             .expect("taken by the other client");
+        // Granted at the quorum: its last node's SET lands in the background.
+        assert_eq!(other.settle(Duration::from_secs(10)), Ok(true));
         // The holder's keeper notices, while the holder's thread is still blocked.
         let reason = test_runtime().block_on(handle.lost());
         done.send(()).expect("the holder waits");
@@ -176,6 +178,8 @@ fn calls_from_the_threads_of_another_runtime_work() {
     let lock = rt
         .block_on(async move { r.lock("job") })
         .expect("lock inside block_on");
+    // Granted at the quorum: the last node's SET lands in the background.
+    assert_eq!(redlock.settle(Duration::from_secs(10)), Ok(true));
     assert_eq!(holders(&rt, &quorum, "job"), 3);
     // Dropped unreleased on a plain thread: released by the client's own thread.
     drop(lock);
@@ -197,6 +201,9 @@ fn an_async_lock_dropped_outside_any_runtime_is_released() {
     let lock = rt
         .block_on(async move { r.lock("job").await })
         .expect("lock");
+    // Granted at the quorum: the last node's SET lands in the background.
+    let r = redlock.clone();
+    assert!(rt.block_on(async move { r.settle(Duration::from_secs(10)).await }));
     assert_eq!(holders(&rt, &quorum, "job"), 3);
     // No runtime is current on this thread.
     drop(lock);
@@ -216,6 +223,8 @@ fn with_lock_runs_the_work_and_releases() {
         .with_lock("job", |kept| {
             assert!(kept.is_held());
             let token = kept.fencing_token().expect("token");
+            // Granted at the quorum: the last node's SET lands in the background.
+            assert_eq!(redlock.settle(Duration::from_secs(10)), Ok(true));
             (token, holders(&rt, &quorum, "job"))
         })
         .expect("ran");

@@ -76,6 +76,8 @@ async fn release_force_breaks_an_abandoned_lock_and_wakes_its_waiters() {
     let holder = client(&q).await;
     let lock = holder.lock("nightly").await.unwrap();
     let token = lock.token().as_str().to_string();
+    // Granted at the quorum: the last node's SET lands in the background.
+    assert!(holder.settle(Duration::from_secs(5)).await);
     // The holder is gone without releasing (its keys would live for the whole ttl).
     std::mem::forget(lock);
     drop(holder);
