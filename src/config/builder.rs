@@ -403,11 +403,9 @@ impl RedLockBuilder {
         )?;
         self.retry.validate()?;
         // TLS settings are ours for URLs only: a fred configuration or client has its own.
-        let urls: Vec<NodeUrl> = (nodes.iter().zip(&sources))
-            .filter(|(_, source)| matches!(source, Source::Url))
-            .map(|(url, _)| url.clone())
-            .collect();
-        let tls = self.tls.load(&urls)?;
+        let rediss = (nodes.iter().zip(&sources))
+            .any(|(url, source)| matches!(source, Source::Url) && url.tls());
+        let tls = self.tls.load(rediss)?;
         Ok(Config {
             nodes,
             sources,

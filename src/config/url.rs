@@ -216,10 +216,9 @@ impl fmt::Debug for GivenUrl {
 /// anything else, which is left to the parser: a mistyped scheme (`redis:/host`), a `/`
 /// before the host, or a bare word with no port, which may as well be a password.
 fn without_scheme(raw: &str) -> Option<String> {
-    let (head, tail) = match raw.rfind('@') {
-        Some(at) => (Some(&raw[..at]), &raw[at + 1..]),
-        None => (None, raw),
-    };
+    let (head, tail) = raw
+        .rsplit_once('@')
+        .map_or((None, raw), |(h, t)| (Some(h), t));
     if head.is_some_and(|h| h.contains('/')) || !split_known_scheme(raw).0.is_empty() {
         return None;
     }
@@ -298,10 +297,9 @@ pub(crate) fn redact(raw: &str) -> String {
 /// (`redis:/`, `redis//`), `***@` if there is an `@`, and what follows the last `@` (or a
 /// well-formed `scheme://`, without one) if it looks like `host[:port][/db]`, else `***`.
 fn redact_shape(raw: &str) -> String {
-    let (head, tail) = match raw.rfind('@') {
-        Some(at) => (&raw[..at], Some(&raw[at + 1..])),
-        None => (raw, None),
-    };
+    let (head, tail) = raw
+        .rsplit_once('@')
+        .map_or((raw, None), |(h, t)| (h, Some(t)));
     let (scheme, rest) = split_known_scheme(head);
     let mut shown = scheme.to_string();
     match tail {
