@@ -408,11 +408,15 @@ impl RedLock {
         self.driver.redlock.quarantine_left()
     }
 
-    fn wrap(&self, lock: crate::Lock) -> Lock {
-        Lock {
-            inner: lock,
+    /// Blocks on `locking` and wraps the lock it returns.
+    fn wrap(
+        &self,
+        locking: impl Future<Output = Result<crate::Lock, Error>> + Send,
+    ) -> Result<Lock, Error> {
+        Ok(Lock {
+            inner: self.driver.block_on(locking)??,
             driver: Arc::clone(&self.driver),
-        }
+        })
     }
 
     /// Locks `resource` with the configured ttl and retry policy; see
@@ -422,8 +426,7 @@ impl RedLock {
     /// As [`crate::RedLock::lock`]; [`Error::Config`] with [`ConfigError::ThreadStart`] if the
     /// call needed a helper thread (see the module) and none could start.
     pub fn lock(&self, resource: &str) -> Result<Lock, Error> {
-        let lock = self.driver.block_on(self.driver.redlock.lock(resource))??;
-        Ok(self.wrap(lock))
+        self.wrap(self.driver.redlock.lock(resource))
     }
 
     /// A semaphore of `permits` permits on the resource `name`, with blocking calls: at most
@@ -460,10 +463,7 @@ impl RedLock {
     /// # Errors
     /// As [`lock`](Self::lock).
     pub fn try_lock(&self, resource: &str) -> Result<Lock, Error> {
-        let lock = self
-            .driver
-            .block_on(self.driver.redlock.try_lock(resource))??;
-        Ok(self.wrap(lock))
+        self.wrap(self.driver.redlock.try_lock(resource))
     }
 
     /// Locks `resource` for `ttl`, retrying by `retry`; see [`crate::RedLock::lock_with`].
@@ -471,9 +471,7 @@ impl RedLock {
     /// # Errors
     /// As [`crate::RedLock::lock_with`], and as [`lock`](Self::lock).
     pub fn lock_with(&self, resource: &str, ttl: Duration, retry: Retry) -> Result<Lock, Error> {
-        let locking = self.driver.redlock.lock_with(resource, ttl, retry);
-        let lock = self.driver.block_on(locking)??;
-        Ok(self.wrap(lock))
+        self.wrap(self.driver.redlock.lock_with(resource, ttl, retry))
     }
 
     /// Locks several resources at once, all or nothing; see [`crate::RedLock::lock_all`].
@@ -481,10 +479,7 @@ impl RedLock {
     /// # Errors
     /// As [`crate::RedLock::lock_all`], and as [`lock`](Self::lock).
     pub fn lock_all<S: AsRef<str> + Sync>(&self, resources: &[S]) -> Result<Lock, Error> {
-        let lock = self
-            .driver
-            .block_on(self.driver.redlock.lock_all(resources))??;
-        Ok(self.wrap(lock))
+        self.wrap(self.driver.redlock.lock_all(resources))
     }
 
     /// Runs `work` on the caller's thread while holding `resource`, kept alive with

@@ -1,5 +1,6 @@
 //! A quorum read-write lock with blocking calls: [`RwLock`] and its [`RwGuard`].
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -45,11 +46,15 @@ pub struct RwLock {
 }
 
 impl RwLock {
-    fn wrap(&self, guard: crate::RwGuard) -> RwGuard {
-        RwGuard {
-            inner: guard,
+    /// Blocks on `acquiring` and wraps the side it returns.
+    fn wrap(
+        &self,
+        acquiring: impl Future<Output = Result<crate::RwGuard, Error>> + Send,
+    ) -> Result<RwGuard, Error> {
+        Ok(RwGuard {
+            inner: self.driver.block_on(acquiring)??,
             driver: Arc::clone(&self.driver),
-        }
+        })
     }
 
     /// The async read-write lock underneath, for code that runs on a runtime of its own.
@@ -70,8 +75,7 @@ impl RwLock {
     /// [`ConfigError::ThreadStart`](crate::ConfigError::ThreadStart) if the call needed a
     /// helper thread (see the module) and none could start.
     pub fn read(&self) -> Result<RwGuard, Error> {
-        let guard = self.driver.block_on(self.inner.read())??;
-        Ok(self.wrap(guard))
+        self.wrap(self.inner.read())
     }
 
     /// Takes the write side with the client's ttl and retry policy, blocking until the
@@ -81,8 +85,7 @@ impl RwLock {
     /// # Errors
     /// As [`read`](Self::read).
     pub fn write(&self) -> Result<RwGuard, Error> {
-        let guard = self.driver.block_on(self.inner.write())??;
-        Ok(self.wrap(guard))
+        self.wrap(self.inner.write())
     }
 
     /// One attempt at the read side with the client's ttl.
@@ -90,8 +93,7 @@ impl RwLock {
     /// # Errors
     /// As [`read`](Self::read): [`Error::Taken`] while a writer holds or waits.
     pub fn try_read(&self) -> Result<RwGuard, Error> {
-        let guard = self.driver.block_on(self.inner.try_read())??;
-        Ok(self.wrap(guard))
+        self.wrap(self.inner.try_read())
     }
 
     /// One attempt at the write side with the client's ttl (its intent is dropped at once
@@ -100,8 +102,7 @@ impl RwLock {
     /// # Errors
     /// As [`read`](Self::read): [`Error::Taken`] while either side is held.
     pub fn try_write(&self) -> Result<RwGuard, Error> {
-        let guard = self.driver.block_on(self.inner.try_write())??;
-        Ok(self.wrap(guard))
+        self.wrap(self.inner.try_write())
     }
 
     /// Takes `access` for `ttl`, retrying by `retry`; see [`crate::RwLock::acquire`].
@@ -109,9 +110,7 @@ impl RwLock {
     /// # Errors
     /// As [`crate::RwLock::acquire`], and as [`read`](Self::read).
     pub fn acquire(&self, access: Access, ttl: Duration, retry: Retry) -> Result<RwGuard, Error> {
-        let acquiring = self.inner.acquire(access, ttl, retry);
-        let guard = self.driver.block_on(acquiring)??;
-        Ok(self.wrap(guard))
+        self.wrap(self.inner.acquire(access, ttl, retry))
     }
 
     /// Every reader and writer of the lock, and every writer waiting, as the nodes record

@@ -1,5 +1,6 @@
 //! A quorum semaphore with blocking calls: [`Semaphore`] and its [`Permit`].
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -45,11 +46,15 @@ pub struct Semaphore {
 }
 
 impl Semaphore {
-    fn wrap(&self, permit: crate::Permit) -> Permit {
-        Permit {
-            inner: permit,
+    /// Blocks on `acquiring` and wraps the permit it returns.
+    fn wrap(
+        &self,
+        acquiring: impl Future<Output = Result<crate::Permit, Error>> + Send,
+    ) -> Result<Permit, Error> {
+        Ok(Permit {
+            inner: self.driver.block_on(acquiring)??,
             driver: Arc::clone(&self.driver),
-        }
+        })
     }
 
     /// The async semaphore underneath, for code that runs on a runtime of its own.
@@ -75,8 +80,7 @@ impl Semaphore {
     /// [`ConfigError::ThreadStart`](crate::ConfigError::ThreadStart) if the call needed a
     /// helper thread (see the module) and none could start.
     pub fn acquire(&self) -> Result<Permit, Error> {
-        let permit = self.driver.block_on(self.inner.acquire())??;
-        Ok(self.wrap(permit))
+        self.wrap(self.inner.acquire())
     }
 
     /// Makes one attempt to take a permit with the client's ttl.
@@ -84,8 +88,7 @@ impl Semaphore {
     /// # Errors
     /// As [`acquire`](Self::acquire): [`Error::Taken`] when every permit is taken.
     pub fn try_acquire(&self) -> Result<Permit, Error> {
-        let permit = self.driver.block_on(self.inner.try_acquire())??;
-        Ok(self.wrap(permit))
+        self.wrap(self.inner.try_acquire())
     }
 
     /// Takes a permit for `ttl`, retrying by `retry`; see
@@ -94,10 +97,7 @@ impl Semaphore {
     /// # Errors
     /// As [`crate::Semaphore::acquire_with`], and as [`acquire`](Self::acquire).
     pub fn acquire_with(&self, ttl: Duration, retry: Retry) -> Result<Permit, Error> {
-        let permit = self
-            .driver
-            .block_on(self.inner.acquire_with(ttl, retry))??;
-        Ok(self.wrap(permit))
+        self.wrap(self.inner.acquire_with(ttl, retry))
     }
 
     /// Runs `work` on the caller's thread while holding a permit, kept alive with
