@@ -10,17 +10,8 @@
 //! whose meaning always differs by type (`fencing_token`) has no default: listing it bare
 //! does not compile.
 
-/// Expands, inside the `impl` block of a tuple struct over `Held`, to the listed calls:
-///
-/// ```text
-/// held_face! {
-///     "permit";
-///     token;
-///     /// The fencing token, ...
-///     fencing_token;
-///     ttl;
-/// }
-/// ```
+/// Expands, inside the `impl` block of a tuple struct over `Held`, to the listed calls (see
+/// the module, and `Permit`'s block for a call listed with its own docs).
 macro_rules! held_face {
     ($noun:literal; $( $(#[$doc:meta])* $call:ident; )+) => {
         $( $crate::api::held_face::held_face!(@call $call, $noun, [$(#[$doc])*]); )+
