@@ -8,9 +8,7 @@ use crate::config::tls::TlsFiles;
 use crate::config::url::GivenUrl;
 pub(crate) use crate::config::url::NodeUrl;
 use crate::config::{Config, Retry, Ttl};
-use crate::error::ConfigError;
-
-use crate::error::MAX_NODES;
+use crate::error::{ConfigError, MAX_NODES};
 
 /// Redis keeps expiries in signed 64-bit milliseconds; we stay far below that. Timeouts
 /// have the same bound, so that deadlines computed from them never overflow.

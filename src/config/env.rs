@@ -96,9 +96,9 @@ impl RedLockBuilder {
         let [nodes, ttl, drift, node_to, conn_to, attempts, within, delay, jitter, prefix, fencing, quarantine, max_ttl, ca, cert, key, decoder_warning] =
             ENV_VARS;
         if let Some(v) = lookup(nodes) {
-            b.nodes = split_nodes(&v)
-                .into_iter()
-                .map(|url| Given::Url(GivenUrl(url)))
+            b.nodes = (v.split(',').map(str::trim))
+                .filter(|url| !url.is_empty())
+                .map(|url| Given::Url(GivenUrl(url.into())))
                 .collect();
         }
         b.ttl = env(&lookup, ttl, duration)?.unwrap_or(b.ttl);
@@ -135,14 +135,6 @@ impl RedLockBuilder {
         };
         Ok(b)
     }
-}
-
-fn split_nodes(v: &str) -> Vec<String> {
-    v.split(',')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(String::from)
-        .collect()
 }
 
 /// The error for a variable whose value is not valid UTF-8 (and is not shown).
