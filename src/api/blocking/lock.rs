@@ -104,8 +104,7 @@ impl KeptLock {
     /// The fencing token; see [`crate::LockHandle::fencing_token`].
     ///
     /// # Errors
-    /// As [`crate::LockHandle::fencing_token`]; [`Error::Config`] with
-    /// [`ConfigError::ThreadStart`] if the call needed a helper thread and none could start.
+    /// As [`crate::LockHandle::fencing_token`], and as [`RedLock::lock`](super::RedLock::lock).
     pub fn fencing_token(&self) -> Result<u64, Error> {
         self.driver.block_on(self.inner.fencing_token())?
     }

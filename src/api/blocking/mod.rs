@@ -401,9 +401,8 @@ impl RedLock {
         self.driver.redlock.connected_nodes()
     }
 
-    /// How long until quarantine lets enough nodes count to decide a lock, as the nodes'
-    /// checks found (see [`crate::RedLock::quarantine_left`]): zero when they count now,
-    /// `None` when the nodes checked so far cannot, however long one waits.
+    /// How long until quarantine lets enough nodes count to decide a lock; see
+    /// [`crate::RedLock::quarantine_left`].
     pub fn quarantine_left(&self) -> Option<Duration> {
         self.driver.redlock.quarantine_left()
     }
@@ -434,9 +433,7 @@ impl RedLock {
     /// Nothing is sent until a permit is asked for.
     ///
     /// # Errors
-    /// As [`crate::RedLock::semaphore`]: [`ConfigError::InvalidPermits`] for 0 permits or
-    /// more than [`MAX_PERMITS`](crate::MAX_PERMITS), [`ConfigError::EmptyResource`] and
-    /// [`ConfigError::ReservedResource`] as for a lock.
+    /// As [`crate::RedLock::semaphore`] (0 permits, too many, or a bad name).
     pub fn semaphore(&self, name: &str, permits: u32) -> Result<Semaphore, ConfigError> {
         Ok(Semaphore {
             inner: self.driver.redlock.semaphore(name, permits)?,
@@ -449,8 +446,7 @@ impl RedLock {
     /// Nothing is sent until a side is asked for.
     ///
     /// # Errors
-    /// As [`crate::RedLock::rw_lock`]: [`ConfigError::EmptyResource`] and
-    /// [`ConfigError::ReservedResource`] as for a lock.
+    /// As [`crate::RedLock::rw_lock`] (a bad name).
     pub fn rw_lock(&self, name: &str) -> Result<RwLock, ConfigError> {
         Ok(RwLock {
             inner: self.driver.redlock.rw_lock(name)?,

@@ -71,9 +71,7 @@ impl RwLock {
     /// while a writer holds or waits; see [`crate::RwLock::read`].
     ///
     /// # Errors
-    /// As [`crate::RwLock::read`]; [`Error::Config`] with
-    /// [`ConfigError::ThreadStart`](crate::ConfigError::ThreadStart) if the call needed a
-    /// helper thread (see the module) and none could start.
+    /// As [`crate::RwLock::read`], and as [`RedLock::lock`](super::RedLock::lock).
     pub fn read(&self) -> Result<RwGuard, Error> {
         self.wrap(self.inner.read())
     }
@@ -124,10 +122,7 @@ impl RwLock {
 }
 
 /// One side of a [`RwLock`], held on a majority of nodes: [`crate::RwGuard`] with blocking
-/// calls.
-///
-/// Dropping it without [`release`](Self::release) releases it in the background, on the
-/// client's runtime thread, and never blocks.
+/// calls. Dropped, it is released as a [`Lock`](super::Lock) is.
 #[derive(Debug)]
 #[must_use = "a read-write lock's side is released in the background as soon as it is dropped"]
 pub struct RwGuard {

@@ -76,9 +76,7 @@ impl Semaphore {
     /// release while every permit is taken; see [`crate::Semaphore::acquire`].
     ///
     /// # Errors
-    /// As [`crate::Semaphore::acquire`]; [`Error::Config`] with
-    /// [`ConfigError::ThreadStart`](crate::ConfigError::ThreadStart) if the call needed a
-    /// helper thread (see the module) and none could start.
+    /// As [`crate::Semaphore::acquire`], and as [`RedLock::lock`](super::RedLock::lock).
     pub fn acquire(&self) -> Result<Permit, Error> {
         self.wrap(self.inner.acquire())
     }
@@ -100,14 +98,9 @@ impl Semaphore {
         self.wrap(self.inner.acquire_with(ttl, retry))
     }
 
-    /// Runs `work` on the caller's thread while holding a permit, kept alive with
-    /// [`KeepAlive::new`]'s defaults, then releases the permit.
-    ///
-    /// Blocking work cannot be cancelled: if the permit was lost while `work` ran, the result
-    /// is [`Error::Lost`], never `work`'s output (as
-    /// [`RedLock::with_lock`](super::RedLock::with_lock)). `work` gets the permit as a
-    /// [`KeptLock`] whose resource is the semaphore, to ask for the fencing token or check
-    /// [`is_held`](KeptLock::is_held) between steps.
+    /// Runs `work` on the caller's thread while holding a permit, as
+    /// [`RedLock::with_lock`](super::RedLock::with_lock) does with a lock: `work` gets the
+    /// permit as a [`KeptLock`] whose resource is the semaphore.
     ///
     /// # Errors
     /// As [`acquire`](Self::acquire) when no permit can be taken (`work` does not run), and
@@ -131,10 +124,7 @@ impl Semaphore {
 }
 
 /// One permit of a [`Semaphore`], held on a majority of nodes: [`crate::Permit`] with
-/// blocking calls.
-///
-/// Dropping it without [`release`](Self::release) releases it in the background, on the
-/// client's runtime thread, and never blocks.
+/// blocking calls. Dropped, it is released as a [`Lock`](super::Lock) is.
 #[derive(Debug)]
 #[must_use = "a permit is released in the background as soon as it is dropped"]
 pub struct Permit {
