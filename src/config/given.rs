@@ -1,11 +1,7 @@
 //! Nodes the application brings: a fred client it already uses, or a fred configuration.
-//!
-//! A shared client stays the application's: quorumlock neither connects nor quits it, sends
-//! every command with its own per-command options (the node timeout, no re-send after a
-//! reconnect), and registers event handlers that it removes when the `RedLock` is dropped.
-//! What quorumlock still owns for such a node: its command queue (`node/batch/`) and its
-//! subscriber for release messages (`node/subscriber.rs`), a connection of its own made from the
-//! client's configuration.
+//! What stays the application's: see `RedLockBuilder::fred_client`. What quorumlock owns for
+//! such a node: its command queue (`node/batch/`) and its subscriber for release messages
+//! (`node/subscriber.rs`), a connection of its own made from the client's configuration.
 
 use std::fmt;
 use std::sync::Arc;

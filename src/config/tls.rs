@@ -157,8 +157,7 @@ mod imp {
         }
         roots.add_parsable_certificates(system.certs);
         if let Some(ca) = ca {
-            let certs = certificates(ca)?;
-            for cert in certs {
+            for cert in certificates(ca)? {
                 roots
                     .add(cert)
                     .map_err(|e| file_error(ca, format!("not a valid CA certificate: {e}")))?;
