@@ -29,9 +29,12 @@ impl Lock {
         self.inner.resources()
     }
 
+    crate::api::held_face::held_face!(inner "lock";
+        token, ttl, valid_until, validity, is_valid, acquired_on, failures, leave,
+    );
+
     super::held_calls!("lock", "crate::Lock";
-        token, ttl, valid_until, validity, is_valid, acquired_on, failures,
-        fencing_token, extend, extend_for, release, leave, keep_alive,
+        fencing_token, extend, extend_for, release, keep_alive,
     );
 }
 

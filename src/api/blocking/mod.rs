@@ -176,65 +176,14 @@ where
     })
 }
 
-/// The calls of a held handle of this module ([`Lock`], [`Permit`], [`RwGuard`]) that only
-/// pass on to the async handle it wraps (its field `inner`), blocking on the client's runtime
+/// The calls of a held handle of this module ([`Lock`], [`Permit`], [`RwGuard`]) that pass
+/// on to the async handle it wraps (its field `inner`), blocking on the client's runtime
 /// (its field `driver`): written once, named in the docs by `$noun` and the async type's
-/// path `$path`. Invoked inside the handle's `impl` block with the calls it has.
+/// path `$path`. Invoked inside the handle's `impl` block with the calls it has; those that
+/// do not block come from `held_face!`.
 macro_rules! held_calls {
     ($noun:literal, $path:literal; $($call:ident),+ $(,)?) => {
         $( $crate::api::blocking::held_calls!(@ $call, $noun, $path); )+
-    };
-    (@ token, $noun:literal, $path:literal) => {
-        #[doc = concat!("The ", $noun, "'s token; see [`", $path, "::token`].")]
-        pub fn token(&self) -> &$crate::engine::held::Token {
-            self.inner.token()
-        }
-    };
-    (@ ttl, $noun:literal, $path:literal) => {
-        #[doc = concat!("The ttl the ", $noun, " was taken (or last extended) with.")]
-        pub fn ttl(&self) -> std::time::Duration {
-            self.inner.ttl()
-        }
-    };
-    (@ valid_until, $noun:literal, $path:literal) => {
-        #[doc = concat!(
-            "The instant the ",
-            $noun,
-            " stops being valid; see [`",
-            $path,
-            "::valid_until`].",
-        )]
-        pub fn valid_until(&self) -> std::time::Instant {
-            self.inner.valid_until()
-        }
-    };
-    (@ validity, $noun:literal, $path:literal) => {
-        #[doc = concat!("The validity left: zero once the ", $noun, " has expired.")]
-        pub fn validity(&self) -> std::time::Duration {
-            self.inner.validity()
-        }
-    };
-    (@ is_valid, $noun:literal, $path:literal) => {
-        /// Whether the validity has not ended yet.
-        pub fn is_valid(&self) -> bool {
-            self.inner.is_valid()
-        }
-    };
-    (@ acquired_on, $noun:literal, $path:literal) => {
-        #[doc = concat!("How many nodes had confirmed the ", $noun, " when it was granted.")]
-        pub fn acquired_on(&self) -> usize {
-            self.inner.acquired_on()
-        }
-    };
-    (@ failures, $noun:literal, $path:literal) => {
-        #[doc = concat!(
-            "Every node that did not vote yes to the acquisition; see [`",
-            $path,
-            "::failures`].",
-        )]
-        pub fn failures(&self) -> &[$crate::error::NodeError] {
-            self.inner.failures()
-        }
     };
     (@ fencing_token, $noun:literal, $path:literal) => {
         #[doc = concat!("The fencing token; see [`", $path, "::fencing_token`].")]
@@ -306,17 +255,6 @@ macro_rules! held_calls {
         pub fn release(self) -> Result<$crate::engine::held::Released, $crate::error::Error> {
             let Self { inner, driver, .. } = self;
             driver.block_on(inner.release())?
-        }
-    };
-    (@ leave, $noun:literal, $path:literal) => {
-        #[doc = concat!(
-            "Lets go of the ",
-            $noun,
-            " without releasing it: it stays on the nodes until its",
-        )]
-        #[doc = concat!("ttl runs out; see [`", $path, "::leave`].")]
-        pub fn leave(self) {
-            self.inner.leave();
         }
     };
     (@ keep_alive, $noun:literal, $path:literal) => {

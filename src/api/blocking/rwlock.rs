@@ -141,8 +141,11 @@ impl RwGuard {
         self.inner.resource()
     }
 
-    super::held_calls!("side", "crate::RwGuard";
+    crate::api::held_face::held_face!(inner "side";
         token, ttl, valid_until, validity, is_valid, acquired_on, failures,
+    );
+
+    super::held_calls!("side", "crate::RwGuard";
         fencing_token, extend, extend_for, release, keep_alive,
     );
 }

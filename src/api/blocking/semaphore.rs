@@ -143,8 +143,11 @@ impl Permit {
         self.inner.slot()
     }
 
+    crate::api::held_face::held_face!(inner "permit";
+        token, ttl, valid_until, validity, is_valid, acquired_on, failures, leave,
+    );
+
     super::held_calls!("permit", "crate::Permit";
-        token, ttl, valid_until, validity, is_valid, acquired_on, failures,
-        fencing_token, extend, extend_for, release, leave, keep_alive,
+        fencing_token, extend, extend_for, release, keep_alive,
     );
 }
