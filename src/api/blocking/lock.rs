@@ -33,7 +33,9 @@ impl Lock {
         token, ttl, valid_until, validity, is_valid, acquired_on, failures, leave,
     );
 
-    super::held_calls!("lock", "crate::Lock");
+    super::held_calls!("lock", "crate::Lock";
+        fencing_token, extend, extend_for, release, keep_alive,
+    );
 }
 
 /// A lock kept alive on the client's runtime thread: [`crate::KeptLock`] with blocking calls.
