@@ -56,9 +56,8 @@ impl RedLockBuilder {
             return Err(ConfigError::NoRuntime);
         }
         let timeout = config.connect_timeout;
-        let inspecting = Coordinator::connect(config, false)?;
+        let inspecting = RedLock(Coordinator::connect(config, false)?);
         inspecting.wait_for_nodes(timeout).await;
-        let nodes = inspecting.node_list();
-        Ok(crate::engine::inspect::inspect(nodes, inspecting.config(), clock_window).await)
+        Ok(inspecting.inspect(clock_window).await)
     }
 }

@@ -10,45 +10,40 @@
 //! whose meaning always differs by type (`fencing_token`) has no default: listing it bare
 //! does not compile.
 
-/// Expands, inside the `impl` block of a tuple struct over `Held`, to the listed calls:
-///
-/// ```text
-/// held_face! {
-///     "permit";
-///     token;
-///     /// The fencing token, ...
-///     fencing_token;
-///     ttl;
-/// }
-/// ```
+/// Expands, inside the `impl` block of a tuple struct over `Held`, to the listed calls (see
+/// the module, and `Permit`'s block for a call listed with its own docs).
 macro_rules! held_face {
+    // The blocking twins' calls that do not wait (`api/blocking/`), over field `inner`.
+    (inner $noun:literal; $($call:ident),+ $(,)?) => {
+        $( $crate::api::held_face::held_face!(@call $call, inner, $noun, []); )+
+    };
     ($noun:literal; $( $(#[$doc:meta])* $call:ident; )+) => {
-        $( $crate::api::held_face::held_face!(@call $call, $noun, [$(#[$doc])*]); )+
+        $( $crate::api::held_face::held_face!(@call $call, 0, $noun, [$(#[$doc])*]); )+
     };
 
-    (@call token, $noun:literal, $docs:tt) => {
+    (@call token, $f:tt, $noun:literal, $docs:tt) => {
         $crate::api::held_face::held_face!(@doc $docs [
             /// This acquisition's unguessable token, as stored on the nodes.
         ]
         pub fn token(&self) -> &$crate::engine::held::Token {
-            self.0.token()
+            self.$f.token()
         });
     };
-    (@call fencing_token, $noun:literal, [$($docs:tt)+]) => {
+    (@call fencing_token, $f:tt, $noun:literal, [$($docs:tt)+]) => {
         $($docs)+
         pub async fn fencing_token(&self) -> Result<u64, $crate::error::Error> {
-            self.0.fencing_token().await
+            self.$f.fencing_token().await
         }
     };
-    (@call ttl, $noun:literal, $docs:tt) => {
+    (@call ttl, $f:tt, $noun:literal, $docs:tt) => {
         $crate::api::held_face::held_face!(@doc $docs [
             /// The ttl of the last acquisition or extension.
         ]
         pub fn ttl(&self) -> std::time::Duration {
-            self.0.ttl()
+            self.$f.ttl()
         });
     };
-    (@call valid_until, $noun:literal, $docs:tt) => {
+    (@call valid_until, $f:tt, $noun:literal, $docs:tt) => {
         $crate::api::held_face::held_face!(@doc $docs [
             #[doc = concat!(
                 "The instant (client's monotonic clock) until which the ",
@@ -59,10 +54,10 @@ macro_rules! held_face {
             /// request is sent.
         ]
         pub fn valid_until(&self) -> std::time::Instant {
-            self.0.valid_until()
+            self.$f.valid_until()
         });
     };
-    (@call validity, $noun:literal, $docs:tt) => {
+    (@call validity, $f:tt, $noun:literal, $docs:tt) => {
         $crate::api::held_face::held_face!(@doc $docs [
             /// The validity left: zero once [`valid_until`](Self::valid_until) has passed, or
             #[doc = concat!(
@@ -73,10 +68,10 @@ macro_rules! held_face {
             /// Never more than the nodes are guaranteed to keep it, drift allowance included.
         ]
         pub fn validity(&self) -> std::time::Duration {
-            self.0.validity()
+            self.$f.validity()
         });
     };
-    (@call is_valid, $noun:literal, $docs:tt) => {
+    (@call is_valid, $f:tt, $noun:literal, $docs:tt) => {
         $crate::api::held_face::held_face!(@doc $docs [
             /// Whether the validity has not yet run out (and the client's
             #[doc = concat!(
@@ -86,10 +81,10 @@ macro_rules! held_face {
             )]
         ]
         pub fn is_valid(&self) -> bool {
-            self.0.is_valid()
+            self.$f.is_valid()
         });
     };
-    (@call acquired_on, $noun:literal, $docs:tt) => {
+    (@call acquired_on, $f:tt, $noun:literal, $docs:tt) => {
         $crate::api::held_face::held_face!(@doc $docs [
             #[doc = concat!(
                 "How many nodes had confirmed the ",
@@ -100,10 +95,10 @@ macro_rules! held_face {
             /// moment later).
         ]
         pub fn acquired_on(&self) -> usize {
-            self.0.acquired_on()
+            self.$f.acquired_on()
         });
     };
-    (@call failures, $noun:literal, $docs:tt) => {
+    (@call failures, $f:tt, $noun:literal, $docs:tt) => {
         $crate::api::held_face::held_face!(@doc $docs [
             #[doc = concat!(
                 "Every node that did not record the ",
@@ -113,10 +108,10 @@ macro_rules! held_face {
             /// [`Lock::failures`](crate::Lock::failures) lists them.
         ]
         pub fn failures(&self) -> &[$crate::error::NodeError] {
-            self.0.failures()
+            self.$f.failures()
         });
     };
-    (@call extend, $noun:literal, $docs:tt) => {
+    (@call extend, $f:tt, $noun:literal, $docs:tt) => {
         $crate::api::held_face::held_face!(@doc $docs [
             #[doc = concat!("Extends the ", $noun, " by its ttl, measured from now. See")]
             /// [`extend_for`](Self::extend_for).
@@ -125,10 +120,10 @@ macro_rules! held_face {
             /// As [`extend_for`](Self::extend_for).
         ]
         pub async fn extend(&mut self) -> Result<std::time::Duration, $crate::error::Error> {
-            self.0.extend().await
+            self.$f.extend().await
         });
     };
-    (@call extend_for, $noun:literal, $docs:tt) => {
+    (@call extend_for, $f:tt, $noun:literal, $docs:tt) => {
         $crate::api::held_face::held_face!(@doc $docs [
             #[doc = concat!(
                 "Extends the ",
@@ -145,10 +140,10 @@ macro_rules! held_face {
             &mut self,
             ttl: std::time::Duration,
         ) -> Result<std::time::Duration, $crate::error::Error> {
-            self.0.extend_for(ttl).await
+            self.$f.extend_for(ttl).await
         });
     };
-    (@call release, $noun:literal, $docs:tt) => {
+    (@call release, $f:tt, $noun:literal, $docs:tt) => {
         $crate::api::held_face::held_face!(@doc $docs [
             #[doc = concat!(
                 "Removes the ",
@@ -163,10 +158,10 @@ macro_rules! held_face {
         pub async fn release(
             self,
         ) -> Result<$crate::engine::held::Released, $crate::error::Error> {
-            self.0.release().await
+            self.$f.release().await
         });
     };
-    (@call leave, $noun:literal, $docs:tt) => {
+    (@call leave, $f:tt, $noun:literal, $docs:tt) => {
         $crate::api::held_face::held_face!(@doc $docs [
             #[doc = concat!(
                 "Lets go of the ",
@@ -177,10 +172,10 @@ macro_rules! held_face {
             /// [shutdown](crate::RedLock::shutdown) removes it.
         ]
         pub fn leave(self) {
-            self.0.leave();
+            self.$f.leave();
         });
     };
-    (@call keep_alive, $noun:literal, $docs:tt) => {
+    (@call keep_alive, $f:tt, $noun:literal, $docs:tt) => {
         $crate::api::held_face::held_face!(@doc $docs [
             #[doc = concat!(
                 "Keeps the ",
@@ -196,7 +191,7 @@ macro_rules! held_face {
             self,
             keep: $crate::config::KeepAlive,
         ) -> Result<$crate::api::kept::KeptLock, $crate::error::Error> {
-            self.0.keep_alive(keep).map($crate::api::kept::KeptLock)
+            self.$f.keep_alive(keep).map($crate::api::kept::KeptLock)
         });
     };
 

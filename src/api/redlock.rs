@@ -171,7 +171,10 @@ impl RedLock {
     /// [`ConfigError::ReservedResource`] as for a lock.
     pub fn semaphore(&self, name: &str, permits: u32) -> Result<Semaphore, ConfigError> {
         let spec = SemaphoreSpec::new(self.0.config(), name, permits)?;
-        Ok(Semaphore::new(self.0.clone(), spec))
+        Ok(Semaphore {
+            client: self.0.clone(),
+            spec,
+        })
     }
 
     /// A read-write lock on the resource `name`: many readers or one writer at once across
@@ -182,7 +185,10 @@ impl RedLock {
     /// [`ConfigError::EmptyResource`] and [`ConfigError::ReservedResource`] as for a lock.
     pub fn rw_lock(&self, name: &str) -> Result<RwLock, ConfigError> {
         let spec = RwSpec::new(self.0.config(), name)?;
-        Ok(RwLock::new(self.0.clone(), spec))
+        Ok(RwLock {
+            client: self.0.clone(),
+            spec,
+        })
     }
 
     /// Makes one attempt to lock `resource` with the configured ttl.
@@ -376,9 +382,7 @@ impl RedLock {
     /// # Errors
     /// As [`campaign_with`](Self::campaign_with).
     pub async fn campaign(&self, name: &str) -> Result<Leadership, Error> {
-        Leading::campaign(&self.0, name, Candidacy::new())
-            .await
-            .map(Leadership)
+        self.campaign_with(name, Candidacy::new()).await
     }
 
     /// Waits until this candidate leads the election `name`, and returns its

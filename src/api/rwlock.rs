@@ -52,15 +52,11 @@ use crate::error::Error;
 /// ```
 #[derive(Debug, Clone)]
 pub struct RwLock {
-    client: Coordinator,
-    spec: RwSpec,
+    pub(super) client: Coordinator,
+    pub(super) spec: RwSpec,
 }
 
 impl RwLock {
-    pub(crate) fn new(client: Coordinator, spec: RwSpec) -> RwLock {
-        RwLock { client, spec }
-    }
-
     /// The lock's name (its key on the nodes, after the client's key prefix).
     pub fn name(&self) -> &str {
         self.spec.name()

@@ -58,15 +58,11 @@ use crate::error::Error;
 /// ```
 #[derive(Debug, Clone)]
 pub struct Semaphore {
-    client: Coordinator,
-    spec: SemaphoreSpec,
+    pub(super) client: Coordinator,
+    pub(super) spec: SemaphoreSpec,
 }
 
 impl Semaphore {
-    pub(crate) fn new(client: Coordinator, spec: SemaphoreSpec) -> Semaphore {
-        Semaphore { client, spec }
-    }
-
     /// The semaphore's name (its key on the nodes, after the client's key prefix).
     pub fn name(&self) -> &str {
         self.spec.name()

@@ -8,9 +8,7 @@ use crate::config::tls::TlsFiles;
 use crate::config::url::GivenUrl;
 pub(crate) use crate::config::url::NodeUrl;
 use crate::config::{Config, Retry, Ttl};
-use crate::error::ConfigError;
-
-use crate::error::MAX_NODES;
+use crate::error::{ConfigError, MAX_NODES};
 
 /// Redis keeps expiries in signed 64-bit milliseconds; we stay far below that. Timeouts
 /// have the same bound, so that deadlines computed from them never overflow.
@@ -403,11 +401,9 @@ impl RedLockBuilder {
         )?;
         self.retry.validate()?;
         // TLS settings are ours for URLs only: a fred configuration or client has its own.
-        let urls: Vec<NodeUrl> = (nodes.iter().zip(&sources))
-            .filter(|(_, source)| matches!(source, Source::Url))
-            .map(|(url, _)| url.clone())
-            .collect();
-        let tls = self.tls.load(&urls)?;
+        let rediss = (nodes.iter().zip(&sources))
+            .any(|(url, source)| matches!(source, Source::Url) && url.tls());
+        let tls = self.tls.load(rediss)?;
         Ok(Config {
             nodes,
             sources,

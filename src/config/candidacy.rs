@@ -69,10 +69,7 @@ impl Candidacy {
     }
 
     pub(crate) fn identity_or_default(&self) -> Result<String, ConfigError> {
-        let identity = match &self.identity {
-            Some(identity) => identity.clone(),
-            None => default_identity(),
-        };
+        let identity = self.identity.clone().unwrap_or_else(default_identity);
         if identity.is_empty() || identity.len() > MAX_IDENTITY {
             return Err(ConfigError::InvalidIdentity(format!(
                 "it must be 1 to {MAX_IDENTITY} bytes long, got {}",

@@ -19,11 +19,8 @@ use crate::config::Ttl;
 use crate::error::ConfigError;
 use crate::report::{Finding, Severity};
 
-/// Refuses a node timeout at least as long as the validity of the longest lock the client
-/// may take (`max_ttl` less its drift allowance). A round decided by an answer that needed
-/// the whole node timeout has then used up the validity of every lock the client can take,
-/// so it always fails: the timeout can never do what it is there for, let a slow node still
-/// count.
+/// Refuses a node timeout that no lock of the client can outlast: why, in
+/// [`ConfigError::NodeTimeoutOutlastsLocks`].
 pub(crate) fn check_node_timeout(node_timeout: Duration, max_ttl: &Ttl) -> Result<(), ConfigError> {
     if node_timeout >= max_ttl.usable {
         return Err(ConfigError::NodeTimeoutOutlastsLocks {

@@ -96,35 +96,19 @@ impl RedLockBuilder {
         let [nodes, ttl, drift, node_to, conn_to, attempts, within, delay, jitter, prefix, fencing, quarantine, max_ttl, ca, cert, key, decoder_warning] =
             ENV_VARS;
         if let Some(v) = lookup(nodes) {
-            b.nodes = split_nodes(&v)
-                .into_iter()
-                .map(|url| Given::Url(GivenUrl(url)))
+            b.nodes = (v.split(',').map(str::trim))
+                .filter(|url| !url.is_empty())
+                .map(|url| Given::Url(GivenUrl(url.into())))
                 .collect();
         }
-        if let Some(d) = env_duration(&lookup, ttl)? {
-            b.ttl = d;
+        b.ttl = env(&lookup, ttl, duration)?.unwrap_or(b.ttl);
+        b.drift_factor = env(&lookup, drift, number)?.unwrap_or(b.drift_factor);
+        b.node_timeout = env(&lookup, node_to, duration)?.unwrap_or(b.node_timeout);
+        b.connect_timeout = env(&lookup, conn_to, duration)?.unwrap_or(b.connect_timeout);
+        if let Some(n) = env(&lookup, attempts, number)? {
+            b.retry.limit = RetryLimit::Attempts(n);
         }
-        if let Some(v) = lookup(drift) {
-            b.drift_factor = v
-                .trim()
-                .parse()
-                .map_err(|e: std::num::ParseFloatError| env_error(drift, &v, e.to_string()))?;
-        }
-        if let Some(d) = env_duration(&lookup, node_to)? {
-            b.node_timeout = d;
-        }
-        if let Some(d) = env_duration(&lookup, conn_to)? {
-            b.connect_timeout = d;
-        }
-        let mut retry = b.retry;
-        if let Some(v) = lookup(attempts) {
-            let n = v
-                .trim()
-                .parse()
-                .map_err(|e: std::num::ParseIntError| env_error(attempts, &v, e.to_string()))?;
-            retry.limit = RetryLimit::Attempts(n);
-        }
-        if let Some(d) = env_duration(&lookup, within)? {
+        if let Some(d) = env(&lookup, within, duration)? {
             if lookup(attempts).is_some() {
                 return Err(env_error(
                     within,
@@ -132,30 +116,17 @@ impl RedLockBuilder {
                     format!("set either {attempts} or {within}, not both"),
                 ));
             }
-            retry.limit = RetryLimit::Within(d);
+            b.retry.limit = RetryLimit::Within(d);
         }
-        if let Some(d) = env_duration(&lookup, delay)? {
-            retry.delay = d;
-        }
-        if let Some(d) = env_duration(&lookup, jitter)? {
-            retry.jitter = d;
-        }
-        b.retry = retry;
+        b.retry.delay = env(&lookup, delay, duration)?.unwrap_or(b.retry.delay);
+        b.retry.jitter = env(&lookup, jitter, duration)?.unwrap_or(b.retry.jitter);
         if let Some(v) = lookup(prefix) {
             b.key_prefix = v;
         }
-        if let Some(v) = lookup(fencing) {
-            b.fencing = env_bool(fencing, &v)?;
-        }
-        if let Some(v) = lookup(quarantine) {
-            b.quarantine = env_bool(quarantine, &v)?;
-        }
-        if let Some(d) = env_duration(&lookup, max_ttl)? {
-            b.max_ttl = Some(d);
-        }
-        if let Some(v) = lookup(decoder_warning) {
-            b.decoder_warning = env_bool(decoder_warning, &v)?;
-        }
+        b.fencing = env(&lookup, fencing, boolean)?.unwrap_or(b.fencing);
+        b.quarantine = env(&lookup, quarantine, boolean)?.unwrap_or(b.quarantine);
+        b.max_ttl = env(&lookup, max_ttl, duration)?.or(b.max_ttl);
+        b.decoder_warning = env(&lookup, decoder_warning, boolean)?.unwrap_or(b.decoder_warning);
         let path = |var| lookup(var).filter(|v| !v.is_empty()).map(PathBuf::from);
         b.tls = TlsFiles {
             ca: path(ca),
@@ -164,22 +135,6 @@ impl RedLockBuilder {
         };
         Ok(b)
     }
-}
-
-fn env_bool(var: &'static str, v: &str) -> Result<bool, ConfigError> {
-    match v.trim().to_ascii_lowercase().as_str() {
-        "1" | "true" | "on" | "yes" => Ok(true),
-        "0" | "false" | "off" | "no" => Ok(false),
-        _ => Err(env_error(var, v, "expected true or false".into())),
-    }
-}
-
-fn split_nodes(v: &str) -> Vec<String> {
-    v.split(',')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(String::from)
-        .collect()
 }
 
 /// The error for a variable whose value is not valid UTF-8 (and is not shown).
@@ -201,13 +156,31 @@ fn env_error(var: &'static str, value: &str, reason: String) -> ConfigError {
     ConfigError::Env { var, value, reason }
 }
 
-fn env_duration(
+/// `var`'s value, trimmed and read by `parse`; `None` when it is unset.
+fn env<T>(
     lookup: &impl Fn(&str) -> Option<String>,
     var: &'static str,
-) -> Result<Option<Duration>, ConfigError> {
+    parse: fn(&str) -> Result<T, String>,
+) -> Result<Option<T>, ConfigError> {
     lookup(var)
-        .map(|v| humantime::parse_duration(v.trim()).map_err(|e| env_error(var, &v, e.to_string())))
+        .map(|v| parse(v.trim()).map_err(|reason| env_error(var, &v, reason)))
         .transpose()
+}
+
+fn duration(v: &str) -> Result<Duration, String> {
+    humantime::parse_duration(v).map_err(|e| e.to_string())
+}
+
+fn number<T: std::str::FromStr<Err: ToString>>(v: &str) -> Result<T, String> {
+    v.parse().map_err(|e: T::Err| e.to_string())
+}
+
+fn boolean(v: &str) -> Result<bool, String> {
+    match v.to_ascii_lowercase().as_str() {
+        "1" | "true" | "on" | "yes" => Ok(true),
+        "0" | "false" | "off" | "no" => Ok(false),
+        _ => Err("expected true or false".into()),
+    }
 }
 
 #[cfg(test)]

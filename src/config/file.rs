@@ -170,22 +170,18 @@ impl TryFrom<ConfigFile> for RedLockBuilder {
             drift_factor: file.drift_factor.unwrap_or(default.drift_factor),
             node_timeout: file.node_timeout.unwrap_or(default.node_timeout),
             connect_timeout: file.connect_timeout.unwrap_or(default.connect_timeout),
-            retry: match file.retry {
-                Some(retry) => retry.into_retry()?,
-                None => default.retry,
-            },
+            retry: file
+                .retry
+                .map_or(Ok(default.retry), RetryFile::into_retry)?,
             key_prefix: file.key_prefix.unwrap_or(default.key_prefix),
             fencing: file.fencing.unwrap_or(default.fencing),
             quarantine: file.quarantine.unwrap_or(default.quarantine),
             decoder_warning: file.decoder_warning.unwrap_or(default.decoder_warning),
-            tls: match file.tls {
-                Some(tls) => TlsFiles {
-                    ca: tls.ca_file,
-                    cert: tls.cert_file,
-                    key: tls.key_file,
-                },
-                None => default.tls,
-            },
+            tls: file.tls.map_or(default.tls, |tls| TlsFiles {
+                ca: tls.ca_file,
+                cert: tls.cert_file,
+                key: tls.key_file,
+            }),
             ..default
         })
     }
@@ -204,14 +200,11 @@ impl RetryFile {
             (None, Some(total)) => RetryLimit::Within(total),
             (None, None) => default.limit,
         };
-        let mut retry = Retry { limit, ..default };
-        if let Some(delay) = self.delay {
-            retry.delay = delay;
-        }
-        if let Some(jitter) = self.jitter {
-            retry.jitter = jitter;
-        }
-        Ok(retry)
+        Ok(Retry {
+            limit,
+            delay: self.delay.unwrap_or(default.delay),
+            jitter: self.jitter.unwrap_or(default.jitter),
+        })
     }
 }
 

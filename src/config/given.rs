@@ -1,11 +1,7 @@
 //! Nodes the application brings: a fred client it already uses, or a fred configuration.
-//!
-//! A shared client stays the application's: quorumlock neither connects nor quits it, sends
-//! every command with its own per-command options (the node timeout, no re-send after a
-//! reconnect), and registers event handlers that it removes when the `RedLock` is dropped.
-//! What quorumlock still owns for such a node: its command queue (`node/batch/`) and its
-//! subscriber for release messages (`node/subscriber.rs`), a connection of its own made from the
-//! client's configuration.
+//! What stays the application's: see `RedLockBuilder::fred_client`. What quorumlock owns for
+//! such a node: its command queue (`node/batch/`) and its subscriber for release messages
+//! (`node/subscriber.rs`), a connection of its own made from the client's configuration.
 
 use std::fmt;
 use std::sync::Arc;
@@ -53,13 +49,14 @@ impl Given {
                 let config = client.client_config();
                 let url = address(index, &config, "a fred client")?;
                 if client.client_reconnect_policy().is_none() {
-                    return Err(unsuitable(
+                    return Err(ConfigError::UnsuitableNode {
                         index,
-                        &url,
-                        "the client has no reconnect policy: after one dropped connection \
-                         the node would fail for good; give it one \
-                         (fred's Builder::set_policy)",
-                    ));
+                        node: url.redacted().into(),
+                        reason: "the client has no reconnect policy: after one dropped \
+                                 connection the node would fail for good; give it one \
+                                 (fred's Builder::set_policy)"
+                            .into(),
+                    });
                 }
                 Ok((url, Source::Client(client.clone())))
             }
@@ -69,42 +66,31 @@ impl Given {
 
 /// The one server a fred configuration names, or why it is not a Redlock node.
 fn address(index: usize, config: &FredConfig, what: &str) -> Result<NodeUrl, ConfigError> {
-    match &config.server {
-        ServerConfig::Centralized { server } => Ok(NodeUrl::of_server(
-            &server.host,
-            server.port,
-            config.uses_tls(),
-            config.database,
-        )),
-        ServerConfig::Clustered { .. } => Err(ConfigError::UnsuitableNode {
-            index,
-            node: what.to_string(),
-            reason: "a cluster is one deployment, not independent masters: give each \
-                     independent master as its own node"
-                .into(),
-        }),
-        ServerConfig::Sentinel { .. } => Err(ConfigError::UnsuitableNode {
-            index,
-            node: what.to_string(),
-            reason: "a sentinel deployment fails over to replicas, which may not have a \
-                     lock's key: give each independent master as its own node"
-                .into(),
-        }),
+    let reason = match &config.server {
+        ServerConfig::Centralized { server } => {
+            return Ok(NodeUrl::of_server(
+                &server.host,
+                server.port,
+                config.uses_tls(),
+                config.database,
+            ))
+        }
+        ServerConfig::Clustered { .. } => {
+            "a cluster is one deployment, not independent masters: give each independent \
+             master as its own node"
+        }
+        ServerConfig::Sentinel { .. } => {
+            "a sentinel deployment fails over to replicas, which may not have a lock's key: \
+             give each independent master as its own node"
+        }
         #[allow(unreachable_patterns)]
-        _ => Err(ConfigError::UnsuitableNode {
-            index,
-            node: what.to_string(),
-            reason: "only a TCP server (host and port) can be a node".into(),
-        }),
-    }
-}
-
-fn unsuitable(index: usize, url: &NodeUrl, reason: &str) -> ConfigError {
-    ConfigError::UnsuitableNode {
+        _ => "only a TCP server (host and port) can be a node",
+    };
+    Err(ConfigError::UnsuitableNode {
         index,
-        node: url.redacted().to_string(),
+        node: what.to_string(),
         reason: reason.into(),
-    }
+    })
 }
 
 impl fmt::Debug for Given {
@@ -137,18 +123,10 @@ impl fmt::Debug for Source {
 /// A fred configuration's server, without credentials.
 fn shown(config: &FredConfig) -> String {
     match &config.server {
-        ServerConfig::Centralized { server } => NodeUrl::of_server(
-            &server.host,
-            server.port,
-            config.uses_tls(),
-            config.database,
-        )
-        .redacted()
-        .to_string(),
         ServerConfig::Clustered { .. } => "clustered".into(),
         ServerConfig::Sentinel { .. } => "sentinel".into(),
-        #[allow(unreachable_patterns)]
-        _ => "other".into(),
+        // A centralized server, shown by its address; anything else is "other".
+        _ => address(0, config, "").map_or_else(|_| "other".into(), |url| url.redacted().into()),
     }
 }
 

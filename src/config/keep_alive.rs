@@ -79,37 +79,32 @@ impl KeepAlive {
     /// Checks the settings for a lock of `ttl`, and returns the margin and the validity left
     /// at which extensions start.
     pub(crate) fn check(&self, ttl: Duration) -> Result<KeepSchedule, ConfigError> {
+        let invalid = |reason: String| Err(ConfigError::InvalidKeepAlive(reason));
         let fraction = self.extend_when_left;
         if !(fraction.is_finite() && fraction > 0.0 && fraction < 1.0) {
-            return Err(ConfigError::InvalidKeepAlive(format!(
+            return invalid(format!(
                 "extend_when_left must be between 0.0 and 1.0 (exclusive), got {fraction}"
-            )));
+            ));
         }
         let extend_at = ttl.mul_f64(fraction);
         let margin = self.margin.unwrap_or_else(|| ttl / 10);
         if margin.is_zero() {
-            return Err(ConfigError::InvalidKeepAlive(
-                "the margin must be greater than zero".into(),
-            ));
+            return invalid("the margin must be greater than zero".into());
         }
         if margin >= extend_at {
-            return Err(ConfigError::InvalidKeepAlive(format!(
+            return invalid(format!(
                 "the margin ({}) must be shorter than the validity left when extensions start \
                  ({} of the {} ttl)",
                 humantime::format_duration(margin),
                 humantime::format_duration(extend_at),
                 humantime::format_duration(ttl),
-            )));
+            ));
         }
         if self.max_hold.is_some_and(|limit| limit.is_zero()) {
-            return Err(ConfigError::InvalidKeepAlive(
-                "the hold limit must be greater than zero".into(),
-            ));
+            return invalid("the hold limit must be greater than zero".into());
         }
         if self.retry_delay.is_zero() {
-            return Err(ConfigError::InvalidKeepAlive(
-                "the retry delay must be greater than zero".into(),
-            ));
+            return invalid("the retry delay must be greater than zero".into());
         }
         Ok(KeepSchedule {
             extend_at,

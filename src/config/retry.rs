@@ -34,18 +34,18 @@ impl Retry {
 
     /// At most `attempts` attempts in all (the first one included). Zero is rejected.
     pub const fn attempts(attempts: u32) -> Retry {
-        Retry {
-            limit: RetryLimit::Attempts(attempts),
-            delay: Duration::from_millis(100),
-            jitter: Duration::from_millis(100),
-        }
+        Retry::limited(RetryLimit::Attempts(attempts))
     }
 
     /// Keep attempting until `total` has passed since the call began; no attempt starts
     /// after that. The first attempt is always made. Zero is rejected (use [`Retry::none`]).
     pub const fn within(total: Duration) -> Retry {
+        Retry::limited(RetryLimit::Within(total))
+    }
+
+    const fn limited(limit: RetryLimit) -> Retry {
         Retry {
-            limit: RetryLimit::Within(total),
+            limit,
             delay: Duration::from_millis(100),
             jitter: Duration::from_millis(100),
         }

@@ -124,10 +124,8 @@ impl Config {
         found
     }
 
-    /// Says what [`findings`](Self::findings) found, when a client is built: each one as a
-    /// `tracing` warning, and the unbounded decoder's on stderr as well (once per process,
-    /// unless [`decoder_warning`](Self::decoder_warning) is off), since a new application
-    /// often has no `tracing` subscriber and would see nothing.
+    /// Says what [`findings`](Self::findings) found, when a client is built, as its docs
+    /// describe.
     pub(crate) fn announce_findings(&self) {
         for finding in self.findings() {
             tracing::warn!(severity = %finding.severity, "{}", finding.message);

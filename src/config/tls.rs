@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 
 use fred::types::config::Config as FredConfig;
 
+use crate::config::given::Source;
 use crate::config::url::NodeUrl;
 use crate::config::Config;
 use crate::error::ConfigError;
@@ -40,28 +41,16 @@ impl fmt::Debug for Tls {
 }
 
 impl TlsFiles {
-    /// Reads and checks the files, if TLS is needed (a `rediss://` node) or any file is
-    /// given; `None` otherwise.
-    pub(crate) fn load(&self, nodes: &[NodeUrl]) -> Result<Option<Tls>, ConfigError> {
+    /// Reads and checks the files, if TLS is needed (`rediss`: a `rediss://` node URL) or
+    /// any file is given; `None` otherwise.
+    pub(crate) fn load(&self, rediss: bool) -> Result<Option<Tls>, ConfigError> {
         let client = match (&self.cert, &self.key) {
             (Some(cert), Some(key)) => Some((cert.clone(), key.clone())),
             (None, None) => None,
-            (Some(_), None) => {
-                return Err(ConfigError::InvalidTls(
-                    "a client certificate needs its key (tls_client_cert, \
-                     QUORUMLOCK_TLS_KEY_FILE)"
-                        .into(),
-                ))
-            }
-            (None, Some(_)) => {
-                return Err(ConfigError::InvalidTls(
-                    "a client key needs its certificate (tls_client_cert, \
-                     QUORUMLOCK_TLS_CERT_FILE)"
-                        .into(),
-                ))
-            }
+            (Some(_), None) => return Err(unpaired("certificate needs its key", "KEY")),
+            (None, Some(_)) => return Err(unpaired("key needs its certificate", "CERT")),
         };
-        if self.ca.is_none() && client.is_none() && !nodes.iter().any(NodeUrl::tls) {
+        if self.ca.is_none() && client.is_none() && !rediss {
             return Ok(None);
         }
         #[cfg(feature = "tls")]
@@ -81,6 +70,14 @@ impl TlsFiles {
             ))
         }
     }
+}
+
+/// A client certificate or key given without the other (`file` names the missing one's
+/// variable).
+fn unpaired(what: &str, file: &str) -> ConfigError {
+    ConfigError::InvalidTls(format!(
+        "a client {what} (tls_client_cert, QUORUMLOCK_TLS_{file}_FILE)"
+    ))
 }
 
 /// The client library's configuration for `url`: address, credentials, database, and our
@@ -107,21 +104,18 @@ impl Config {
     /// API: it exposes the client library's types.
     #[doc(hidden)]
     pub fn node_client_config(&self, index: usize) -> Option<Result<FredConfig, ConfigError>> {
+        use fred::interfaces::ClientLike;
         let url = self.nodes.get(index)?;
-        match self.sources.get(index)? {
-            crate::config::given::Source::Url => {}
-            crate::config::given::Source::Config(config) => return Some(Ok((**config).clone())),
-            crate::config::given::Source::Client(client) => {
-                use fred::interfaces::ClientLike;
-                return Some(Ok(client.client_config()));
+        Some(match self.sources.get(index)? {
+            Source::Url => {
+                fred_config(url, self.tls.as_ref()).map_err(|e| ConfigError::InvalidUrl {
+                    url: url.redacted().to_string(),
+                    reason: e.details().to_string(),
+                })
             }
-        }
-        Some(
-            fred_config(url, self.tls.as_ref()).map_err(|e| ConfigError::InvalidUrl {
-                url: url.redacted().to_string(),
-                reason: e.details().to_string(),
-            }),
-        )
+            Source::Config(config) => Ok((**config).clone()),
+            Source::Client(client) => Ok(client.client_config()),
+        })
     }
 
     /// The CA bundle trusted for `rediss://` nodes besides the system's roots, if any.
@@ -163,8 +157,7 @@ mod imp {
         }
         roots.add_parsable_certificates(system.certs);
         if let Some(ca) = ca {
-            let certs = certificates(ca)?;
-            for cert in certs {
+            for cert in certificates(ca)? {
                 roots
                     .add(cert)
                     .map_err(|e| file_error(ca, format!("not a valid CA certificate: {e}")))?;

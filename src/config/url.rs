@@ -82,10 +82,9 @@ impl NodeUrl {
         if tls && !cfg!(feature = "tls") {
             return Err(ConfigError::TlsUnavailable { url: redact(raw) });
         }
-        let host = match url.host_str() {
-            Some(h) if !h.is_empty() => h.to_ascii_lowercase(),
-            _ => return Err(invalid("no host")),
-        };
+        let host = (url.host_str().filter(|h| !h.is_empty()))
+            .ok_or_else(|| invalid("no host"))?
+            .to_ascii_lowercase();
         let port = url.port().unwrap_or(6379);
         let path = url.path().trim_matches('/');
         if !path.is_empty() && path.parse::<u8>().is_err() {
@@ -170,11 +169,8 @@ impl NodeUrl {
         // `host` is lower-case; an IPv6 address keeps its brackets.
         let bare = self.host.trim_start_matches('[').trim_end_matches(']');
         match bare.parse::<IpAddr>() {
-            Ok(IpAddr::V6(v6)) => Endpoint::Ip(match v6.to_ipv4_mapped() {
-                Some(v4) => IpAddr::V4(v4),
-                None => IpAddr::V6(v6),
-            }),
-            Ok(ip) => Endpoint::Ip(ip),
+            // An IPv4-mapped IPv6 address as its IPv4 address.
+            Ok(ip) => Endpoint::Ip(ip.to_canonical()),
             Err(_) if self.host == "localhost" => Endpoint::Localhost,
             Err(_) => Endpoint::Name(&self.host),
         }
@@ -216,10 +212,9 @@ impl fmt::Debug for GivenUrl {
 /// anything else, which is left to the parser: a mistyped scheme (`redis:/host`), a `/`
 /// before the host, or a bare word with no port, which may as well be a password.
 fn without_scheme(raw: &str) -> Option<String> {
-    let (head, tail) = match raw.rfind('@') {
-        Some(at) => (Some(&raw[..at]), &raw[at + 1..]),
-        None => (None, raw),
-    };
+    let (head, tail) = raw
+        .rsplit_once('@')
+        .map_or((None, raw), |(h, t)| (Some(h), t));
     if head.is_some_and(|h| h.contains('/')) || !split_known_scheme(raw).0.is_empty() {
         return None;
     }
@@ -298,10 +293,9 @@ pub(crate) fn redact(raw: &str) -> String {
 /// (`redis:/`, `redis//`), `***@` if there is an `@`, and what follows the last `@` (or a
 /// well-formed `scheme://`, without one) if it looks like `host[:port][/db]`, else `***`.
 fn redact_shape(raw: &str) -> String {
-    let (head, tail) = match raw.rfind('@') {
-        Some(at) => (&raw[..at], Some(&raw[at + 1..])),
-        None => (raw, None),
-    };
+    let (head, tail) = raw
+        .rsplit_once('@')
+        .map_or((raw, None), |(h, t)| (h, Some(t)));
     let (scheme, rest) = split_known_scheme(head);
     let mut shown = scheme.to_string();
     match tail {

@@ -269,13 +269,11 @@ impl fmt::Display for LostReason {
                 f,
                 "a majority no longer holds it ({held} of {nodes} nodes still had our token)"
             ),
-            LostReason::NotExtended {
-                last_error: None, ..
-            } => f.write_str("it could not be extended in time: no quorum answered"),
-            LostReason::NotExtended {
-                last_error: Some(e),
-                ..
-            } => write!(f, "it could not be extended in time: {e}"),
+            LostReason::NotExtended { last_error, .. } => write!(
+                f,
+                "it could not be extended in time: {}",
+                last_error.as_deref().unwrap_or("no quorum answered")
+            ),
             LostReason::HoldLimit { limit } => write!(
                 f,
                 "the hold limit of {} was reached",

@@ -3,7 +3,8 @@
 use std::fmt;
 
 /// Why one node failed during one operation.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("node {index} ({node}): {kind}: {message}")]
 pub struct NodeError {
     /// The node's position in the configured list.
     pub index: usize,
@@ -14,18 +15,6 @@ pub struct NodeError {
     /// The client's description of the failure.
     pub message: String,
 }
-
-impl fmt::Display for NodeError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "node {} ({}): {}: {}",
-            self.index, self.node, self.kind, self.message
-        )
-    }
-}
-
-impl std::error::Error for NodeError {}
 
 /// The kinds of node failure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -105,7 +94,6 @@ pub(crate) fn failed_nodes(failures: &[NodeError]) -> String {
         .join(",")
 }
 
-/// Formats a list of node errors on one line.
 /// The failures beside a refusal, if any: "; 2 failed: node 3 ...; node 4 ...".
 pub(super) struct FailedToo<'a>(pub(super) &'a [NodeError]);
 
@@ -118,6 +106,7 @@ impl fmt::Display for FailedToo<'_> {
     }
 }
 
+/// A list of node errors on one line.
 pub(super) struct NodeErrors<'a>(pub(super) &'a [NodeError]);
 
 impl fmt::Display for NodeErrors<'_> {
@@ -125,11 +114,10 @@ impl fmt::Display for NodeErrors<'_> {
         if self.0.is_empty() {
             return f.write_str("no node failed before the outcome was decided");
         }
-        for (i, e) in self.0.iter().enumerate() {
-            if i > 0 {
-                f.write_str("; ")?;
-            }
-            write!(f, "{e}")?;
+        let mut separator = "";
+        for e in self.0 {
+            write!(f, "{separator}{e}")?;
+            separator = "; ";
         }
         Ok(())
     }

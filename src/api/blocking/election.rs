@@ -68,9 +68,8 @@ impl Leadership {
     /// Gives the leadership up and waits for the nodes; see [`crate::Leadership::resign`].
     ///
     /// # Errors
-    /// As [`crate::Leadership::resign`]; [`Error::Config`] with [`ConfigError::ThreadStart`]
-    /// if the call needed a helper thread and none could start (the leadership is then given
-    /// up in the background).
+    /// As [`crate::Leadership::resign`], and as [`RedLock::lock`](super::RedLock::lock) (the
+    /// leadership is then given up in the background).
     pub fn resign(self) -> Result<Released, Error> {
         let Leadership { inner, driver, .. } = self;
         driver.block_on(inner.resign())?

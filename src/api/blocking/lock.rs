@@ -29,9 +29,12 @@ impl Lock {
         self.inner.resources()
     }
 
+    crate::api::held_face::held_face!(inner "lock";
+        token, ttl, valid_until, validity, is_valid, acquired_on, failures, leave,
+    );
+
     super::held_calls!("lock", "crate::Lock";
-        token, ttl, valid_until, validity, is_valid, acquired_on, failures,
-        fencing_token, extend, extend_for, release, leave, keep_alive,
+        fencing_token, extend, extend_for, release, keep_alive,
     );
 }
 
@@ -104,8 +107,7 @@ impl KeptLock {
     /// The fencing token; see [`crate::LockHandle::fencing_token`].
     ///
     /// # Errors
-    /// As [`crate::LockHandle::fencing_token`]; [`Error::Config`] with
-    /// [`ConfigError::ThreadStart`] if the call needed a helper thread and none could start.
+    /// As [`crate::LockHandle::fencing_token`], and as [`RedLock::lock`](super::RedLock::lock).
     pub fn fencing_token(&self) -> Result<u64, Error> {
         self.driver.block_on(self.inner.fencing_token())?
     }

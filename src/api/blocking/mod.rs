@@ -176,65 +176,14 @@ where
     })
 }
 
-/// The calls of a held handle of this module ([`Lock`], [`Permit`], [`RwGuard`]) that only
-/// pass on to the async handle it wraps (its field `inner`), blocking on the client's runtime
+/// The calls of a held handle of this module ([`Lock`], [`Permit`], [`RwGuard`]) that pass
+/// on to the async handle it wraps (its field `inner`), blocking on the client's runtime
 /// (its field `driver`): written once, named in the docs by `$noun` and the async type's
-/// path `$path`. Invoked inside the handle's `impl` block with the calls it has.
+/// path `$path`. Invoked inside the handle's `impl` block with the calls it has; those that
+/// do not block come from `held_face!`.
 macro_rules! held_calls {
     ($noun:literal, $path:literal; $($call:ident),+ $(,)?) => {
         $( $crate::api::blocking::held_calls!(@ $call, $noun, $path); )+
-    };
-    (@ token, $noun:literal, $path:literal) => {
-        #[doc = concat!("The ", $noun, "'s token; see [`", $path, "::token`].")]
-        pub fn token(&self) -> &$crate::engine::held::Token {
-            self.inner.token()
-        }
-    };
-    (@ ttl, $noun:literal, $path:literal) => {
-        #[doc = concat!("The ttl the ", $noun, " was taken (or last extended) with.")]
-        pub fn ttl(&self) -> std::time::Duration {
-            self.inner.ttl()
-        }
-    };
-    (@ valid_until, $noun:literal, $path:literal) => {
-        #[doc = concat!(
-            "The instant the ",
-            $noun,
-            " stops being valid; see [`",
-            $path,
-            "::valid_until`].",
-        )]
-        pub fn valid_until(&self) -> std::time::Instant {
-            self.inner.valid_until()
-        }
-    };
-    (@ validity, $noun:literal, $path:literal) => {
-        #[doc = concat!("The validity left: zero once the ", $noun, " has expired.")]
-        pub fn validity(&self) -> std::time::Duration {
-            self.inner.validity()
-        }
-    };
-    (@ is_valid, $noun:literal, $path:literal) => {
-        /// Whether the validity has not ended yet.
-        pub fn is_valid(&self) -> bool {
-            self.inner.is_valid()
-        }
-    };
-    (@ acquired_on, $noun:literal, $path:literal) => {
-        #[doc = concat!("How many nodes had confirmed the ", $noun, " when it was granted.")]
-        pub fn acquired_on(&self) -> usize {
-            self.inner.acquired_on()
-        }
-    };
-    (@ failures, $noun:literal, $path:literal) => {
-        #[doc = concat!(
-            "Every node that did not vote yes to the acquisition; see [`",
-            $path,
-            "::failures`].",
-        )]
-        pub fn failures(&self) -> &[$crate::error::NodeError] {
-            self.inner.failures()
-        }
     };
     (@ fencing_token, $noun:literal, $path:literal) => {
         #[doc = concat!("The fencing token; see [`", $path, "::fencing_token`].")]
@@ -306,17 +255,6 @@ macro_rules! held_calls {
         pub fn release(self) -> Result<$crate::engine::held::Released, $crate::error::Error> {
             let Self { inner, driver, .. } = self;
             driver.block_on(inner.release())?
-        }
-    };
-    (@ leave, $noun:literal, $path:literal) => {
-        #[doc = concat!(
-            "Lets go of the ",
-            $noun,
-            " without releasing it: it stays on the nodes until its",
-        )]
-        #[doc = concat!("ttl runs out; see [`", $path, "::leave`].")]
-        pub fn leave(self) {
-            self.inner.leave();
         }
     };
     (@ keep_alive, $noun:literal, $path:literal) => {
@@ -401,18 +339,21 @@ impl RedLock {
         self.driver.redlock.connected_nodes()
     }
 
-    /// How long until quarantine lets enough nodes count to decide a lock, as the nodes'
-    /// checks found (see [`crate::RedLock::quarantine_left`]): zero when they count now,
-    /// `None` when the nodes checked so far cannot, however long one waits.
+    /// How long until quarantine lets enough nodes count to decide a lock; see
+    /// [`crate::RedLock::quarantine_left`].
     pub fn quarantine_left(&self) -> Option<Duration> {
         self.driver.redlock.quarantine_left()
     }
 
-    fn wrap(&self, lock: crate::Lock) -> Lock {
-        Lock {
-            inner: lock,
+    /// Blocks on `locking` and wraps the lock it returns.
+    fn wrap(
+        &self,
+        locking: impl Future<Output = Result<crate::Lock, Error>> + Send,
+    ) -> Result<Lock, Error> {
+        Ok(Lock {
+            inner: self.driver.block_on(locking)??,
             driver: Arc::clone(&self.driver),
-        }
+        })
     }
 
     /// Locks `resource` with the configured ttl and retry policy; see
@@ -422,8 +363,7 @@ impl RedLock {
     /// As [`crate::RedLock::lock`]; [`Error::Config`] with [`ConfigError::ThreadStart`] if the
     /// call needed a helper thread (see the module) and none could start.
     pub fn lock(&self, resource: &str) -> Result<Lock, Error> {
-        let lock = self.driver.block_on(self.driver.redlock.lock(resource))??;
-        Ok(self.wrap(lock))
+        self.wrap(self.driver.redlock.lock(resource))
     }
 
     /// A semaphore of `permits` permits on the resource `name`, with blocking calls: at most
@@ -431,9 +371,7 @@ impl RedLock {
     /// Nothing is sent until a permit is asked for.
     ///
     /// # Errors
-    /// As [`crate::RedLock::semaphore`]: [`ConfigError::InvalidPermits`] for 0 permits or
-    /// more than [`MAX_PERMITS`](crate::MAX_PERMITS), [`ConfigError::EmptyResource`] and
-    /// [`ConfigError::ReservedResource`] as for a lock.
+    /// As [`crate::RedLock::semaphore`] (0 permits, too many, or a bad name).
     pub fn semaphore(&self, name: &str, permits: u32) -> Result<Semaphore, ConfigError> {
         Ok(Semaphore {
             inner: self.driver.redlock.semaphore(name, permits)?,
@@ -446,8 +384,7 @@ impl RedLock {
     /// Nothing is sent until a side is asked for.
     ///
     /// # Errors
-    /// As [`crate::RedLock::rw_lock`]: [`ConfigError::EmptyResource`] and
-    /// [`ConfigError::ReservedResource`] as for a lock.
+    /// As [`crate::RedLock::rw_lock`] (a bad name).
     pub fn rw_lock(&self, name: &str) -> Result<RwLock, ConfigError> {
         Ok(RwLock {
             inner: self.driver.redlock.rw_lock(name)?,
@@ -460,10 +397,7 @@ impl RedLock {
     /// # Errors
     /// As [`lock`](Self::lock).
     pub fn try_lock(&self, resource: &str) -> Result<Lock, Error> {
-        let lock = self
-            .driver
-            .block_on(self.driver.redlock.try_lock(resource))??;
-        Ok(self.wrap(lock))
+        self.wrap(self.driver.redlock.try_lock(resource))
     }
 
     /// Locks `resource` for `ttl`, retrying by `retry`; see [`crate::RedLock::lock_with`].
@@ -471,9 +405,7 @@ impl RedLock {
     /// # Errors
     /// As [`crate::RedLock::lock_with`], and as [`lock`](Self::lock).
     pub fn lock_with(&self, resource: &str, ttl: Duration, retry: Retry) -> Result<Lock, Error> {
-        let locking = self.driver.redlock.lock_with(resource, ttl, retry);
-        let lock = self.driver.block_on(locking)??;
-        Ok(self.wrap(lock))
+        self.wrap(self.driver.redlock.lock_with(resource, ttl, retry))
     }
 
     /// Locks several resources at once, all or nothing; see [`crate::RedLock::lock_all`].
@@ -481,10 +413,7 @@ impl RedLock {
     /// # Errors
     /// As [`crate::RedLock::lock_all`], and as [`lock`](Self::lock).
     pub fn lock_all<S: AsRef<str> + Sync>(&self, resources: &[S]) -> Result<Lock, Error> {
-        let lock = self
-            .driver
-            .block_on(self.driver.redlock.lock_all(resources))??;
-        Ok(self.wrap(lock))
+        self.wrap(self.driver.redlock.lock_all(resources))
     }
 
     /// Runs `work` on the caller's thread while holding `resource`, kept alive with

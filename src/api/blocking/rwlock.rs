@@ -1,5 +1,6 @@
 //! A quorum read-write lock with blocking calls: [`RwLock`] and its [`RwGuard`].
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -45,11 +46,15 @@ pub struct RwLock {
 }
 
 impl RwLock {
-    fn wrap(&self, guard: crate::RwGuard) -> RwGuard {
-        RwGuard {
-            inner: guard,
+    /// Blocks on `acquiring` and wraps the side it returns.
+    fn wrap(
+        &self,
+        acquiring: impl Future<Output = Result<crate::RwGuard, Error>> + Send,
+    ) -> Result<RwGuard, Error> {
+        Ok(RwGuard {
+            inner: self.driver.block_on(acquiring)??,
             driver: Arc::clone(&self.driver),
-        }
+        })
     }
 
     /// The async read-write lock underneath, for code that runs on a runtime of its own.
@@ -66,12 +71,9 @@ impl RwLock {
     /// while a writer holds or waits; see [`crate::RwLock::read`].
     ///
     /// # Errors
-    /// As [`crate::RwLock::read`]; [`Error::Config`] with
-    /// [`ConfigError::ThreadStart`](crate::ConfigError::ThreadStart) if the call needed a
-    /// helper thread (see the module) and none could start.
+    /// As [`crate::RwLock::read`], and as [`RedLock::lock`](super::RedLock::lock).
     pub fn read(&self) -> Result<RwGuard, Error> {
-        let guard = self.driver.block_on(self.inner.read())??;
-        Ok(self.wrap(guard))
+        self.wrap(self.inner.read())
     }
 
     /// Takes the write side with the client's ttl and retry policy, blocking until the
@@ -81,8 +83,7 @@ impl RwLock {
     /// # Errors
     /// As [`read`](Self::read).
     pub fn write(&self) -> Result<RwGuard, Error> {
-        let guard = self.driver.block_on(self.inner.write())??;
-        Ok(self.wrap(guard))
+        self.wrap(self.inner.write())
     }
 
     /// One attempt at the read side with the client's ttl.
@@ -90,8 +91,7 @@ impl RwLock {
     /// # Errors
     /// As [`read`](Self::read): [`Error::Taken`] while a writer holds or waits.
     pub fn try_read(&self) -> Result<RwGuard, Error> {
-        let guard = self.driver.block_on(self.inner.try_read())??;
-        Ok(self.wrap(guard))
+        self.wrap(self.inner.try_read())
     }
 
     /// One attempt at the write side with the client's ttl (its intent is dropped at once
@@ -100,8 +100,7 @@ impl RwLock {
     /// # Errors
     /// As [`read`](Self::read): [`Error::Taken`] while either side is held.
     pub fn try_write(&self) -> Result<RwGuard, Error> {
-        let guard = self.driver.block_on(self.inner.try_write())??;
-        Ok(self.wrap(guard))
+        self.wrap(self.inner.try_write())
     }
 
     /// Takes `access` for `ttl`, retrying by `retry`; see [`crate::RwLock::acquire`].
@@ -109,9 +108,7 @@ impl RwLock {
     /// # Errors
     /// As [`crate::RwLock::acquire`], and as [`read`](Self::read).
     pub fn acquire(&self, access: Access, ttl: Duration, retry: Retry) -> Result<RwGuard, Error> {
-        let acquiring = self.inner.acquire(access, ttl, retry);
-        let guard = self.driver.block_on(acquiring)??;
-        Ok(self.wrap(guard))
+        self.wrap(self.inner.acquire(access, ttl, retry))
     }
 
     /// Every reader and writer of the lock, and every writer waiting, as the nodes record
@@ -125,10 +122,7 @@ impl RwLock {
 }
 
 /// One side of a [`RwLock`], held on a majority of nodes: [`crate::RwGuard`] with blocking
-/// calls.
-///
-/// Dropping it without [`release`](Self::release) releases it in the background, on the
-/// client's runtime thread, and never blocks.
+/// calls. Dropped, it is released as a [`Lock`](super::Lock) is.
 #[derive(Debug)]
 #[must_use = "a read-write lock's side is released in the background as soon as it is dropped"]
 pub struct RwGuard {
@@ -147,8 +141,11 @@ impl RwGuard {
         self.inner.resource()
     }
 
-    super::held_calls!("side", "crate::RwGuard";
+    crate::api::held_face::held_face!(inner "side";
         token, ttl, valid_until, validity, is_valid, acquired_on, failures,
+    );
+
+    super::held_calls!("side", "crate::RwGuard";
         fencing_token, extend, extend_for, release, keep_alive,
     );
 }

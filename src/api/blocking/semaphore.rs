@@ -1,5 +1,6 @@
 //! A quorum semaphore with blocking calls: [`Semaphore`] and its [`Permit`].
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -45,11 +46,15 @@ pub struct Semaphore {
 }
 
 impl Semaphore {
-    fn wrap(&self, permit: crate::Permit) -> Permit {
-        Permit {
-            inner: permit,
+    /// Blocks on `acquiring` and wraps the permit it returns.
+    fn wrap(
+        &self,
+        acquiring: impl Future<Output = Result<crate::Permit, Error>> + Send,
+    ) -> Result<Permit, Error> {
+        Ok(Permit {
+            inner: self.driver.block_on(acquiring)??,
             driver: Arc::clone(&self.driver),
-        }
+        })
     }
 
     /// The async semaphore underneath, for code that runs on a runtime of its own.
@@ -71,12 +76,9 @@ impl Semaphore {
     /// release while every permit is taken; see [`crate::Semaphore::acquire`].
     ///
     /// # Errors
-    /// As [`crate::Semaphore::acquire`]; [`Error::Config`] with
-    /// [`ConfigError::ThreadStart`](crate::ConfigError::ThreadStart) if the call needed a
-    /// helper thread (see the module) and none could start.
+    /// As [`crate::Semaphore::acquire`], and as [`RedLock::lock`](super::RedLock::lock).
     pub fn acquire(&self) -> Result<Permit, Error> {
-        let permit = self.driver.block_on(self.inner.acquire())??;
-        Ok(self.wrap(permit))
+        self.wrap(self.inner.acquire())
     }
 
     /// Makes one attempt to take a permit with the client's ttl.
@@ -84,8 +86,7 @@ impl Semaphore {
     /// # Errors
     /// As [`acquire`](Self::acquire): [`Error::Taken`] when every permit is taken.
     pub fn try_acquire(&self) -> Result<Permit, Error> {
-        let permit = self.driver.block_on(self.inner.try_acquire())??;
-        Ok(self.wrap(permit))
+        self.wrap(self.inner.try_acquire())
     }
 
     /// Takes a permit for `ttl`, retrying by `retry`; see
@@ -94,20 +95,12 @@ impl Semaphore {
     /// # Errors
     /// As [`crate::Semaphore::acquire_with`], and as [`acquire`](Self::acquire).
     pub fn acquire_with(&self, ttl: Duration, retry: Retry) -> Result<Permit, Error> {
-        let permit = self
-            .driver
-            .block_on(self.inner.acquire_with(ttl, retry))??;
-        Ok(self.wrap(permit))
+        self.wrap(self.inner.acquire_with(ttl, retry))
     }
 
-    /// Runs `work` on the caller's thread while holding a permit, kept alive with
-    /// [`KeepAlive::new`]'s defaults, then releases the permit.
-    ///
-    /// Blocking work cannot be cancelled: if the permit was lost while `work` ran, the result
-    /// is [`Error::Lost`], never `work`'s output (as
-    /// [`RedLock::with_lock`](super::RedLock::with_lock)). `work` gets the permit as a
-    /// [`KeptLock`] whose resource is the semaphore, to ask for the fencing token or check
-    /// [`is_held`](KeptLock::is_held) between steps.
+    /// Runs `work` on the caller's thread while holding a permit, as
+    /// [`RedLock::with_lock`](super::RedLock::with_lock) does with a lock: `work` gets the
+    /// permit as a [`KeptLock`] whose resource is the semaphore.
     ///
     /// # Errors
     /// As [`acquire`](Self::acquire) when no permit can be taken (`work` does not run), and
@@ -131,10 +124,7 @@ impl Semaphore {
 }
 
 /// One permit of a [`Semaphore`], held on a majority of nodes: [`crate::Permit`] with
-/// blocking calls.
-///
-/// Dropping it without [`release`](Self::release) releases it in the background, on the
-/// client's runtime thread, and never blocks.
+/// blocking calls. Dropped, it is released as a [`Lock`](super::Lock) is.
 #[derive(Debug)]
 #[must_use = "a permit is released in the background as soon as it is dropped"]
 pub struct Permit {
@@ -153,8 +143,11 @@ impl Permit {
         self.inner.slot()
     }
 
+    crate::api::held_face::held_face!(inner "permit";
+        token, ttl, valid_until, validity, is_valid, acquired_on, failures, leave,
+    );
+
     super::held_calls!("permit", "crate::Permit";
-        token, ttl, valid_until, validity, is_valid, acquired_on, failures,
-        fencing_token, extend, extend_for, release, leave, keep_alive,
+        fencing_token, extend, extend_for, release, keep_alive,
     );
 }
