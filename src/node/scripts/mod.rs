@@ -37,34 +37,11 @@ pub(crate) use batched::PERMIT;
 pub(crate) use batched::{batch_header, BatchHeader, Natives, BATCHED};
 pub(crate) use lock::release_args;
 
-// The locks' scripts, each also run by number in the batch script (`Op` in `node/batch/`).
-pub(crate) static SET_NX: LazyLock<Script> = LazyLock::new(|| Script::new(lock::SET_NX));
-pub(crate) static ACQUIRE: LazyLock<Script> = LazyLock::new(|| Script::new(lock::ACQUIRE));
-pub(crate) static FENCE: LazyLock<Script> = LazyLock::new(|| Script::new(lock::FENCE));
-pub(crate) static EXTEND: LazyLock<Script> = LazyLock::new(|| Script::new(lock::EXTEND));
-pub(crate) static RESTORE: LazyLock<Script> = LazyLock::new(|| Script::new(lock::RESTORE));
-pub(crate) static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(lock::RELEASE));
-pub(crate) static PEEK: LazyLock<Script> = LazyLock::new(|| Script::new(lock::PEEK));
-pub(crate) static HANDOVER: LazyLock<Script> = LazyLock::new(|| Script::new(lock::HANDOVER));
-pub(crate) static DISCARD: LazyLock<Script> = LazyLock::new(|| Script::new(lock::DISCARD));
+// The scripts the batch script runs by number, each also sent alone (`Op` in `node/batch/`).
+pub(crate) static BATCHED_SCRIPTS: LazyLock<[Script; 17]> =
+    LazyLock::new(|| BATCHED.map(Script::new));
 
-// The semaphores' and read-write locks' scripts; all but PERMIT_HOLDERS (read on its own,
-// `engine/census.rs`) also run by number in the batch script.
-pub(crate) static PERMIT_ACQUIRE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(permit::PERMIT_ACQUIRE));
-pub(crate) static PERMIT_EXTEND: LazyLock<Script> =
-    LazyLock::new(|| Script::new(permit::PERMIT_EXTEND));
-pub(crate) static PERMIT_RELEASE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(permit::PERMIT_RELEASE));
-pub(crate) static PERMIT_DISCARD: LazyLock<Script> =
-    LazyLock::new(|| Script::new(permit::PERMIT_DISCARD));
-pub(crate) static PERMIT_PEEK: LazyLock<Script> =
-    LazyLock::new(|| Script::new(permit::PERMIT_PEEK));
-pub(crate) static PERMIT_FENCE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(permit::PERMIT_FENCE));
-pub(crate) static PERMIT_HANDOVER: LazyLock<Script> =
-    LazyLock::new(|| Script::new(permit::PERMIT_HANDOVER));
-pub(crate) static RW_ACQUIRE: LazyLock<Script> = LazyLock::new(|| Script::new(permit::RW_ACQUIRE));
+// Read on its own (`engine/census.rs`).
 pub(crate) static PERMIT_HOLDERS: LazyLock<Script> =
     LazyLock::new(|| Script::new(permit::PERMIT_HOLDERS));
 
