@@ -83,10 +83,15 @@ async fn time(client: &Client, timeout: Duration) -> Option<Reading> {
 
 /// `TIME`'s reply (seconds and microseconds) as a duration since the epoch; `None` for a
 /// reply of another shape, or one too large to add up (a peer may answer anything).
-fn node_time(reply: Value) -> Option<Duration> {
-    let parts = reply.into_array();
-    let secs: u64 = parts.first()?.as_string()?.parse().ok()?;
-    let micros: u64 = parts.get(1)?.as_string()?.parse().ok()?;
+pub(crate) fn node_time(reply: Value) -> Option<Duration> {
+    let Value::Array(parts) = reply else {
+        return None;
+    };
+    let [secs, micros] = parts.as_slice() else {
+        return None;
+    };
+    let secs: u64 = secs.as_string()?.parse().ok()?;
+    let micros: u64 = micros.as_string()?.parse().ok()?;
     Duration::from_secs(secs).checked_add(Duration::from_micros(micros))
 }
 

@@ -465,15 +465,8 @@ pub(crate) async fn quarantine_record(client: &Client, timeout: Duration) -> Opt
         command(client, "TIME", vec![], timeout)
     );
     let record = record.ok()?.as_string()?;
-    let Value::Array(time) = time.ok()? else {
-        return None;
-    };
-    let [secs, micros] = time.as_slice() else {
-        return None;
-    };
-    let secs: u64 = secs.as_string()?.parse().ok()?;
-    let micros: u64 = micros.as_string()?.parse().ok()?;
-    Some((record, secs.checked_mul(1000)? + micros / 1000))
+    let now = crate::node::clock::node_time(time.ok()?)?;
+    Some((record, u64::try_from(now.as_millis()).ok()?))
 }
 
 #[cfg(test)]
