@@ -366,6 +366,7 @@ impl Admission {
         client: &Client,
         deadline: tokio::time::Instant,
     ) -> Result<(), Option<Excluded>> {
+        let mut late = false;
         loop {
             // Subscribed before looking, so that a check that ends in between is not missed.
             // Every new connection is checked, so a check's end is what changes the answer.
@@ -375,16 +376,12 @@ impl Admission {
             match self.clearance(client) {
                 Clearance::Clear => return Ok(()),
                 Clearance::Refused(excluded) => return Err(Some(excluded)),
+                Clearance::Wait if late => {
+                    return Err(client.is_connected().then_some(Excluded::Unchecked))
+                }
                 Clearance::Wait => {}
             }
-            if tokio::time::timeout_at(deadline, checked).await.is_err() {
-                return match self.clearance(client) {
-                    Clearance::Clear => Ok(()),
-                    Clearance::Refused(excluded) => Err(Some(excluded)),
-                    Clearance::Wait if client.is_connected() => Err(Some(Excluded::Unchecked)),
-                    Clearance::Wait => Err(None),
-                };
-            }
+            late = tokio::time::timeout_at(deadline, checked).await.is_err();
         }
     }
 
@@ -452,14 +449,9 @@ impl Admission {
                             && connection_id(&client) == connection =>
                     {
                         this.record_natives(permissions.natives);
-                        let refused = permissions.refused;
                         let recorded = this.recorded(&client, &facts, &mut marker, record).await;
-                        let found = Found {
-                            facts,
-                            marker,
-                            recorded,
-                        };
-                        return this.admit(generation, found, refused, connection);
+                        let found = (facts, marker, recorded);
+                        return this.admit(generation, found, permissions.refused, connection);
                     }
                     (Ok(_), Ok(_)) if permissions.unanswered.is_empty() => {
                         "the connection was replaced during the check".to_string()
@@ -513,14 +505,17 @@ impl Admission {
         }
     }
 
-    /// Applies what a check found, the permissions it found refused and the connection it ran
-    /// on: lineage and quarantine, replica, permission and same-server detection, warnings.
-    fn admit(&self, generation: u64, found: Found, refused: Vec<String>, connection: Option<i64>) {
-        let Found {
-            facts,
-            marker,
-            recorded,
-        } = found;
+    /// Applies what a check found of the node's data (its facts, its marker, `Err` where the
+    /// ACL refused to read it, and its quarantine as recorded on it), the permissions it found
+    /// refused and the connection it ran on: lineage and quarantine, replica, permission and
+    /// same-server detection, warnings.
+    fn admit(
+        &self,
+        generation: u64,
+        (facts, marker, recorded): (Facts, Result<Option<String>, String>, Option<Recorded>),
+        refused: Vec<String>,
+        connection: Option<i64>,
+    ) {
         let (node, url) = (self.index, &*self.label);
         let mut state = self.state();
         if state.generation != generation {
@@ -663,14 +658,6 @@ fn warn_of(node: usize, url: &str, facts: &Facts, refused: &[String]) {
             "the server's ACL refuses what the client needs: its votes do not count"
         );
     }
-}
-
-/// What a check found of a node's data: its facts, its marker (`Err`: the ACL refused to
-/// read it) and its quarantine as recorded on it, if it may have lost data.
-struct Found {
-    facts: Facts,
-    marker: Result<Option<String>, String>,
-    recorded: Option<Recorded>,
 }
 
 /// The error kind reported for a node whose votes do not count.
