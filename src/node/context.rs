@@ -68,30 +68,18 @@ impl ErrorContext {
         }
     }
 
-    /// After an answer: does the node's vote count? An answer on a connection that is being
-    /// checked counts once the check admits the node (up to the node timeout).
-    pub(super) async fn still_admitted(&self) -> Result<(), NodeError> {
-        self.wait_for_check().await;
-        match self.admission.excluded() {
-            Some(excluded) => Err(self.excluded(&excluded)),
-            None => Ok(()),
-        }
-    }
-
-    /// Waits, up to the node timeout, for the check of a connected node's new connection.
-    pub(super) async fn wait_for_check(&self) {
-        self.admission
-            .wait_for_check(&self.client, self.timeout)
-            .await;
-    }
-
     /// Like [`judge`](Self::judge), for a command whose answer is a vote: the answer counts
     /// only if the node's votes count now, after the answer came. (A restart between the
-    /// check before sending and the answer is caught here.)
+    /// check before sending and the answer is caught here.) An answer on a connection that
+    /// is being checked counts once the check admits the node (up to the node timeout).
     pub(super) async fn vote<T>(&self, reply: Result<T, FredError>) -> NodeResult<T> {
         let vote = self.judge(reply)?;
-        self.still_admitted().await?;
-        Ok(vote)
+        let (client, timeout) = (&self.client, self.timeout);
+        self.admission.wait_for_check(client, timeout).await;
+        match self.admission.excluded() {
+            Some(excluded) => Err(self.excluded(&excluded)),
+            None => Ok(vote),
+        }
     }
 
     /// A vote through the queue: refused at once where the node's votes do not count

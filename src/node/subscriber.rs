@@ -22,6 +22,7 @@ pub(crate) trait Inbox: Send + Sync + 'static {
     fn message(&self, channel: &str, payload: &str);
 }
 
+#[derive(Debug)]
 enum Order {
     Subscribe(Vec<String>, oneshot::Sender<bool>),
     Unsubscribe(Vec<String>),
@@ -34,15 +35,6 @@ pub(crate) struct Listener {
     timeout: Duration,
     orders: OnceLock<mpsc::UnboundedSender<Order>>,
     tasks: Mutex<Vec<AbortHandle>>,
-}
-
-impl std::fmt::Debug for Order {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Order::Subscribe(c, _) => f.debug_tuple("Subscribe").field(c).finish(),
-            Order::Unsubscribe(c) => f.debug_tuple("Unsubscribe").field(c).finish(),
-        }
-    }
 }
 
 impl Listener {
