@@ -209,16 +209,13 @@ impl Node {
         &self,
         set: &SetNx,
     ) -> impl Future<Output = NodeResult<Acquired>> + Send + 'static {
-        let ctx = self.context();
         let (keys, args) = (List::from(&set.keys), List::from(&set.args));
-        async move {
-            let parse = |value| match value {
-                Value::Null => Ok(Acquired(None)),
-                Value::Integer(0) => Ok(Acquired(Some(CounterRead::Read(0)))),
-                other => Err(unexpected("SET NX", &other)),
-            };
-            ctx.voted(Op::SetNx, keys, args, parse).await
-        }
+        let parse = |value| match value {
+            Value::Null => Ok(Acquired(None)),
+            Value::Integer(0) => Ok(Acquired(Some(CounterRead::Read(0)))),
+            other => Err(unexpected("SET NX", &other)),
+        };
+        self.context().voted(Op::SetNx, keys, args, parse)
     }
 
     /// All-or-nothing `SET NX PX` of every lock key, reading the fencing counters (the
@@ -250,7 +247,6 @@ impl Node {
         permits: u32,
         (start, step): (u32, u32),
     ) -> impl Future<Output = NodeResult<SlotAnswer>> + Send + 'static {
-        let ctx = self.context();
         let args = vec![
             token,
             Value::Integer(ttl_ms),
@@ -258,10 +254,9 @@ impl Node {
             Value::Integer(i64::from(start)),
             Value::Integer(i64::from(step)),
         ];
-        async move {
-            let parse = |value| slot_answer("PERMIT_ACQUIRE", value);
-            ctx.voted(Op::PermitAcquire, vec![key], args, parse).await
-        }
+        let parse = |value| slot_answer("PERMIT_ACQUIRE", value);
+        self.context()
+            .voted(Op::PermitAcquire, vec![key], args, parse)
     }
 
     /// Takes a side of the read-write lock `key` (the RW_ACQUIRE script): `reader` or the
@@ -275,7 +270,6 @@ impl Node {
         reader: bool,
         (waiter, intent_ms): (Value, i64),
     ) -> impl Future<Output = NodeResult<SlotAnswer>> + Send + 'static {
-        let ctx = self.context();
         let side = if reader { "r" } else { "w" };
         let args = vec![
             token,
@@ -284,10 +278,8 @@ impl Node {
             waiter,
             Value::Integer(intent_ms),
         ];
-        async move {
-            let parse = |value| slot_answer("RW_ACQUIRE", value);
-            ctx.voted(Op::RwAcquire, vec![key], args, parse).await
-        }
+        let parse = |value| slot_answer("RW_ACQUIRE", value);
+        self.context().voted(Op::RwAcquire, vec![key], args, parse)
     }
 
     /// Reads the fencing counters where our token still holds every lock key (the PEEK
@@ -468,18 +460,16 @@ impl Node {
         token: Value,
         ttl_ms: i64,
     ) -> impl Future<Output = NodeResult<Extended>> + Send + 'static {
-        let ctx = self.context();
         let locks = keys.len() as i64;
         let args = vec![token, Value::Integer(ttl_ms), Value::Integer(locks)];
-        async move {
-            let parse = |value| match integer("EXTEND", Ok(value))? {
-                0 => Ok(Extended::Refused),
-                1 => Ok(Extended::Kept),
-                2 => Ok(Extended::Missing),
-                other => Err(unexpected("EXTEND", &Value::Integer(other))),
-            };
-            ctx.voted(primitive.op(Op::Extend), keys, args, parse).await
-        }
+        let parse = |value| match integer("EXTEND", Ok(value))? {
+            0 => Ok(Extended::Refused),
+            1 => Ok(Extended::Kept),
+            2 => Ok(Extended::Missing),
+            other => Err(unexpected("EXTEND", &Value::Integer(other))),
+        };
+        self.context()
+            .voted(primitive.op(Op::Extend), keys, args, parse)
     }
 
     /// Sets the lock keys again where they are missing (the RESTORE script): yes if the

@@ -86,7 +86,7 @@ impl ErrorContext {
     /// ([`admitted`](Self::admitted)), its reply read by `parse`, and counted only if they
     /// still count when it comes ([`vote`](Self::vote)).
     pub(super) async fn voted<T>(
-        &self,
+        self: Arc<Self>,
         op: Op,
         keys: impl Into<List<Key>>,
         args: impl Into<List<Value>>,
