@@ -28,10 +28,7 @@ pub(crate) async fn survey(node: &Node) -> Option<(Option<String>, Surveyed)> {
         Value::Array(v) if v.len() == 2 => (text(&v[0]), text(&v[1])),
         _ => return None,
     };
-    let hwm = match hwm {
-        None => 0,
-        Some(h) => h.parse().ok()?,
-    };
+    let hwm = hwm.map_or(Ok(0), |h| h.parse()).ok()?;
     let clock_us = u64::try_from(node_time(time.ok()?)?.as_micros()).ok()?;
     let intact = lineage::lineage(marker.as_deref(), Some(&run_id))
         .intact()
