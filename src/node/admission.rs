@@ -73,10 +73,6 @@ impl Fleet {
         }
     }
 
-    fn run_ids(&self) -> MutexGuard<'_, Vec<Option<String>>> {
-        self.run_ids.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     /// The first node before `index` that reported the same run_id.
     pub(crate) fn same_server_as(&self, index: usize) -> Option<usize> {
         let first = self.same_as.get(index)?.load(Ordering::SeqCst);
@@ -85,7 +81,7 @@ impl Fleet {
 
     /// Records the run_id node `index` reported, and which nodes now share a server.
     fn record_run_id(&self, index: usize, run_id: &Option<String>) {
-        let mut ids = self.run_ids();
+        let mut ids = self.run_ids.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(slot) = ids.get_mut(index) {
             slot.clone_from(run_id);
         }
