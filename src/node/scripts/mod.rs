@@ -1,19 +1,11 @@
-//! The Lua scripts, in one place. Each runs atomically on one node and touches the lock keys
-//! only while they hold our token (or, to re-create a lost key, while nobody holds them), so
-//! a holder can never delete or extend a lock that expired and was taken by someone else.
+//! The Lua scripts, in one place (design 3.1: what each does, and why none can touch a lock
+//! that is not ours; the EVALSHA call and its EVAL fallback on NOSCRIPT).
 //!
 //! Every script takes the lock keys first (`KEYS[1..n]`) and, when it reads or raises fencing
 //! counters, the matching counters after them (`KEYS[n+1..2n]`), then the node's marker and
 //! its largest counter (`quorumlock:node`, `quorumlock:hwm`: `algo/lineage/`); `n` is passed as
 //! an argument, and the scripts that read counters take the marker the client checked as
 //! their last argument.
-//! One resource is the case `n = 1`: a plain lock without fencing acquires with
-//! `SET key token NX PX ttl` (inline in the batch script, which every vote goes as: it reads
-//! back the node's marker and quarantine record), so other Redlock clients interoperate.
-//!
-//! They are called with EVALSHA; a node that answers NOSCRIPT (restarted, or SCRIPT FLUSH)
-//! gets the script body once with EVAL, which also caches it there again.
-
 //!
 //! The bodies live by kind: the locks' ([`lock`]), the semaphores' and read-write locks'
 //! ([`permit`]), the records beside them ([`records`]: a leader's identity, a node's marker
