@@ -326,12 +326,9 @@ impl Admission {
     }
 
     /// Whether a vote (a command that changes data) may be handed to the node's client now:
-    /// only while it is connected on the very connection whose check passed, and the node's
-    /// votes count. Handed over then, the command is written on that connection or on none:
-    /// fred does not replay it after a reconnect (one attempt), and a broken connection's id
-    /// is gone before fred queues the reconnection, so a command queued after it fails the
-    /// check here. A node that is not connected does not get it: fred would hold it until the
-    /// next connection, and write it there before that connection's check.
+    /// only while it is connected on the very connection whose check passed (its `CLIENT ID`,
+    /// which fred drops before it queues a reconnection), and the node's votes count. Why that
+    /// keeps every vote off a connection whose check has not passed: design 4.3.
     pub(crate) fn clearance(&self, client: &Client) -> Clearance {
         if !client.is_connected() {
             return Clearance::Wait;

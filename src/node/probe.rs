@@ -209,22 +209,12 @@ const SCRIPTED: [(&str, &[&str], On); 6] = [
 #[cfg(test)]
 const OPTIONAL: [&str; 3] = ["PUBLISH", "DELIFEQ", "MSETEX"];
 
-/// Checks that the node lets the client do everything it needs, without changing anything:
-/// the commands the client sends (`SET`, `EVALSHA`, `EVAL`) and every command its scripts
-/// run ([`SCRIPTED`]: `EXISTS`, `GET`, `SET`, `DEL`, `PEXPIRE`, `MGET`), each sent once in a
-/// form that the server refuses before running it (ACL) or that changes nothing once allowed:
-/// on a key that cannot exist (a random name), `SET ... XX`, `DEL` and `PEXPIRE` do nothing;
-/// an `EVALSHA` of a hash cached nowhere answers NOSCRIPT, and an `EVAL` of a script that
-/// does not compile is neither run nor cached. A script's commands are checked against the
-/// same ACL as the client's own, so checking them one by one tells what the scripts may do.
-///
-/// With a key prefix, the probe key lies under it (and, with fencing, its counter under
-/// `quorumlock:fence:`), so the key patterns of the ACL are checked too: the user must be
-/// allowed every key under the prefix. Without a prefix the lock keys are the resource names
-/// themselves, unknown here, and only the commands are checked.
-///
-/// `ACL DRYRUN` would say the same without sending the commands, but it needs Redis 7 and
-/// the `acl` permission, which a user limited to what a lock client needs does not have.
+/// Checks that the node lets the client do everything it needs, without changing anything
+/// (design 6.1, Permissions): the commands the client sends (`SET`, `EVALSHA`, `EVAL`) and
+/// every command its scripts run ([`SCRIPTED`]), each sent once in a form that the server
+/// refuses before running it (ACL) or that changes nothing once allowed, on a key that cannot
+/// exist (a random name) under the key prefix and, with fencing, its counter. Without a prefix
+/// only the commands are checked.
 pub(crate) async fn permissions(
     client: &Client,
     timeout: Duration,
