@@ -23,18 +23,10 @@ pub(crate) async fn clock_rate(
     tokio::time::sleep(window).await;
     let second = fastest_time(client, timeout).await?;
     let node = second.node.checked_sub(first.node)?.as_secs_f64();
-    let widest = second
-        .received
-        .checked_duration_since(first.sent)?
-        .as_secs_f64();
-    let narrowest = second
-        .sent
-        .checked_duration_since(first.received)?
-        .as_secs_f64();
-    let middle = second
-        .mid()
-        .checked_duration_since(first.mid())?
-        .as_secs_f64();
+    let secs = |to: Instant, from| Some(to.checked_duration_since(from)?.as_secs_f64());
+    let widest = secs(second.received, first.sent)?;
+    let narrowest = secs(second.sent, first.received)?;
+    let middle = secs(second.mid(), first.mid())?;
     (narrowest > 0.0 && middle > 0.0).then(|| ClockRate {
         rate: node / middle,
         low: node / widest,
