@@ -145,11 +145,8 @@ impl Node {
     }
 
     /// How this node's vote is reported when its round was decided before it came (design
-    /// 4.1): named if the node is known to be unable to vote yes, `None` if it is connected,
-    /// counted and answering (its answer was merely not awaited; the command runs to its
-    /// end in the background). Named: not connected (the kind of its last connection error,
-    /// `Io` when none is known yet), not counted (its exclusion's kind: `Unchecked` while
-    /// its connection is being checked), or its last command unanswered (`NotAwaited`).
+    /// 4.1): named if the node is known to be unable to vote yes (not connected, not counted,
+    /// or its last command unanswered), `None` if it is connected, counted and answering.
     pub(crate) fn not_awaited(&self) -> Option<NodeError> {
         let (kind, message) = if !self.is_connected() {
             match self.last_error() {
