@@ -297,13 +297,12 @@ impl Node {
     pub(crate) fn fence(
         &self,
         primitive: Primitive,
-        keys: Vec<Key>,
+        mut keys: Vec<Key>,
         locks: usize,
         token: Value,
         fence: u64,
     ) -> impl Future<Output = Vote> + Send + 'static {
         let ctx = self.context();
-        let mut keys = keys;
         let mut args = vec![
             token,
             Value::from(fence.to_string()),
@@ -395,12 +394,11 @@ impl Node {
         &self,
         op: Op,
         script: &'static str,
-        keys: Vec<Key>,
+        mut keys: Vec<Key>,
         locks: usize,
-        args: Vec<Value>,
+        mut args: Vec<Value>,
     ) -> impl Future<Output = NodeResult<Acquired>> + Send + 'static {
         let ctx = self.context();
-        let (mut keys, mut args) = (keys, args);
         let marker = self.lineage_keys(&mut keys, &mut args, locks);
         let only_counters = matches!(op, Op::Peek | Op::PermitPeek);
         async move {
@@ -473,14 +471,13 @@ impl Node {
     /// node holds our lock now.
     pub(crate) fn restore(
         &self,
-        keys: Vec<Key>,
+        mut keys: Vec<Key>,
         locks: usize,
         token: Value,
         ttl_ms: i64,
         fence: u64,
     ) -> impl Future<Output = Vote> + Send + 'static {
         let ctx = self.context();
-        let mut keys = keys;
         let mut args = vec![
             token,
             Value::Integer(ttl_ms),
