@@ -1,8 +1,7 @@
 //! Whether a node's votes count right now. Every connection (the first and each reconnect)
-//! is checked before its votes count: who the server is, whether it restarted, whether it is
-//! a replica or a server already configured under another URL, whether its ACL lets the
-//! client do everything a lock needs (so that no lock is granted that cannot be released). The rules are in `report/facts.rs`;
-//! this file keeps the per-node state and runs the checks.
+//! is checked before its votes count (design 6.1: who the server is, whether it restarted or
+//! is a replica or a server already configured under another URL, what its ACL allows). The
+//! rules are in `report/facts.rs`; this file keeps the per-node state and runs the checks.
 
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -123,6 +122,16 @@ pub(crate) struct State {
     connection: Option<i64>,
 }
 
+impl State {
+    /// The quarantine left now, if any.
+    fn quarantine_left(&self) -> Option<Duration> {
+        let left = self
+            .quarantined_until?
+            .saturating_duration_since(Instant::now());
+        (!left.is_zero()).then_some(left)
+    }
+}
+
 /// Whether a vote may be written to the node now (see [`Admission::clearance`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Clearance {
@@ -204,16 +213,9 @@ impl Admission {
         if let Some(index) = self.fleet.same_server_as(self.index) {
             return Some(Excluded::SameServerAs { index });
         }
-        match state.quarantined_until {
-            Some(until) => {
-                let left = until.saturating_duration_since(Instant::now());
-                (!left.is_zero()).then(|| Excluded::Quarantined {
-                    left,
-                    why: state.quarantine_why.clone(),
-                })
-            }
-            None => None,
-        }
+        let left = state.quarantine_left()?;
+        let why = state.quarantine_why.clone();
+        Some(Excluded::Quarantined { left, why })
     }
 
     pub(crate) fn is_checked(&self) -> bool {
@@ -285,10 +287,10 @@ impl Admission {
         let state = self.state();
         state
             .facts
-            .as_ref()?
+            .as_ref()
+            .filter(|_| state.checked)?
             .run_id
             .clone()
-            .filter(|_| state.checked)
     }
 
     /// The node was re-seeded with `marker` (`engine/seeder.rs`): its counters count again, unless
@@ -394,11 +396,7 @@ impl Admission {
     /// The facts of the last check, and the quarantine left.
     pub(crate) fn snapshot(&self) -> (Option<Facts>, Option<Duration>) {
         let state = self.state();
-        let left = state
-            .quarantined_until
-            .map(|until| until.saturating_duration_since(Instant::now()))
-            .filter(|left| !left.is_zero());
-        (state.facts.clone(), left)
+        (state.facts.clone(), state.quarantine_left())
     }
 
     /// The connection changed (re-established, or broke): stop counting the node's votes and

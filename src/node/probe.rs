@@ -166,10 +166,8 @@ pub(crate) struct Permissions {
     /// The commands that got no answer (the node is slow or gone): try again.
     pub(crate) unanswered: Vec<String>,
     /// The commands the batch script uses where the node runs them for the client
-    /// ([`Natives`]), each asked once in a form that changes nothing: `DELIFEQ` of a key that
-    /// cannot exist answered 0 (Valkey 9), and `MSETEX 1 key x XX PX 1` of such a key, which
-    /// sets only keys that exist, answered 0 (Valkey 9.1). Elsewhere the script takes `GET`,
-    /// `DEL` and `SET NX`.
+    /// ([`Natives`], each asked once in a form that changes nothing: see [`natives`] and
+    /// design 3.3a). Elsewhere the script takes `GET`, `DEL` and `SET NX`.
     pub(crate) natives: Natives,
 }
 
@@ -284,16 +282,12 @@ async fn send_checks(
     futures::future::join_all(sent).await
 }
 
-/// The commands the node runs that spare it work (see [`Natives`]), probed on the key
-/// `lock`, which cannot exist. Not permissions the client needs: the batch script falls back
-/// to GET and DEL where DELIFEQ fails, and to SET NX where MSETEX does (`scripts::batch`).
+/// The commands the node runs that spare it work (see [`Natives`]), each counted where it
+/// answers 0 on the key `lock`, which cannot exist (`MSETEX ... XX` sets only keys that exist).
+/// Not permissions the client needs: the batch script falls back to GET and DEL where DELIFEQ
+/// fails, and to SET NX where MSETEX does (`scripts::batch`).
 async fn natives(client: &Client, lock: &str, timeout: Duration) -> Natives {
-    let delifeq = command(
-        client,
-        "DELIFEQ",
-        vec![Value::from(lock), Value::from("x")],
-        timeout,
-    );
+    let delifeq = command(client, "DELIFEQ", on_key(lock, &["x"]), timeout);
     let msetex = command(
         client,
         "MSETEX",
@@ -429,12 +423,7 @@ pub(crate) async fn marker(
 /// is refused (the client then does without the record) or unanswered.
 pub(crate) async fn quarantine_record(client: &Client, timeout: Duration) -> Option<(String, u64)> {
     let (record, time) = tokio::join!(
-        command(
-            client,
-            "GET",
-            vec![Value::from(keys::QUARANTINE_KEY)],
-            timeout
-        ),
+        command(client, "GET", on_key(keys::QUARANTINE_KEY, &[]), timeout),
         command(client, "TIME", vec![], timeout)
     );
     let record = record.ok()?.as_string()?;
