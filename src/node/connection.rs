@@ -21,6 +21,7 @@ use crate::node::answers::{
     integer, slot_answer, unexpected, Acquired, CounterRead, Extended, NodeResult, Primitive,
     SetNx, SlotAnswer, Vote,
 };
+use crate::node::batch::eval::{run_script_if, sender};
 use crate::node::batch::{Batcher, List, Op};
 use crate::node::client;
 use crate::node::context::{ErrorContext, LastError};
@@ -514,13 +515,9 @@ impl Node {
             let deadline = tokio::time::Instant::now() + ctx.timeout;
             ctx.cleared(deadline).await?;
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-            let sender =
-                crate::node::batch::eval::sender(&ctx.client, left.max(Duration::from_millis(1)));
+            let sender = sender(&ctx.client, left.max(Duration::from_millis(1)));
             let resend = || ctx.admission.clearance(&ctx.client) == Clearance::Clear;
-            let reply = crate::node::batch::eval::run_script_if::<Value>(
-                &sender, script, keys, args, resend,
-            )
-            .await;
+            let reply = run_script_if::<Value>(&sender, script, keys, args, resend).await;
             ctx.vote(reply.and_then(parse)).await
         }
     }
