@@ -82,11 +82,8 @@ pub(super) fn watch(
         on_connect.recheck(&loader, true);
         let client = loader.clone();
         async move {
-            // Cache the scripts on every (re)connection, so that a command that a frozen
-            // node runs late finds them too: by then nobody waits to send the EVAL
-            // fallback. In this task (the connection events' own), not one of its own:
-            // a client's tasks are its events' task and its background work, which
-            // `settle` counts.
+            // In this task (the connection events' own), not one of its own: a client's
+            // tasks are its events' task and its background work, which `settle` counts.
             if preload {
                 preload_scripts(index, &client).await;
             }

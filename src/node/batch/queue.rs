@@ -92,11 +92,8 @@ impl Drop for Batcher {
 }
 
 /// Takes calls off the queue, one command at a time: the first call that comes, with every
-/// call queued behind it, sent and answered before the next.
-///
-/// Every call is answered by its deadline: a command is sent only once the one before it
-/// has ended, by the last deadline of its own calls, which were all queued before the next
-/// command's; so a call waits in the queue at most until a deadline earlier than its own.
+/// call queued behind it, sent and answered before the next (why every call is still answered
+/// by its deadline: design 4.3, Deadlines).
 async fn send_queued(
     client: Client,
     timeout: Duration,
