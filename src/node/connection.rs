@@ -510,8 +510,6 @@ impl Node {
         let ctx = self.context();
         async move {
             ctx.admitted().await?;
-            // Only on a checked connection, as the queue sends its votes (`node/batch/`), and
-            // within one node timeout in all.
             let deadline = tokio::time::Instant::now() + ctx.timeout;
             ctx.cleared(deadline).await?;
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
