@@ -1,8 +1,7 @@
 //! Whether a node's votes count right now. Every connection (the first and each reconnect)
-//! is checked before its votes count: who the server is, whether it restarted, whether it is
-//! a replica or a server already configured under another URL, whether its ACL lets the
-//! client do everything a lock needs (so that no lock is granted that cannot be released). The rules are in `report/facts.rs`;
-//! this file keeps the per-node state and runs the checks.
+//! is checked before its votes count (design 6.1: who the server is, whether it restarted or
+//! is a replica or a server already configured under another URL, what its ACL allows). The
+//! rules are in `report/facts.rs`; this file keeps the per-node state and runs the checks.
 
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -73,10 +72,6 @@ impl Fleet {
         }
     }
 
-    fn run_ids(&self) -> MutexGuard<'_, Vec<Option<String>>> {
-        self.run_ids.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     /// The first node before `index` that reported the same run_id.
     pub(crate) fn same_server_as(&self, index: usize) -> Option<usize> {
         let first = self.same_as.get(index)?.load(Ordering::SeqCst);
@@ -85,7 +80,7 @@ impl Fleet {
 
     /// Records the run_id node `index` reported, and which nodes now share a server.
     fn record_run_id(&self, index: usize, run_id: &Option<String>) {
-        let mut ids = self.run_ids();
+        let mut ids = self.run_ids.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(slot) = ids.get_mut(index) {
             slot.clone_from(run_id);
         }
@@ -125,6 +120,16 @@ pub(crate) struct State {
     /// The connection the last check ran on (its `CLIENT ID`, as fred reads it when it
     /// connects; `None` when the server refused it).
     connection: Option<i64>,
+}
+
+impl State {
+    /// The quarantine left now, if any.
+    fn quarantine_left(&self) -> Option<Duration> {
+        let left = self
+            .quarantined_until?
+            .saturating_duration_since(Instant::now());
+        (!left.is_zero()).then_some(left)
+    }
 }
 
 /// Whether a vote may be written to the node now (see [`Admission::clearance`]).
@@ -208,16 +213,9 @@ impl Admission {
         if let Some(index) = self.fleet.same_server_as(self.index) {
             return Some(Excluded::SameServerAs { index });
         }
-        match state.quarantined_until {
-            Some(until) => {
-                let left = until.saturating_duration_since(Instant::now());
-                (!left.is_zero()).then(|| Excluded::Quarantined {
-                    left,
-                    why: state.quarantine_why.clone(),
-                })
-            }
-            None => None,
-        }
+        let left = state.quarantine_left()?;
+        let why = state.quarantine_why.clone();
+        Some(Excluded::Quarantined { left, why })
     }
 
     pub(crate) fn is_checked(&self) -> bool {
@@ -289,10 +287,10 @@ impl Admission {
         let state = self.state();
         state
             .facts
-            .as_ref()?
+            .as_ref()
+            .filter(|_| state.checked)?
             .run_id
             .clone()
-            .filter(|_| state.checked)
     }
 
     /// The node was re-seeded with `marker` (`engine/seeder.rs`): its counters count again, unless
@@ -330,12 +328,9 @@ impl Admission {
     }
 
     /// Whether a vote (a command that changes data) may be handed to the node's client now:
-    /// only while it is connected on the very connection whose check passed, and the node's
-    /// votes count. Handed over then, the command is written on that connection or on none:
-    /// fred does not replay it after a reconnect (one attempt), and a broken connection's id
-    /// is gone before fred queues the reconnection, so a command queued after it fails the
-    /// check here. A node that is not connected does not get it: fred would hold it until the
-    /// next connection, and write it there before that connection's check.
+    /// only while it is connected on the very connection whose check passed (its `CLIENT ID`,
+    /// which fred drops before it queues a reconnection), and the node's votes count. Why that
+    /// keeps every vote off a connection whose check has not passed: design 4.3.
     pub(crate) fn clearance(&self, client: &Client) -> Clearance {
         if !client.is_connected() {
             return Clearance::Wait;
@@ -366,6 +361,7 @@ impl Admission {
         client: &Client,
         deadline: tokio::time::Instant,
     ) -> Result<(), Option<Excluded>> {
+        let mut late = false;
         loop {
             // Subscribed before looking, so that a check that ends in between is not missed.
             // Every new connection is checked, so a check's end is what changes the answer.
@@ -375,16 +371,12 @@ impl Admission {
             match self.clearance(client) {
                 Clearance::Clear => return Ok(()),
                 Clearance::Refused(excluded) => return Err(Some(excluded)),
+                Clearance::Wait if late => {
+                    return Err(client.is_connected().then_some(Excluded::Unchecked))
+                }
                 Clearance::Wait => {}
             }
-            if tokio::time::timeout_at(deadline, checked).await.is_err() {
-                return match self.clearance(client) {
-                    Clearance::Clear => Ok(()),
-                    Clearance::Refused(excluded) => Err(Some(excluded)),
-                    Clearance::Wait if client.is_connected() => Err(Some(Excluded::Unchecked)),
-                    Clearance::Wait => Err(None),
-                };
-            }
+            late = tokio::time::timeout_at(deadline, checked).await.is_err();
         }
     }
 
@@ -404,11 +396,7 @@ impl Admission {
     /// The facts of the last check, and the quarantine left.
     pub(crate) fn snapshot(&self) -> (Option<Facts>, Option<Duration>) {
         let state = self.state();
-        let left = state
-            .quarantined_until
-            .map(|until| until.saturating_duration_since(Instant::now()))
-            .filter(|left| !left.is_zero());
-        (state.facts.clone(), left)
+        (state.facts.clone(), state.quarantine_left())
     }
 
     /// The connection changed (re-established, or broke): stop counting the node's votes and
@@ -452,14 +440,9 @@ impl Admission {
                             && connection_id(&client) == connection =>
                     {
                         this.record_natives(permissions.natives);
-                        let refused = permissions.refused;
                         let recorded = this.recorded(&client, &facts, &mut marker, record).await;
-                        let found = Found {
-                            facts,
-                            marker,
-                            recorded,
-                        };
-                        return this.admit(generation, found, refused, connection);
+                        let found = (facts, marker, recorded);
+                        return this.admit(generation, found, permissions.refused, connection);
                     }
                     (Ok(_), Ok(_)) if permissions.unanswered.is_empty() => {
                         "the connection was replaced during the check".to_string()
@@ -513,14 +496,17 @@ impl Admission {
         }
     }
 
-    /// Applies what a check found, the permissions it found refused and the connection it ran
-    /// on: lineage and quarantine, replica, permission and same-server detection, warnings.
-    fn admit(&self, generation: u64, found: Found, refused: Vec<String>, connection: Option<i64>) {
-        let Found {
-            facts,
-            marker,
-            recorded,
-        } = found;
+    /// Applies what a check found of the node's data (its facts, its marker, `Err` where the
+    /// ACL refused to read it, and its quarantine as recorded on it), the permissions it found
+    /// refused and the connection it ran on: lineage and quarantine, replica, permission and
+    /// same-server detection, warnings.
+    fn admit(
+        &self,
+        generation: u64,
+        (facts, marker, recorded): (Facts, Result<Option<String>, String>, Option<Recorded>),
+        refused: Vec<String>,
+        connection: Option<i64>,
+    ) {
         let (node, url) = (self.index, &*self.label);
         let mut state = self.state();
         if state.generation != generation {
@@ -663,14 +649,6 @@ fn warn_of(node: usize, url: &str, facts: &Facts, refused: &[String]) {
             "the server's ACL refuses what the client needs: its votes do not count"
         );
     }
-}
-
-/// What a check found of a node's data: its facts, its marker (`Err`: the ACL refused to
-/// read it) and its quarantine as recorded on it, if it may have lost data.
-struct Found {
-    facts: Facts,
-    marker: Result<Option<String>, String>,
-    recorded: Option<Recorded>,
 }
 
 /// The error kind reported for a node whose votes do not count.

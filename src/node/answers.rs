@@ -66,10 +66,7 @@ pub(crate) enum CounterRead {
 
 impl Answer for Acquired {
     fn ballot(&self) -> Ballot {
-        match self.0 {
-            Some(_) => Ballot::Yes,
-            None => Ballot::No,
-        }
+        self.0.is_some().ballot()
     }
 }
 
@@ -112,10 +109,7 @@ pub(crate) enum SlotAnswer {
 
 impl Answer for SlotAnswer {
     fn ballot(&self) -> Ballot {
-        match self {
-            SlotAnswer::Granted(..) => Ballot::Yes,
-            SlotAnswer::Full | SlotAnswer::Other(_) => Ballot::No,
-        }
+        matches!(self, SlotAnswer::Granted(..)).ballot()
     }
 }
 
@@ -134,10 +128,7 @@ pub(crate) enum Extended {
 
 impl Answer for Extended {
     fn ballot(&self) -> Ballot {
-        match self {
-            Extended::Kept => Ballot::Yes,
-            Extended::Missing | Extended::Refused => Ballot::No,
-        }
+        (*self == Extended::Kept).ballot()
     }
 }
 

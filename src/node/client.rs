@@ -30,30 +30,23 @@ pub(super) struct Made {
 /// Makes the client of the node at `url` (or takes the application's, see
 /// `config/given.rs`).
 pub(super) fn make(url: &NodeUrl, source: &Source, config: &Config) -> Result<Made, FredError> {
-    Ok(match source {
-        Source::Url => {
-            let fred_config = crate::config::tls::fred_config(url, config.tls.as_ref())?;
-            let builder = our_builder(fred_config, config);
-            Made {
-                client: builder.build()?,
-                builder,
-                shared: false,
-            }
-        }
-        Source::Config(fred_config) => {
-            let builder = our_builder((**fred_config).clone(), config);
-            Made {
-                client: builder.build()?,
-                builder,
-                shared: false,
-            }
-        }
+    let fred_config = match source {
+        Source::Url => crate::config::tls::fred_config(url, config.tls.as_ref())?,
+        Source::Config(fred_config) => (**fred_config).clone(),
         // The subscriber is ours, made from the client's configuration.
-        Source::Client(client) => Made {
-            client: client.clone(),
-            builder: our_builder(client.client_config(), config),
-            shared: true,
-        },
+        Source::Client(client) => {
+            return Ok(Made {
+                client: client.clone(),
+                builder: our_builder(client.client_config(), config),
+                shared: true,
+            })
+        }
+    };
+    let builder = our_builder(fred_config, config);
+    Ok(Made {
+        client: builder.build()?,
+        builder,
+        shared: false,
     })
 }
 
@@ -89,11 +82,8 @@ pub(super) fn watch(
         on_connect.recheck(&loader, true);
         let client = loader.clone();
         async move {
-            // Cache the scripts on every (re)connection, so that a command that a frozen
-            // node runs late finds them too: by then nobody waits to send the EVAL
-            // fallback. In this task (the connection events' own), not one of its own:
-            // a client's tasks are its events' task and its background work, which
-            // `settle` counts.
+            // In this task (the connection events' own), not one of its own: a client's
+            // tasks are its events' task and its background work, which `settle` counts.
             if preload {
                 preload_scripts(index, &client).await;
             }

@@ -23,18 +23,10 @@ pub(crate) async fn clock_rate(
     tokio::time::sleep(window).await;
     let second = fastest_time(client, timeout).await?;
     let node = second.node.checked_sub(first.node)?.as_secs_f64();
-    let widest = second
-        .received
-        .checked_duration_since(first.sent)?
-        .as_secs_f64();
-    let narrowest = second
-        .sent
-        .checked_duration_since(first.received)?
-        .as_secs_f64();
-    let middle = second
-        .mid()
-        .checked_duration_since(first.mid())?
-        .as_secs_f64();
+    let secs = |to: Instant, from| Some(to.checked_duration_since(from)?.as_secs_f64());
+    let widest = secs(second.received, first.sent)?;
+    let narrowest = secs(second.sent, first.received)?;
+    let middle = secs(second.mid(), first.mid())?;
     (narrowest > 0.0 && middle > 0.0).then(|| ClockRate {
         rate: node / middle,
         low: node / widest,
@@ -83,10 +75,15 @@ async fn time(client: &Client, timeout: Duration) -> Option<Reading> {
 
 /// `TIME`'s reply (seconds and microseconds) as a duration since the epoch; `None` for a
 /// reply of another shape, or one too large to add up (a peer may answer anything).
-fn node_time(reply: Value) -> Option<Duration> {
-    let parts = reply.into_array();
-    let secs: u64 = parts.first()?.as_string()?.parse().ok()?;
-    let micros: u64 = parts.get(1)?.as_string()?.parse().ok()?;
+pub(crate) fn node_time(reply: Value) -> Option<Duration> {
+    let Value::Array(parts) = reply else {
+        return None;
+    };
+    let [secs, micros] = parts.as_slice() else {
+        return None;
+    };
+    let secs: u64 = secs.as_string()?.parse().ok()?;
+    let micros: u64 = micros.as_string()?.parse().ok()?;
     Duration::from_secs(secs).checked_add(Duration::from_micros(micros))
 }
 

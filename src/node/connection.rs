@@ -21,6 +21,7 @@ use crate::node::answers::{
     integer, slot_answer, unexpected, Acquired, CounterRead, Extended, NodeResult, Primitive,
     SetNx, SlotAnswer, Vote,
 };
+use crate::node::batch::eval::{run_script_if, sender};
 use crate::node::batch::{Batcher, List, Op};
 use crate::node::client;
 use crate::node::context::{ErrorContext, LastError};
@@ -30,21 +31,11 @@ use crate::report::facts::Excluded;
 /// A connection to one Redis master.
 #[derive(Debug)]
 pub(crate) struct Node {
-    index: usize,
-    url: Arc<str>,
-    client: Client,
-    timeout: Duration,
-    /// The last connection error reported by the client (kind and message), reported when
-    /// a command fails because the node is not connected.
-    last_error: LastError,
-    /// Set when the node's last command failed (timeout, connection), cleared by any answer.
-    suspect: Arc<AtomicBool>,
-    /// Whether its votes count now.
-    admission: Admission,
     /// Every script call and set goes through it (see `node/batch/`), through the handle
     /// in `context`; held here for its task, which ends when it is dropped.
     _batch: Batcher,
-    /// The above, as each call's future needs it (see [`context`](Self::context)).
+    /// The node's client, admission and state, as each call's future needs them (see
+    /// [`context`](Self::context)).
     context: Arc<ErrorContext>,
     /// The subscriber for release messages, started on first use (see `node/subscriber.rs`).
     listener: Listener,
@@ -78,71 +69,63 @@ impl Node {
         let tasks = client::watch(index, &label, &made, &admission, &last_error, preload);
         let client = made.client;
         let batch = Batcher::start(client.clone(), config.node_timeout, admission.clone());
-        let suspect = Arc::new(AtomicBool::new(false));
         let context = Arc::new(ErrorContext {
             index,
-            url: Arc::clone(&label),
-            client: client.clone(),
-            timeout: config.node_timeout,
-            last_error: Arc::clone(&last_error),
-            suspect: Arc::clone(&suspect),
-            admission: admission.clone(),
+            url: label,
             batch: batch.handle(),
+            client,
+            timeout: config.node_timeout,
+            last_error,
+            suspect: Arc::new(AtomicBool::new(false)),
+            admission,
         });
         Ok(Node {
             _batch: batch,
             listener,
-            index,
-            url: label,
-            client,
-            timeout: config.node_timeout,
-            last_error,
-            suspect,
-            admission,
             context,
             tasks,
         })
     }
 
     pub(crate) fn index(&self) -> usize {
-        self.index
+        self.context.index
     }
 
     /// Whether the node's last command failed to get an answer.
     pub(crate) fn is_suspect(&self) -> bool {
-        self.suspect.load(Ordering::Relaxed)
+        self.context.suspect.load(Ordering::Relaxed)
     }
 
     pub(crate) fn is_connected(&self) -> bool {
-        self.client.is_connected()
+        self.context.client.is_connected()
     }
 
     /// Whether the client has never been connected to the node (so nothing was ever sent).
     pub(crate) fn never_connected(&self) -> bool {
-        !self.client.is_connected() && !self.admission.ever_connected()
+        !self.is_connected() && !self.admission().ever_connected()
     }
 
     /// Connected, and its connection checked (its votes may still not count: see
     /// [`excluded`](Self::excluded)).
     pub(crate) fn is_ready(&self) -> bool {
-        self.client.is_connected() && self.admission.is_checked()
+        self.is_connected() && self.admission().is_checked()
     }
 
     /// Why the node's votes do not count now, if they do not.
     pub(crate) fn excluded(&self) -> Option<Excluded> {
-        self.admission.excluded()
+        self.admission().excluded()
     }
 
     pub(crate) fn admission(&self) -> &Admission {
-        &self.admission
+        &self.context.admission
     }
 
     pub(crate) fn client(&self) -> &Client {
-        &self.client
+        &self.context.client
     }
 
     pub(crate) fn label(&self) -> &str {
-        &self.url
+        &self.context.url
     }
 
     pub(crate) fn listener(&self) -> &Listener {
@@ -150,22 +133,23 @@ impl Node {
     }
 
     pub(crate) fn timeout(&self) -> Duration {
-        self.timeout
+        self.context.timeout
     }
 
     /// The last connection error the client reported.
     pub(crate) fn last_error(&self) -> Option<(NodeErrorKind, String)> {
-        self.last_error.lock().ok().and_then(|slot| slot.clone())
+        self.context
+            .last_error
+            .lock()
+            .ok()
+            .and_then(|slot| slot.clone())
     }
 
     /// How this node's vote is reported when its round was decided before it came (design
-    /// 4.1): named if the node is known to be unable to vote yes, `None` if it is connected,
-    /// counted and answering (its answer was merely not awaited; the command runs to its
-    /// end in the background). Named: not connected (the kind of its last connection error,
-    /// `Io` when none is known yet), not counted (its exclusion's kind: `Unchecked` while
-    /// its connection is being checked), or its last command unanswered (`NotAwaited`).
+    /// 4.1): named if the node is known to be unable to vote yes (not connected, not counted,
+    /// or its last command unanswered), `None` if it is connected, counted and answering.
     pub(crate) fn not_awaited(&self) -> Option<NodeError> {
-        let (kind, message) = if !self.client.is_connected() {
+        let (kind, message) = if !self.is_connected() {
             match self.last_error() {
                 Some((kind @ (NodeErrorKind::Tls | NodeErrorKind::Auth), last)) => {
                     (kind, format!("not connected: {last}"))
@@ -176,18 +160,16 @@ impl Node {
         } else if let Some(excluded) = self.excluded() {
             (admission::kind(&excluded), excluded.to_string())
         } else if self.is_suspect() {
-            let waited = humantime::format_duration(self.timeout);
+            let waited = humantime::format_duration(self.context.timeout);
             let message = format!("its last command got no answer within {waited}");
             (NodeErrorKind::NotAwaited, message)
         } else {
             return None;
         };
-        Some(NodeError {
-            index: self.index,
-            node: self.url.to_string(),
-            kind,
-            message: format!("{message}; decided without its answer"),
-        })
+        Some(
+            self.context
+                .failure(kind, format!("{message}; decided without its answer")),
+        )
     }
 
     /// A node that answered no, as a failure: `taking` for an acquisition (a key is held by
@@ -198,18 +180,14 @@ impl Node {
         } else {
             "our token is not (or no longer) on every key here"
         };
-        NodeError {
-            index: self.index,
-            node: self.url.to_string(),
-            kind: NodeErrorKind::Refused,
-            message: message.to_string(),
-        }
+        self.context
+            .failure(NodeErrorKind::Refused, message.to_string())
     }
 
     /// Resolves when the node is connected and its connection checked, or never.
     pub(crate) async fn connected(&self) {
         while !self.is_ready() {
-            if self.client.is_connected() {
+            if self.is_connected() {
                 // Connected; the check runs in another task. (`wait_for_connect` would return
                 // at once here, and this loop would never yield to it.)
                 tokio::time::sleep(Duration::from_millis(5)).await;
@@ -217,8 +195,9 @@ impl Node {
             }
             // `wait_for_connect` reports the *next* connection attempt; re-check the state
             // now and then so that a connection made just before subscribing is not missed.
-            let _ = tokio::time::timeout(Duration::from_millis(20), self.client.wait_for_connect())
-                .await;
+            let _ =
+                tokio::time::timeout(Duration::from_millis(20), self.client().wait_for_connect())
+                    .await;
         }
     }
 
@@ -228,18 +207,13 @@ impl Node {
         &self,
         set: &SetNx,
     ) -> impl Future<Output = NodeResult<Acquired>> + Send + 'static {
-        let ctx = self.context();
         let (keys, args) = (List::from(&set.keys), List::from(&set.args));
-        async move {
-            ctx.admitted().await?;
-            let reply = ctx.sent(ctx.batch.call(Op::SetNx, true, keys, args).await)?;
-            ctx.vote(reply.and_then(|value| match value {
-                Value::Null => Ok(Acquired(None)),
-                Value::Integer(0) => Ok(Acquired(Some(CounterRead::Read(0)))),
-                other => Err(unexpected("SET NX", &other)),
-            }))
-            .await
-        }
+        let parse = |value| match value {
+            Value::Null => Ok(Acquired(None)),
+            Value::Integer(0) => Ok(Acquired(Some(CounterRead::Read(0)))),
+            other => Err(unexpected("SET NX", &other)),
+        };
+        self.context().voted(Op::SetNx, keys, args, parse)
     }
 
     /// All-or-nothing `SET NX PX` of every lock key, reading the fencing counters (the
@@ -271,7 +245,6 @@ impl Node {
         permits: u32,
         (start, step): (u32, u32),
     ) -> impl Future<Output = NodeResult<SlotAnswer>> + Send + 'static {
-        let ctx = self.context();
         let args = vec![
             token,
             Value::Integer(ttl_ms),
@@ -279,16 +252,9 @@ impl Node {
             Value::Integer(i64::from(start)),
             Value::Integer(i64::from(step)),
         ];
-        async move {
-            ctx.admitted().await?;
-            let reply = ctx.sent(
-                ctx.batch
-                    .call(Op::PermitAcquire, true, vec![key], args)
-                    .await,
-            )?;
-            ctx.vote(reply.and_then(|value| slot_answer("PERMIT_ACQUIRE", value)))
-                .await
-        }
+        let parse = |value| slot_answer("PERMIT_ACQUIRE", value);
+        self.context()
+            .voted(Op::PermitAcquire, vec![key], args, parse)
     }
 
     /// Takes a side of the read-write lock `key` (the RW_ACQUIRE script): `reader` or the
@@ -302,7 +268,6 @@ impl Node {
         reader: bool,
         (waiter, intent_ms): (Value, i64),
     ) -> impl Future<Output = NodeResult<SlotAnswer>> + Send + 'static {
-        let ctx = self.context();
         let side = if reader { "r" } else { "w" };
         let args = vec![
             token,
@@ -311,12 +276,8 @@ impl Node {
             waiter,
             Value::Integer(intent_ms),
         ];
-        async move {
-            ctx.admitted().await?;
-            let reply = ctx.sent(ctx.batch.call(Op::RwAcquire, true, vec![key], args).await)?;
-            ctx.vote(reply.and_then(|value| slot_answer("RW_ACQUIRE", value)))
-                .await
-        }
+        let parse = |value| slot_answer("RW_ACQUIRE", value);
+        self.context().voted(Op::RwAcquire, vec![key], args, parse)
     }
 
     /// Reads the fencing counters where our token still holds every lock key (the PEEK
@@ -337,13 +298,12 @@ impl Node {
     pub(crate) fn fence(
         &self,
         primitive: Primitive,
-        keys: Vec<Key>,
+        mut keys: Vec<Key>,
         locks: usize,
         token: Value,
         fence: u64,
     ) -> impl Future<Output = Vote> + Send + 'static {
         let ctx = self.context();
-        let mut keys = keys;
         let mut args = vec![
             token,
             Value::from(fence.to_string()),
@@ -435,12 +395,11 @@ impl Node {
         &self,
         op: Op,
         script: &'static str,
-        keys: Vec<Key>,
+        mut keys: Vec<Key>,
         locks: usize,
-        args: Vec<Value>,
+        mut args: Vec<Value>,
     ) -> impl Future<Output = NodeResult<Acquired>> + Send + 'static {
         let ctx = self.context();
-        let (mut keys, mut args) = (keys, args);
         let marker = self.lineage_keys(&mut keys, &mut args, locks);
         let only_counters = matches!(op, Op::Peek | Op::PermitPeek);
         async move {
@@ -484,7 +443,7 @@ impl Node {
         }
         keys.push(Key::from_static_str(keys::NODE_KEY));
         keys.push(Key::from_static_str(keys::HWM_KEY));
-        let marker = self.admission.marker().unwrap_or_else(|| Arc::from(""));
+        let marker = self.admission().marker().unwrap_or_else(|| Arc::from(""));
         args.push(Value::from(&*marker));
         Some(marker)
     }
@@ -497,38 +456,29 @@ impl Node {
         token: Value,
         ttl_ms: i64,
     ) -> impl Future<Output = NodeResult<Extended>> + Send + 'static {
-        let ctx = self.context();
-        async move {
-            ctx.admitted().await?;
-            let locks = keys.len() as i64;
-            let args = vec![token, Value::Integer(ttl_ms), Value::Integer(locks)];
-            let reply = ctx.sent(
-                ctx.batch
-                    .call(primitive.op(Op::Extend), true, keys, args)
-                    .await,
-            )?;
-            ctx.vote(integer("EXTEND", reply).and_then(|n| match n {
-                0 => Ok(Extended::Refused),
-                1 => Ok(Extended::Kept),
-                2 => Ok(Extended::Missing),
-                other => Err(unexpected("EXTEND", &Value::Integer(other))),
-            }))
-            .await
-        }
+        let locks = keys.len() as i64;
+        let args = vec![token, Value::Integer(ttl_ms), Value::Integer(locks)];
+        let parse = |value| match integer("EXTEND", Ok(value))? {
+            0 => Ok(Extended::Refused),
+            1 => Ok(Extended::Kept),
+            2 => Ok(Extended::Missing),
+            other => Err(unexpected("EXTEND", &Value::Integer(other))),
+        };
+        self.context()
+            .voted(primitive.op(Op::Extend), keys, args, parse)
     }
 
     /// Sets the lock keys again where they are missing (the RESTORE script): yes if the
     /// node holds our lock now.
     pub(crate) fn restore(
         &self,
-        keys: Vec<Key>,
+        mut keys: Vec<Key>,
         locks: usize,
         token: Value,
         ttl_ms: i64,
         fence: u64,
     ) -> impl Future<Output = Vote> + Send + 'static {
         let ctx = self.context();
-        let mut keys = keys;
         let mut args = vec![
             token,
             Value::Integer(ttl_ms),
@@ -560,18 +510,12 @@ impl Node {
         let ctx = self.context();
         async move {
             ctx.admitted().await?;
-            // Only on a checked connection, as the queue sends its votes (`node/batch/`), and
-            // within one node timeout in all.
             let deadline = tokio::time::Instant::now() + ctx.timeout;
             ctx.cleared(deadline).await?;
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-            let sender =
-                crate::node::batch::eval::sender(&ctx.client, left.max(Duration::from_millis(1)));
+            let sender = sender(&ctx.client, left.max(Duration::from_millis(1)));
             let resend = || ctx.admission.clearance(&ctx.client) == Clearance::Clear;
-            let reply = crate::node::batch::eval::run_script_if::<Value>(
-                &sender, script, keys, args, resend,
-            )
-            .await;
+            let reply = run_script_if::<Value>(&sender, script, keys, args, resend).await;
             ctx.vote(reply.and_then(parse)).await
         }
     }

@@ -9,12 +9,12 @@ use std::time::Duration;
 use fred::clients::Client;
 use fred::error::{Error as FredError, ErrorKind};
 use fred::interfaces::ClientLike;
-use fred::types::Value;
+use fred::types::{Key, Value};
 
 use crate::error::{NodeError, NodeErrorKind};
 use crate::node::admission::{self, Admission};
 use crate::node::answers::NodeResult;
-use crate::node::batch::{Failure, Queue};
+use crate::node::batch::{Failure, List, Op, Queue};
 use crate::node::failure::{classify, describe};
 use crate::report::facts::Excluded;
 
@@ -68,30 +68,33 @@ impl ErrorContext {
         }
     }
 
-    /// After an answer: does the node's vote count? An answer on a connection that is being
-    /// checked counts once the check admits the node (up to the node timeout).
-    pub(super) async fn still_admitted(&self) -> Result<(), NodeError> {
-        self.wait_for_check().await;
+    /// Like [`judge`](Self::judge), for a command whose answer is a vote: the answer counts
+    /// only if the node's votes count now, after the answer came. (A restart between the
+    /// check before sending and the answer is caught here.) An answer on a connection that
+    /// is being checked counts once the check admits the node (up to the node timeout).
+    pub(super) async fn vote<T>(&self, reply: Result<T, FredError>) -> NodeResult<T> {
+        let vote = self.judge(reply)?;
+        let (client, timeout) = (&self.client, self.timeout);
+        self.admission.wait_for_check(client, timeout).await;
         match self.admission.excluded() {
             Some(excluded) => Err(self.excluded(&excluded)),
-            None => Ok(()),
+            None => Ok(vote),
         }
     }
 
-    /// Waits, up to the node timeout, for the check of a connected node's new connection.
-    pub(super) async fn wait_for_check(&self) {
-        self.admission
-            .wait_for_check(&self.client, self.timeout)
-            .await;
-    }
-
-    /// Like [`judge`](Self::judge), for a command whose answer is a vote: the answer counts
-    /// only if the node's votes count now, after the answer came. (A restart between the
-    /// check before sending and the answer is caught here.)
-    pub(super) async fn vote<T>(&self, reply: Result<T, FredError>) -> NodeResult<T> {
-        let vote = self.judge(reply)?;
-        self.still_admitted().await?;
-        Ok(vote)
+    /// A vote through the queue: refused at once where the node's votes do not count
+    /// ([`admitted`](Self::admitted)), its reply read by `parse`, and counted only if they
+    /// still count when it comes ([`vote`](Self::vote)).
+    pub(super) async fn voted<T>(
+        self: Arc<Self>,
+        op: Op,
+        keys: impl Into<List<Key>>,
+        args: impl Into<List<Value>>,
+        parse: impl FnOnce(Value) -> Result<T, FredError>,
+    ) -> NodeResult<T> {
+        self.admitted().await?;
+        let reply = self.sent(self.batch.call(op, true, keys, args).await)?;
+        self.vote(reply.and_then(parse)).await
     }
 
     /// Refuses at once a call that is only about fencing counters (PEEK, FENCE) on a node
@@ -125,26 +128,26 @@ impl ErrorContext {
         Ok(())
     }
 
-    pub(super) fn lost_data(&self) -> NodeError {
-        let kind = NodeErrorKind::LostData;
-        crate::stats::node_error(self.index, kind);
+    /// This node's failure of `kind`, in `message`'s words.
+    pub(super) fn failure(&self, kind: NodeErrorKind, message: String) -> NodeError {
         NodeError {
             index: self.index,
             node: self.url.to_string(),
             kind,
-            message: self.admission.lineage_why(),
+            message,
         }
+    }
+
+    pub(super) fn lost_data(&self) -> NodeError {
+        let kind = NodeErrorKind::LostData;
+        crate::stats::node_error(self.index, kind);
+        self.failure(kind, self.admission.lineage_why())
     }
 
     pub(super) fn excluded(&self, excluded: &Excluded) -> NodeError {
         let kind = admission::kind(excluded);
         crate::stats::node_error(self.index, kind);
-        NodeError {
-            index: self.index,
-            node: self.url.to_string(),
-            kind,
-            message: excluded.to_string(),
-        }
+        self.failure(kind, excluded.to_string())
     }
 
     /// Turns a reply into a vote, and keeps the node's suspect flag up to date: an answer
@@ -193,12 +196,7 @@ impl ErrorContext {
                 None => message.push_str("; not connected"),
             }
         }
-        let error = NodeError {
-            index: self.index,
-            node: self.url.to_string(),
-            kind,
-            message,
-        };
+        let error = self.failure(kind, message);
         tracing::debug!(node = self.index, url = %self.url, error = %error, "node failed");
         crate::stats::node_error(self.index, error.kind);
         error

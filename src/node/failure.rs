@@ -126,15 +126,12 @@ fn tls_problem(details: &str) -> Option<String> {
 /// An I/O failure in words: the OS message of `Os { .., message: "Connection refused" }`,
 /// the inner message of `Custom { kind: .., error: "..." }`, or the kind of `Kind(..)`.
 fn io_problem(details: &str) -> String {
-    if let Some((_, rest)) = details.split_once("message: \"") {
-        if let Some((message, _)) = rest.split_once('"') {
-            return message.to_lowercase();
-        }
+    let quoted = |after| Some(details.split_once(after)?.1.split_once('"')?.0);
+    if let Some(message) = quoted("message: \"") {
+        return message.to_lowercase();
     }
-    if let Some((_, rest)) = details.split_once("error: \"") {
-        if let Some((message, _)) = rest.split_once('"') {
-            return message.to_string();
-        }
+    if let Some(message) = quoted("error: \"") {
+        return message.to_string();
     }
     if let Some(kind) = variant_after(details, "Kind(").or_else(|| variant_after(details, "kind: "))
     {

@@ -166,10 +166,8 @@ pub(crate) struct Permissions {
     /// The commands that got no answer (the node is slow or gone): try again.
     pub(crate) unanswered: Vec<String>,
     /// The commands the batch script uses where the node runs them for the client
-    /// ([`Natives`]), each asked once in a form that changes nothing: `DELIFEQ` of a key that
-    /// cannot exist answered 0 (Valkey 9), and `MSETEX 1 key x XX PX 1` of such a key, which
-    /// sets only keys that exist, answered 0 (Valkey 9.1). Elsewhere the script takes `GET`,
-    /// `DEL` and `SET NX`.
+    /// ([`Natives`], each asked once in a form that changes nothing: see [`natives`] and
+    /// design 3.3a). Elsewhere the script takes `GET`, `DEL` and `SET NX`.
     pub(crate) natives: Natives,
 }
 
@@ -209,22 +207,12 @@ const SCRIPTED: [(&str, &[&str], On); 6] = [
 #[cfg(test)]
 const OPTIONAL: [&str; 3] = ["PUBLISH", "DELIFEQ", "MSETEX"];
 
-/// Checks that the node lets the client do everything it needs, without changing anything:
-/// the commands the client sends (`SET`, `EVALSHA`, `EVAL`) and every command its scripts
-/// run ([`SCRIPTED`]: `EXISTS`, `GET`, `SET`, `DEL`, `PEXPIRE`, `MGET`), each sent once in a
-/// form that the server refuses before running it (ACL) or that changes nothing once allowed:
-/// on a key that cannot exist (a random name), `SET ... XX`, `DEL` and `PEXPIRE` do nothing;
-/// an `EVALSHA` of a hash cached nowhere answers NOSCRIPT, and an `EVAL` of a script that
-/// does not compile is neither run nor cached. A script's commands are checked against the
-/// same ACL as the client's own, so checking them one by one tells what the scripts may do.
-///
-/// With a key prefix, the probe key lies under it (and, with fencing, its counter under
-/// `quorumlock:fence:`), so the key patterns of the ACL are checked too: the user must be
-/// allowed every key under the prefix. Without a prefix the lock keys are the resource names
-/// themselves, unknown here, and only the commands are checked.
-///
-/// `ACL DRYRUN` would say the same without sending the commands, but it needs Redis 7 and
-/// the `acl` permission, which a user limited to what a lock client needs does not have.
+/// Checks that the node lets the client do everything it needs, without changing anything
+/// (design 6.1, Permissions): the commands the client sends (`SET`, `EVALSHA`, `EVAL`) and
+/// every command its scripts run ([`SCRIPTED`]), each sent once in a form that the server
+/// refuses before running it (ACL) or that changes nothing once allowed, on a key that cannot
+/// exist (a random name) under the key prefix and, with fencing, its counter. Without a prefix
+/// only the commands are checked.
 pub(crate) async fn permissions(
     client: &Client,
     timeout: Duration,
@@ -258,42 +246,48 @@ pub(crate) async fn permissions(
     ];
     let mut fenced = Vec::new();
     for (name, rest, on) in SCRIPTED {
-        let with = |key: &str| {
-            let args = std::iter::once(key).chain(rest.iter().copied());
-            args.map(Value::from).collect::<Vec<_>>()
-        };
         if matches!(on, On::Lock | On::Both) {
-            checks.push((name, &lock_pattern, with(&lock)));
+            checks.push((name, &lock_pattern, on_key(&lock, rest)));
         }
         if keys.fencing && matches!(on, On::Fence | On::Both) {
-            fenced.push((name, &*fence_pattern, with(&fence)));
+            fenced.push((name, &*fence_pattern, on_key(&fence, rest)));
         }
     }
     checks.extend(fenced);
-    let answers = futures::future::join_all(
-        checks
-            .iter()
-            .map(|(name, _, args)| command(client, name, args.clone(), timeout)),
-    );
+    let answers = send_checks(client, timeout, &checks);
     let (answers, natives) = tokio::join!(answers, natives(client, &lock, timeout));
-    let mut found = Permissions {
-        natives,
-        ..Permissions::default()
-    };
-    read_refusals(&mut found, &checks, answers, !keys.prefix.is_empty());
+    let mut found = read_refusals(&checks, answers, !keys.prefix.is_empty());
+    found.natives = natives;
     found
 }
 
-/// The commands the node runs that spare it work (see [`Natives`]), probed on the key
-/// `lock`, which cannot exist. Not permissions the client needs: the batch script falls back
-/// to GET and DEL where DELIFEQ fails, and to SET NX where MSETEX does (`scripts::batch`).
+/// `name`'s arguments on `key`: the key, then `rest`.
+fn on_key(key: &str, rest: &[&str]) -> Vec<Value> {
+    std::iter::once(key)
+        .chain(rest.iter().copied())
+        .map(Value::from)
+        .collect()
+}
+
+/// Sends every permission check (a command, the key pattern it checks, its arguments) at
+/// once.
+async fn send_checks(
+    client: &Client,
+    timeout: Duration,
+    checks: &[(&'static str, &str, Vec<Value>)],
+) -> Vec<Result<Value, FredError>> {
+    let sent = checks
+        .iter()
+        .map(|(name, _, args)| command(client, name, args.clone(), timeout));
+    futures::future::join_all(sent).await
+}
+
+/// The commands the node runs that spare it work (see [`Natives`]), each counted where it
+/// answers 0 on the key `lock`, which cannot exist (`MSETEX ... XX` sets only keys that exist).
+/// Not permissions the client needs: the batch script falls back to GET and DEL where DELIFEQ
+/// fails, and to SET NX where MSETEX does (`scripts::batch`).
 async fn natives(client: &Client, lock: &str, timeout: Duration) -> Natives {
-    let delifeq = command(
-        client,
-        "DELIFEQ",
-        vec![Value::from(lock), Value::from("x")],
-        timeout,
-    );
+    let delifeq = command(client, "DELIFEQ", on_key(lock, &["x"]), timeout);
     let msetex = command(
         client,
         "MSETEX",
@@ -308,20 +302,21 @@ async fn natives(client: &Client, lock: &str, timeout: Duration) -> Natives {
 }
 
 /// Reads the answers to the permission `checks` (a command, the key pattern it was sent
-/// on, its arguments) into `found`: a command refused by name, a key refused as `NAME on
-/// PATTERN` (only with a key prefix, `prefixed`), a command unanswered as unchecked.
+/// on, its arguments): a command refused by name, a key refused as `NAME on PATTERN` (as
+/// `NAME` on the pattern `*`; not at all where `keyed` is false: without a key prefix, the
+/// probe key says nothing about the resources' keys), a command unanswered as unchecked.
 fn read_refusals(
-    found: &mut Permissions,
     checks: &[(&'static str, &str, Vec<Value>)],
     answers: Vec<Result<Value, FredError>>,
-    prefixed: bool,
-) {
+    keyed: bool,
+) -> Permissions {
+    let mut found = Permissions::default();
     for ((name, pattern, _), answer) in checks.iter().zip(answers) {
         let Err(e) = answer else { continue };
         let what = match refusal(&e) {
             Some(Refusal::Command) => name.to_string(),
-            // Without a prefix, the probe key says nothing about the resources' keys.
-            Some(Refusal::Key) if !prefixed => continue,
+            Some(Refusal::Key) if !keyed => continue,
+            Some(Refusal::Key) if *pattern == "*" => name.to_string(),
             Some(Refusal::Key) => format!("{name} on {pattern}"),
             None if unanswered(&e) => {
                 found.unanswered.push(name.to_string());
@@ -334,6 +329,7 @@ fn read_refusals(
             found.refused.push(what);
         }
     }
+    found
 }
 
 /// What leader elections need besides a lock's permissions: `GET` and `SET` of the identity
@@ -348,9 +344,12 @@ pub(crate) async fn election_permissions(
 ) -> Permissions {
     let identity = keys::identity_key(&keys::probe_key(&keys.prefix, rand::random::<u128>()));
     let pattern = format!("{IDENTITY_PREFIX}{}*", keys.prefix);
-    // XX: sets nothing, the key does not exist.
-    let checks: [(&'static str, &[&str]); 2] = [("GET", &[]), ("SET", &["x", "XX"])];
-    keyed_permissions(client, timeout, &identity, &pattern, &checks).await
+    let checks = [
+        ("GET", &*pattern, on_key(&identity, &[])),
+        // XX: sets nothing, the key does not exist.
+        ("SET", &*pattern, on_key(&identity, &["x", "XX"])),
+    ];
+    read_refusals(&checks, send_checks(client, timeout, &checks).await, true)
 }
 
 /// The commands the semaphores' scripts run beyond a lock's (`scripts::PERMIT`), with the
@@ -379,45 +378,13 @@ pub(crate) async fn semaphore_permissions(
 ) -> Permissions {
     let key = keys::probe_key(&keys.prefix, rand::random::<u128>());
     let pattern = format!("{}*", keys.prefix);
-    let mut found =
-        keyed_permissions(client, timeout, &key, &pattern, &SEMAPHORE_SCRIPTED[1..]).await;
-    let (name, _) = SEMAPHORE_SCRIPTED[0];
-    if let Err(e) = command(client, name, Vec::new(), timeout).await {
-        match refusal(&e) {
-            Some(_) => found.refused.push(name.to_string()),
-            None if unanswered(&e) => found.unanswered.push(name.to_string()),
-            None => {}
-        }
-    }
-    found
-}
-
-/// Sends each of `checks` (a command and its arguments after the key) on `key`, and lists
-/// those refused: the command, or the command on `pattern` where the key was refused.
-async fn keyed_permissions(
-    client: &Client,
-    timeout: Duration,
-    key: &str,
-    pattern: &str,
-    checks: &[(&'static str, &[&str])],
-) -> Permissions {
-    let answers = futures::future::join_all(checks.iter().map(|(name, rest)| {
-        let args = std::iter::once(key).chain(rest.iter().copied());
-        command(client, name, args.map(Value::from).collect(), timeout)
-    }))
-    .await;
-    let mut found = Permissions::default();
-    for ((name, _), answer) in checks.iter().zip(answers) {
-        let Err(e) = answer else { continue };
-        match refusal(&e) {
-            Some(Refusal::Command) => found.refused.push(name.to_string()),
-            Some(Refusal::Key) if pattern == "*" => found.refused.push(name.to_string()),
-            Some(Refusal::Key) => found.refused.push(format!("{name} on {pattern}")),
-            None if unanswered(&e) => found.unanswered.push(name.to_string()),
-            None => {}
-        }
-    }
-    found
+    let mut checks: Vec<_> = SEMAPHORE_SCRIPTED[1..]
+        .iter()
+        .map(|(name, rest)| (*name, &*pattern, on_key(&key, rest)))
+        .collect();
+    // TIME, on no key.
+    checks.push((SEMAPHORE_SCRIPTED[0].0, "*", Vec::new()));
+    read_refusals(&checks, send_checks(client, timeout, &checks).await, true)
 }
 
 /// One `PING` round trip.
@@ -456,24 +423,12 @@ pub(crate) async fn marker(
 /// is refused (the client then does without the record) or unanswered.
 pub(crate) async fn quarantine_record(client: &Client, timeout: Duration) -> Option<(String, u64)> {
     let (record, time) = tokio::join!(
-        command(
-            client,
-            "GET",
-            vec![Value::from(keys::QUARANTINE_KEY)],
-            timeout
-        ),
+        command(client, "GET", on_key(keys::QUARANTINE_KEY, &[]), timeout),
         command(client, "TIME", vec![], timeout)
     );
     let record = record.ok()?.as_string()?;
-    let Value::Array(time) = time.ok()? else {
-        return None;
-    };
-    let [secs, micros] = time.as_slice() else {
-        return None;
-    };
-    let secs: u64 = secs.as_string()?.parse().ok()?;
-    let micros: u64 = micros.as_string()?.parse().ok()?;
-    Some((record, secs.checked_mul(1000)? + micros / 1000))
+    let now = crate::node::clock::node_time(time.ok()?)?;
+    Some((record, u64::try_from(now.as_millis()).ok()?))
 }
 
 #[cfg(test)]

@@ -13,6 +13,7 @@ use fred::types::{Key, Value};
 
 use crate::algo::keys;
 use crate::algo::lineage::Recorded;
+use crate::node::batch::eval::{run_script_if, sender};
 use crate::node::scripts::QUARANTINE;
 
 /// What the node answered.
@@ -41,10 +42,8 @@ pub(crate) async fn record(
     ];
     let ms = |d: Duration| Value::Integer(i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
     let args = vec![Value::from(run_id), ms(wait), ms(age)];
-    let sender = crate::node::batch::eval::sender(client, timeout);
-    let reply: Value =
-        crate::node::batch::eval::run_script_if(&sender, &QUARANTINE, keys, args, || true).await?;
-    answer(reply)
+    let sender = sender(client, timeout);
+    answer(run_script_if(&sender, &QUARANTINE, keys, args, || true).await?)
 }
 
 /// Reads the script's reply: `{marker}` or `{start_ms, wait_ms, now_ms}`.

@@ -8,6 +8,7 @@ use fred::types::{Key, Value};
 use crate::algo::keys;
 use crate::algo::lineage::{self, Surveyed};
 use crate::node::batch::eval::{run_script_if, sender};
+use crate::node::clock::node_time;
 use crate::node::probe::command;
 use crate::node::scripts::SEED;
 use crate::node::Node;
@@ -27,18 +28,8 @@ pub(crate) async fn survey(node: &Node) -> Option<(Option<String>, Surveyed)> {
         Value::Array(v) if v.len() == 2 => (text(&v[0]), text(&v[1])),
         _ => return None,
     };
-    let hwm = match hwm {
-        None => 0,
-        Some(h) => h.parse().ok()?,
-    };
-    let clock_us = match time.ok()? {
-        Value::Array(v) if v.len() == 2 => {
-            let secs: u64 = text(&v[0])?.parse().ok()?;
-            let micros: u64 = text(&v[1])?.parse().ok()?;
-            secs.checked_mul(1_000_000)?.checked_add(micros)?
-        }
-        _ => return None,
-    };
+    let hwm = hwm.map_or(Ok(0), |h| h.parse()).ok()?;
+    let clock_us = u64::try_from(node_time(time.ok()?)?.as_micros()).ok()?;
     let intact = lineage::lineage(marker.as_deref(), Some(&run_id))
         .intact()
         .is_some();

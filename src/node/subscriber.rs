@@ -1,10 +1,8 @@
 //! One node's subscriber connection, for the release messages (the line of waiters,
-//! `engine::waiters`, receives them through [`Inbox`]).
-//!
-//! Opened the first time this client waits for a release, never before: a client that never
-//! meets contention never opens it. Subscriptions and unsubscriptions go through one task per
-//! node, in the order they were asked for, so that an unsubscription (the last waiter for a
-//! key left) never lands after a later subscription to the same key (a new waiter came).
+//! `engine::waiters`, receives them through [`Inbox`]), opened the first time this client
+//! waits for a release (design 2.4a). Subscriptions and unsubscriptions go through one task
+//! per node, in the order they were asked for, so that an unsubscription (the last waiter for
+//! a key left) never lands after a later subscription to the same key (a new waiter came).
 
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
@@ -22,6 +20,7 @@ pub(crate) trait Inbox: Send + Sync + 'static {
     fn message(&self, channel: &str, payload: &str);
 }
 
+#[derive(Debug)]
 enum Order {
     Subscribe(Vec<String>, oneshot::Sender<bool>),
     Unsubscribe(Vec<String>),
@@ -34,15 +33,6 @@ pub(crate) struct Listener {
     timeout: Duration,
     orders: OnceLock<mpsc::UnboundedSender<Order>>,
     tasks: Mutex<Vec<AbortHandle>>,
-}
-
-impl std::fmt::Debug for Order {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Order::Subscribe(c, _) => f.debug_tuple("Subscribe").field(c).finish(),
-            Order::Unsubscribe(c) => f.debug_tuple("Unsubscribe").field(c).finish(),
-        }
-    }
 }
 
 impl Listener {
@@ -113,11 +103,8 @@ impl Drop for Listener {
 
 /// Carries out the orders one at a time, in order. A subscription asked for while the node
 /// is not connected is answered `false` at once (the waiter falls back on its pause) and
-/// kept: it is made as soon as the connection is up, unless an unsubscription came first.
-/// Without that, a line of waiters whose first subscription met a connection not up yet
-/// (the subscriber connects on first use) heard no release from that node for as long as
-/// the line never emptied, each waiter woken by its pause alone (a stall of seconds under
-/// contention, `benches/permits`).
+/// kept: it is made as soon as the connection is up, unless an unsubscription came first
+/// (design 2.4a, Arming: why a line of waiters would otherwise stay deaf to the node).
 async fn run(
     client: SubscriberClient,
     mut orders: mpsc::UnboundedReceiver<Order>,

@@ -20,12 +20,6 @@ pub(crate) enum Failure {
     Excluded(Excluded),
 }
 
-impl From<FredError> for Failure {
-    fn from(e: FredError) -> Self {
-        Failure::Node(e)
-    }
-}
-
 /// A call's keys or arguments: one list shared by a round's calls to every node (made once
 /// per round, not once per node), or a node's own.
 #[derive(Debug, Clone)]
@@ -51,12 +45,6 @@ impl<T> From<Vec<T>> for List<T> {
     }
 }
 
-impl<T> From<Arc<[T]>> for List<T> {
-    fn from(list: Arc<[T]>) -> Self {
-        List::Shared(list)
-    }
-}
-
 impl<T> From<&Arc<[T]>> for List<T> {
     fn from(list: &Arc<[T]>) -> Self {
         List::Shared(Arc::clone(list))
@@ -78,16 +66,12 @@ pub(super) struct Call {
 }
 
 impl Call {
-    /// Whether it is sent even after its caller stopped waiting: a release (or discard) or a
-    /// handover.
-    pub(super) fn always_sent(&self) -> bool {
-        self.op.deletes() || matches!(self.op, Op::Handover | Op::PermitHandover)
-    }
-
-    /// Whether it is still worth sending: one that is always sent is; anything else only
-    /// while its caller waits, before its deadline.
+    /// Whether it is still worth sending: a release (or discard) or a handover always is, even
+    /// after its caller stopped waiting (see [`Op`]); anything else only while its caller
+    /// waits, before its deadline.
     pub(super) fn wanted(&self, now: Instant) -> bool {
-        self.always_sent()
+        self.op.deletes()
+            || matches!(self.op, Op::Handover | Op::PermitHandover)
             || (now < self.deadline && self.reply.as_ref().is_some_and(|r| !r.is_closed()))
     }
 

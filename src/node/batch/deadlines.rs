@@ -24,20 +24,19 @@ pub(super) fn expire(calls: &mut Vec<Call>, now: Instant) {
 /// earlier than this before its own end.
 const TICK: Duration = Duration::from_millis(1);
 
-/// The last deadline of a call whose caller still waits.
-fn last_deadline(calls: &[Call]) -> Option<Instant> {
+/// The deadlines of the calls whose callers still wait.
+fn waiting(calls: &[Call]) -> impl Iterator<Item = Instant> + '_ {
     calls
         .iter()
         .filter(|c| c.reply.is_some())
         .map(|c| c.deadline)
-        .max()
 }
 
 /// The timeout of a command carrying `calls`: until the last deadline of a call whose caller
 /// waits (at least a tick: fred takes zero for none), or the node timeout when no caller
 /// waits (releases sent after their deadline).
 pub(super) fn command_timeout(calls: &[Call], node_timeout: Duration) -> Duration {
-    match last_deadline(calls) {
+    match waiting(calls).max() {
         Some(last) => last.saturating_duration_since(Instant::now()).max(TICK),
         None => node_timeout,
     }
@@ -45,13 +44,8 @@ pub(super) fn command_timeout(calls: &[Call], node_timeout: Duration) -> Duratio
 
 /// The first deadline that the command's timeout would answer more than a tick late.
 fn early_deadline(calls: &[Call]) -> Option<Instant> {
-    let last = last_deadline(calls)?;
-    calls
-        .iter()
-        .filter(|c| c.reply.is_some())
-        .map(|c| c.deadline)
-        .filter(|&d| d + TICK < last)
-        .min()
+    let last = waiting(calls).max()?;
+    waiting(calls).filter(|&d| d + TICK < last).min()
 }
 
 /// Awaits `command`, answering with a timeout each caller whose deadline passes before it

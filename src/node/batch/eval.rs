@@ -97,12 +97,8 @@ impl Form {
 
 /// EVALSHA or EVAL of `script` as a command of `client` itself, so that it carries
 /// `client`'s options (for a [`Sender`]: the node timeout, never re-sent after a reconnect).
-///
-/// fred implements its `LuaInterface` for `Client` but not for `WithOptions`: its `eval` and
-/// `evalsha`, reached on a `Sender` through `Deref`, would run with the inner client's own
-/// options. On an application's shared client those are the application's (fred's defaults:
-/// no timeout, and a command in flight re-sent on the new connection after a reconnect,
-/// before that connection is checked and after the caller gave up).
+/// Not fred's `eval` and `evalsha`: on a `Sender` they carry the inner client's options, an
+/// application's shared client's own (design 4.0a).
 pub(crate) async fn script_command<R: fred::types::FromValue, C: ClientLike>(
     client: &C,
     script: &Script,

@@ -93,9 +93,8 @@ pub(super) fn put_together_first(calls: &mut Vec<Call>) -> usize {
     if calls
         .iter()
         .filter(|call| together.takes(call))
-        .take(2)
-        .count()
-        < 2
+        .nth(1)
+        .is_none()
     {
         return 0;
     }

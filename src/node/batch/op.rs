@@ -1,16 +1,13 @@
 //! What a call runs: one of the scripts, by its number in the batch script.
 
-use crate::node::scripts::{
-    Script, ACQUIRE, DISCARD, EXTEND, FENCE, HANDOVER, PEEK, PERMIT_ACQUIRE, PERMIT_DISCARD,
-    PERMIT_EXTEND, PERMIT_FENCE, PERMIT_HANDOVER, PERMIT_PEEK, PERMIT_RELEASE, RELEASE, RESTORE,
-    RW_ACQUIRE, SET_NX,
-};
+use crate::node::scripts::{Script, BATCHED_SCRIPTS};
 
-/// What a call runs: one of the scripts (a vote, even alone, in the batch script).
+/// What a call runs: one of the scripts (a vote, even alone, in the batch script), numbered
+/// as in the batch script (`scripts::BATCHED`, 1-based).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Op {
     /// `SET key token NX PX ttl`; `args = [token, ttl_ms]`. Answers 0 if set, nil if not.
-    SetNx,
+    SetNx = 1,
     Acquire,
     Fence,
     Extend,
@@ -38,25 +35,7 @@ pub(crate) enum Op {
 
 impl Op {
     pub(super) fn script(self) -> &'static Script {
-        match self {
-            Op::SetNx => &SET_NX,
-            Op::Acquire => &ACQUIRE,
-            Op::Fence => &FENCE,
-            Op::Extend => &EXTEND,
-            Op::Restore => &RESTORE,
-            Op::Release => &RELEASE,
-            Op::Peek => &PEEK,
-            Op::Handover => &HANDOVER,
-            Op::Discard => &DISCARD,
-            Op::PermitAcquire => &PERMIT_ACQUIRE,
-            Op::PermitExtend => &PERMIT_EXTEND,
-            Op::PermitRelease => &PERMIT_RELEASE,
-            Op::PermitDiscard => &PERMIT_DISCARD,
-            Op::PermitPeek => &PERMIT_PEEK,
-            Op::PermitFence => &PERMIT_FENCE,
-            Op::PermitHandover => &PERMIT_HANDOVER,
-            Op::RwAcquire => &RW_ACQUIRE,
-        }
+        &BATCHED_SCRIPTS[self.number() - 1]
     }
 
     /// Whether it is a compare-and-delete (RELEASE or DISCARD, of a lock or a permit).
@@ -67,26 +46,28 @@ impl Op {
         )
     }
 
-    /// Its number in the batch script (`scripts::BATCHED`, 1-based).
+    /// Its number in the batch script.
     pub(super) fn number(self) -> usize {
-        match self {
-            Op::SetNx => 1,
-            Op::Acquire => 2,
-            Op::Fence => 3,
-            Op::Extend => 4,
-            Op::Restore => 5,
-            Op::Release => 6,
-            Op::Peek => 7,
-            Op::Handover => 8,
-            Op::Discard => 9,
-            Op::PermitAcquire => 10,
-            Op::PermitExtend => 11,
-            Op::PermitRelease => 12,
-            Op::PermitDiscard => 13,
-            Op::PermitPeek => 14,
-            Op::PermitFence => 15,
-            Op::PermitHandover => 16,
-            Op::RwAcquire => 17,
+        self as usize
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Op;
+    use crate::node::scripts::{lock, permit, BATCHED};
+
+    #[test]
+    fn each_op_runs_its_script_by_its_number_in_the_batch() {
+        for (op, body) in [
+            (Op::SetNx, lock::SET_NX),
+            (Op::Discard, lock::DISCARD),
+            (Op::PermitAcquire, permit::PERMIT_ACQUIRE),
+            (Op::RwAcquire, permit::RW_ACQUIRE),
+        ] {
+            assert_eq!(op.script().body, body);
+            assert_eq!(BATCHED[op.number() - 1], body);
         }
+        assert_eq!(Op::RwAcquire.number(), BATCHED.len());
     }
 }

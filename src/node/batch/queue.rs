@@ -54,19 +54,11 @@ impl Batcher {
 
 impl Queue {
     /// Queues a call at once and returns its answer: the script's reply, or the error of the
-    /// command that carried it (a `Timeout` at the node timeout).
-    ///
-    /// A `vote` (a call that changes data, other than deleting our own keys) is sent only on
-    /// a connection whose check has passed, while the node's votes count
-    /// ([`Admission::clearance`]); while the node is not connected or its new connection is
-    /// being checked, the queue waits (up to the deadline of its first vote), so that what
-    /// was queued after a vote (its release) is never sent before it.
-    ///
-    /// The sender task answers every call by its deadline (the node timeout from now), within
-    /// a tick of Tokio's timer: it sends each command with a timeout that ends at the last
-    /// deadline of its calls, and answers earlier deadlines with a timer of its own, one per
-    /// command and only when their deadlines differ by more than a tick (see
-    /// [`within_deadlines`](super::deadlines::within_deadlines)). The caller arms no timer.
+    /// command that carried it (a `Timeout` at the node timeout). A `vote` (a call that changes
+    /// data, other than deleting our own keys) is sent only on a checked connection, while the
+    /// node's votes count ([`admit`]). The sender task answers every call by its deadline (the
+    /// node timeout from now): the caller arms no timer (see
+    /// [`within_deadlines`](super::deadlines::within_deadlines)).
     pub(crate) fn call(
         &self,
         op: Op,
@@ -100,11 +92,8 @@ impl Drop for Batcher {
 }
 
 /// Takes calls off the queue, one command at a time: the first call that comes, with every
-/// call queued behind it, sent and answered before the next.
-///
-/// Every call is answered by its deadline: a command is sent only once the one before it
-/// has ended, by the last deadline of its own calls, which were all queued before the next
-/// command's; so a call waits in the queue at most until a deadline earlier than its own.
+/// call queued behind it, sent and answered before the next (why every call is still answered
+/// by its deadline: design 4.3, Deadlines).
 async fn send_queued(
     client: Client,
     timeout: Duration,
@@ -142,15 +131,10 @@ async fn send_queued(
     }
 }
 
-/// Holds the queue until the node's votes may be sent ([`Admission::cleared`]: connected,
-/// on a checked connection), up to the first vote's deadline, then refuses the votes if they
-/// may not: the node's votes do not count, or its connection is not checked (`Unchecked`), or
-/// it is not connected (a timeout, described by the connection's last error). Deletes of our
-/// own keys queued with them still go (fred sends them once connected).
-///
-/// Meanwhile it takes in the calls queued behind them: a vote whose token a release or
-/// discard queued after it deletes is dropped unsent ([`drop_released`]), so that a node that
-/// connects late is never sent the acquisition of a lock released meanwhile.
+/// Holds the queue until the node's votes may be sent ([`Admission::cleared`]), up to the
+/// first vote's deadline, then refuses the votes if they may not (design 4.3). Deletes of our
+/// own keys queued with them still go (fred sends them once connected). Meanwhile it takes in
+/// the calls queued behind them, for [`drop_released`].
 async fn admit(
     client: &Client,
     admission: &Admission,
@@ -193,9 +177,8 @@ async fn admit(
 }
 
 /// Drops, answered as never sent, each vote of `calls` whose token (its first argument) a
-/// release or discard queued after it deletes: the lock or attempt it was cast for is over,
-/// and a vote not sent is a vote lost, which the protocol tolerates; sent, it would set a key
-/// that only the release behind it removes.
+/// release or discard queued after it deletes (design 4.3: a vote lost, which the protocol
+/// tolerates; sent, it would set a key that only the release behind it removes).
 fn drop_released(calls: &mut Vec<Call>) {
     if !calls.iter().any(|c| c.op.deletes()) {
         return;

@@ -118,29 +118,15 @@ if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then out[1] = 0 end
 /// then two more, the node's marker and quarantine record as they are once every call ran
 /// (`held!`).
 ///
-/// The most frequent calls run inline, without their function: `SET NX` (SET_NX) and the
-/// release or discard of one key with one token (RELEASE, DISCARD), each with `redis.pcall`
-/// so that an error stays the call's own, and each with a header of one letter (`s`, `r`,
-/// `d`) in place of its script's number, key count and argument count. That spares the server
-/// a Lua `pcall` and two argument tables per call, about 10 to 15% of its CPU for a batch of
-/// acquisitions and releases, and the letter two arguments and three conversions per call,
-/// about 20% of what the script costs the server for such a batch (docs/benchmarks-load.md).
-/// `tests/lock_batch.rs` (`inline_calls_in_a_batch_answer_as_their_scripts_do`) holds each
-/// inline call to its script's answers and effects, for every state of the key.
-///
-/// On a node that runs `MSETEX` ([`Natives::msetex`]), the client puts first the `SET NX`
-/// calls of one key that share the first one's ttl and whose key no other call of the batch
-/// names (`node/batch/`, `set_together`), and announces them as one group: `M`, their
-/// count `n`, then `key token` for each, then `NX PX ttl` (their keys are also the first `n`
-/// of `KEYS`). The script sets them with one `MSETEX n key token ... NX PX ttl`: it sets
-/// every key, each as `SET key token NX PX ttl` would, if none exists, and answers 1; else it
-/// sets none and answers 0, and the calls are run one by one, as `s`. Running them ahead of
-/// the batch's other calls changes no answer: a script runs alone on the node, and those
-/// calls name other keys. A key named twice (two clients after one lock, or its release and
-/// next acquisition in one batch) keeps its calls in order: `MSETEX` with a key twice would
-/// set it to the later token and tell both they had it.
-/// `tests/lock_batch.rs` (`set_nx_calls_set_together_answer_as_they_do_alone`) holds these
-/// batches to the same calls made one by one.
+/// The most frequent calls run inline, without their function, each with `redis.pcall` so
+/// that an error stays the call's own, announced by one letter ([`batch_header`]): `SET NX`
+/// and the release or discard of one key with one token (design 4.3, with the figures in
+/// docs/benchmarks-load.md; `inline_calls_in_a_batch_answer_as_their_scripts_do` holds each to
+/// its script). On a node that runs `MSETEX`, the `SET NX` calls the client put first
+/// (`set_together` in `node/batch/`) come as one group, `M`, their count `n`, `key token` for
+/// each, `NX PX ttl` (their keys also the first `n` of `KEYS`), set with one `MSETEX` or, where
+/// it sets none, one by one as `s` (design 3.3a, and why a key named twice never is in one;
+/// `set_nx_calls_set_together_answer_as_they_do_alone` holds them to the calls one by one).
 pub(crate) fn batch() -> String {
     let mut body = String::from("local scripts = {}\n");
     for (i, script) in BATCHED.iter().enumerate() {

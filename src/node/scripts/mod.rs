@@ -1,19 +1,11 @@
-//! The Lua scripts, in one place. Each runs atomically on one node and touches the lock keys
-//! only while they hold our token (or, to re-create a lost key, while nobody holds them), so
-//! a holder can never delete or extend a lock that expired and was taken by someone else.
+//! The Lua scripts, in one place (design 3.1: what each does, and why none can touch a lock
+//! that is not ours; the EVALSHA call and its EVAL fallback on NOSCRIPT).
 //!
 //! Every script takes the lock keys first (`KEYS[1..n]`) and, when it reads or raises fencing
 //! counters, the matching counters after them (`KEYS[n+1..2n]`), then the node's marker and
 //! its largest counter (`quorumlock:node`, `quorumlock:hwm`: `algo/lineage/`); `n` is passed as
 //! an argument, and the scripts that read counters take the marker the client checked as
 //! their last argument.
-//! One resource is the case `n = 1`: a plain lock without fencing acquires with
-//! `SET key token NX PX ttl` (inline in the batch script, which every vote goes as: it reads
-//! back the node's marker and quarantine record), so other Redlock clients interoperate.
-//!
-//! They are called with EVALSHA; a node that answers NOSCRIPT (restarted, or SCRIPT FLUSH)
-//! gets the script body once with EVAL, which also caches it there again.
-
 //!
 //! The bodies live by kind: the locks' ([`lock`]), the semaphores' and read-write locks'
 //! ([`permit`]), the records beside them ([`records`]: a leader's identity, a node's marker
@@ -37,34 +29,11 @@ pub(crate) use batched::PERMIT;
 pub(crate) use batched::{batch_header, BatchHeader, Natives, BATCHED};
 pub(crate) use lock::release_args;
 
-// The locks' scripts, each also run by number in the batch script (`Op` in `node/batch/`).
-pub(crate) static SET_NX: LazyLock<Script> = LazyLock::new(|| Script::new(lock::SET_NX));
-pub(crate) static ACQUIRE: LazyLock<Script> = LazyLock::new(|| Script::new(lock::ACQUIRE));
-pub(crate) static FENCE: LazyLock<Script> = LazyLock::new(|| Script::new(lock::FENCE));
-pub(crate) static EXTEND: LazyLock<Script> = LazyLock::new(|| Script::new(lock::EXTEND));
-pub(crate) static RESTORE: LazyLock<Script> = LazyLock::new(|| Script::new(lock::RESTORE));
-pub(crate) static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(lock::RELEASE));
-pub(crate) static PEEK: LazyLock<Script> = LazyLock::new(|| Script::new(lock::PEEK));
-pub(crate) static HANDOVER: LazyLock<Script> = LazyLock::new(|| Script::new(lock::HANDOVER));
-pub(crate) static DISCARD: LazyLock<Script> = LazyLock::new(|| Script::new(lock::DISCARD));
+// The scripts the batch script runs by number, each also sent alone (`Op` in `node/batch/`).
+pub(crate) static BATCHED_SCRIPTS: LazyLock<[Script; 17]> =
+    LazyLock::new(|| BATCHED.map(Script::new));
 
-// The semaphores' and read-write locks' scripts; all but PERMIT_HOLDERS (read on its own,
-// `engine/census.rs`) also run by number in the batch script.
-pub(crate) static PERMIT_ACQUIRE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(permit::PERMIT_ACQUIRE));
-pub(crate) static PERMIT_EXTEND: LazyLock<Script> =
-    LazyLock::new(|| Script::new(permit::PERMIT_EXTEND));
-pub(crate) static PERMIT_RELEASE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(permit::PERMIT_RELEASE));
-pub(crate) static PERMIT_DISCARD: LazyLock<Script> =
-    LazyLock::new(|| Script::new(permit::PERMIT_DISCARD));
-pub(crate) static PERMIT_PEEK: LazyLock<Script> =
-    LazyLock::new(|| Script::new(permit::PERMIT_PEEK));
-pub(crate) static PERMIT_FENCE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(permit::PERMIT_FENCE));
-pub(crate) static PERMIT_HANDOVER: LazyLock<Script> =
-    LazyLock::new(|| Script::new(permit::PERMIT_HANDOVER));
-pub(crate) static RW_ACQUIRE: LazyLock<Script> = LazyLock::new(|| Script::new(permit::RW_ACQUIRE));
+// Read on its own (`engine/census.rs`).
 pub(crate) static PERMIT_HOLDERS: LazyLock<Script> =
     LazyLock::new(|| Script::new(permit::PERMIT_HOLDERS));
 
