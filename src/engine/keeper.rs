@@ -26,8 +26,7 @@ use tokio::sync::mpsc::{self, UnboundedReceiver, UnboundedSender};
 use tokio::sync::oneshot;
 
 use crate::algo::schedule::{KeepSchedule, COALESCE_MAX};
-use crate::engine::keep_cycle::{Extendable, KeptEntry, Next, Phase};
-use crate::engine::kept_status::Publisher;
+use crate::engine::keep_cycle::{Extendable, KeptEntry, Next, Phase, Publisher};
 
 /// The channel to the running keeper task, if one runs.
 type TaskSlot<L> = Arc<Mutex<Option<UnboundedSender<Command<L>>>>>;

@@ -1,7 +1,7 @@
 //! Keeping a lock: the client's keeper task extends it before its validity runs out, and a
 //! signal fires, with a margin, before the validity ends if it cannot. The keeper itself,
 //! shared by every kept lock of a [`RedLock`](crate::RedLock), is in `engine/keeper.rs`, and
-//! what it publishes to the handles in `engine/kept_status.rs`.
+//! what it publishes to the handles in `engine/keep_cycle.rs`.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use crate::config::KeepAlive;
 use crate::engine::held::{Held, Ident, Released, Token};
+use crate::engine::keep_cycle::{released, Publisher, Shared};
 use crate::engine::keeper::KeepTicket;
-use crate::engine::kept_status::{released, Publisher, Shared};
 use crate::error::{ConfigError, Error, LostReason};
 
 #[derive(Debug)]
