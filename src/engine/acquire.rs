@@ -20,17 +20,18 @@ use std::time::{Duration, Instant};
 
 use tracing::Instrument;
 
-use fred::types::Value;
+use fred::types::{Key, Value};
 
+use crate::algo::keys;
 use crate::algo::quorum::Tally;
 use crate::algo::verdict::{self, Timed};
-use crate::config::{Retry, Ttl};
+use crate::config::{Config, Retry, Ttl};
 use crate::engine::census::ClaimCensus;
 use crate::engine::fanout::{CleanupOnDrop, Round};
 use crate::engine::held::{Acquisition, Fencing, Held, Keys, Member, Token};
 use crate::engine::machinery::Machinery;
 use crate::engine::waiters::{self, Place, Woken};
-use crate::error::{Error, NodeError, NodeErrorKind};
+use crate::error::{ConfigError, Error, NodeError, NodeErrorKind};
 use crate::node::{Answer, Primitive};
 use crate::stats::{self, Counters, Event};
 
@@ -41,6 +42,47 @@ pub(crate) struct Resources {
     pub(crate) name: String,
     pub(crate) resources: Vec<String>,
     pub(crate) keys: Keys,
+}
+
+impl Resources {
+    /// Checks resource names (a lock's, or a semaphore's or read-write lock's one) and
+    /// makes their keys: the lock keys, then (with fencing) their fencing counters.
+    pub(crate) fn new<S: AsRef<str>>(
+        config: &Config,
+        resources: &[S],
+    ) -> Result<Resources, ConfigError> {
+        if resources.is_empty() {
+            return Err(ConfigError::NoResources);
+        }
+        let mut names: Vec<String> = Vec::with_capacity(resources.len());
+        for resource in resources {
+            let resource = resource.as_ref();
+            if resource.is_empty() {
+                return Err(ConfigError::EmptyResource);
+            }
+            if names.iter().any(|n| n == resource) {
+                return Err(ConfigError::DuplicateResource(resource.to_string()));
+            }
+            names.push(resource.to_string());
+        }
+        let prefix = &config.key_prefix;
+        let locks: Vec<String> = names.iter().map(|r| keys::lock_key(prefix, r)).collect();
+        if let Some(reserved) = locks.iter().find(|k| keys::is_reserved(k)) {
+            return Err(ConfigError::ReservedResource(reserved.clone()));
+        }
+        let mut keys: Vec<Key> = locks.iter().map(|k| Key::from(k.as_str())).collect();
+        if config.fencing {
+            keys.extend(locks.iter().map(|k| Key::from(keys::fence_key(k))));
+        }
+        Ok(Resources {
+            name: names.join(","),
+            keys: Keys {
+                all: keys,
+                locks: names.len(),
+            },
+            resources: names,
+        })
+    }
 }
 
 /// What a granted claim holds besides its token, as its kind says.

@@ -12,7 +12,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use fred::types::{Key, Value};
+use fred::types::Value;
 
 use crate::algo::keys;
 use crate::algo::quorum::{quorum, Stake};
@@ -20,7 +20,7 @@ use crate::config::KeepAlive;
 use crate::config::{Config, Retry, Ttl};
 use crate::engine::acquire::{self, Acquiring, ClaimKind, Grant, Resources};
 use crate::engine::fanout::{Background, Fanout, Round};
-use crate::engine::held::{self, Held, Ident, Keys, Released, Token};
+use crate::engine::held::{self, Held, Ident, Released, Token};
 use crate::engine::kept::KeptHandle;
 use crate::engine::machinery::{Holdings, Machinery};
 use crate::engine::waiters::Wakeups;
@@ -216,7 +216,7 @@ impl Coordinator {
         retry: Retry,
     ) -> Result<Held, Error> {
         self.held().refuse()?;
-        let target = self.target(resources)?;
+        let target = Resources::new(self.config(), resources)?;
         let ttl = self.config().check_ttl(ttl)?;
         retry.validate()?;
         // One resource: callers of this client that find it taken wait in line for a release
@@ -241,7 +241,7 @@ impl Coordinator {
         if token.is_empty() {
             return Err(ConfigError::EmptyToken.into());
         }
-        let target = self.target(&[resource])?;
+        let target = Resources::new(self.config(), &[resource])?;
         let locks = target.keys.locks().to_vec();
         let args = release_args(&[Value::from(token)]);
         let round = self
@@ -251,41 +251,6 @@ impl Coordinator {
             })
             .await;
         held::confirmed(&target.name, round.tally, round.failures)
-    }
-
-    /// Checks resource names and makes their keys.
-    fn target<S: AsRef<str>>(&self, resources: &[S]) -> Result<Resources, ConfigError> {
-        if resources.is_empty() {
-            return Err(ConfigError::NoResources);
-        }
-        let mut names: Vec<String> = Vec::with_capacity(resources.len());
-        for resource in resources {
-            let resource = resource.as_ref();
-            if resource.is_empty() {
-                return Err(ConfigError::EmptyResource);
-            }
-            if names.iter().any(|n| n == resource) {
-                return Err(ConfigError::DuplicateResource(resource.to_string()));
-            }
-            names.push(resource.to_string());
-        }
-        let prefix = &self.config().key_prefix;
-        let locks: Vec<String> = names.iter().map(|r| keys::lock_key(prefix, r)).collect();
-        if let Some(reserved) = locks.iter().find(|k| keys::is_reserved(k)) {
-            return Err(ConfigError::ReservedResource(reserved.clone()));
-        }
-        let mut keys: Vec<Key> = locks.iter().map(|k| Key::from(k.as_str())).collect();
-        if self.config().fencing {
-            keys.extend(locks.iter().map(|k| Key::from(keys::fence_key(k))));
-        }
-        Ok(Resources {
-            name: names.join(","),
-            keys: Keys {
-                all: keys,
-                locks: names.len(),
-            },
-            resources: names,
-        })
     }
 
     pub(crate) async fn settle(&self, within: Duration) -> bool {

@@ -153,18 +153,9 @@ impl Kept {
 
     pub(crate) async fn release(mut self) -> Result<Released, Error> {
         let lost = self.handle.lost_reason();
-        let lock = self.stop().await;
-        let released = match lock {
+        let released = match self.stop().await {
             Some(lock) => lock.release().await,
-            // The client's shutdown took it from the keeper, and released it.
-            None if self.handle.lock.machinery().held().is_shut() => Err(Error::ShutDown),
-            None => Err(Error::Lost {
-                resource: self.resource().to_string(),
-                reason: LostReason::NotExtended {
-                    last_error: Some("the keep-alive task failed".into()),
-                    failures: Vec::new(),
-                },
-            }),
+            None => Err(self.gone()),
         };
         match lost {
             Some(reason) => Err(Error::Lost {
@@ -179,19 +170,29 @@ impl Kept {
     pub(crate) async fn into_held(mut self) -> Result<Held, Error> {
         let lost = self.handle.lost_reason();
         let lock = self.stop().await;
-        let resource = self.resource().to_string();
         match (lost, lock) {
             // Dropped: released in the background.
-            (Some(reason), _) => Err(Error::Lost { resource, reason }),
-            (None, Some(lock)) => Ok(lock),
-            (None, None) if self.handle.lock.machinery().held().is_shut() => Err(Error::ShutDown),
-            (None, None) => Err(Error::Lost {
-                resource,
-                reason: LostReason::NotExtended {
-                    last_error: Some("the keep-alive task failed".into()),
-                    failures: Vec::new(),
-                },
+            (Some(reason), _) => Err(Error::Lost {
+                resource: self.resource().to_string(),
+                reason,
             }),
+            (None, Some(lock)) => Ok(lock),
+            (None, None) => Err(self.gone()),
+        }
+    }
+
+    /// Why the keeper had no lock to hand back: the client's shutdown took it from the
+    /// keeper (and released it), or the keeper is gone.
+    fn gone(&self) -> Error {
+        if self.handle.lock.machinery().held().is_shut() {
+            return Error::ShutDown;
+        }
+        Error::Lost {
+            resource: self.resource().to_string(),
+            reason: LostReason::NotExtended {
+                last_error: Some("the keep-alive task failed".into()),
+                failures: Vec::new(),
+            },
         }
     }
 

@@ -19,7 +19,7 @@ use crate::config::{Config, Retry};
 use crate::engine::acquire::{self, Acquiring, Resources};
 use crate::engine::coordinator::Coordinator;
 use crate::engine::held::{Held, Token};
-use crate::engine::semaphore::{sorted_set, Ask, Seat};
+use crate::engine::semaphore::{Ask, Seat};
 use crate::error::{ConfigError, Error};
 use crate::node::Primitive;
 
@@ -86,7 +86,7 @@ impl RwSpec {
     /// Checks a read-write lock's name, before anything is sent.
     pub(crate) fn new(config: &Config, name: &str) -> Result<RwSpec, ConfigError> {
         Ok(RwSpec {
-            target: sorted_set(config, name)?,
+            target: Resources::new(config, &[name])?,
         })
     }
 

@@ -16,17 +16,16 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use fred::types::{Key, Value};
+use fred::types::Value;
 use futures::future::Either;
 
-use crate::algo::keys;
 use crate::algo::quorum::{Stake, Tally};
 use crate::algo::slots;
 use crate::config::{Config, Retry, Ttl};
 use crate::engine::acquire::{self, Acquiring, ClaimKind, Grant, Heard, Resources};
 use crate::engine::coordinator::Coordinator;
 use crate::engine::fanout::Round;
-use crate::engine::held::{Fencing, Held, Keys, Member, PermitSlot, Token};
+use crate::engine::held::{Fencing, Held, Member, PermitSlot, Token};
 use crate::engine::machinery::Machinery;
 use crate::error::{ConfigError, Error, MAX_PERMITS};
 use crate::node::{Node, Primitive, SlotAnswer};
@@ -257,7 +256,7 @@ impl SemaphoreSpec {
             return Err(ConfigError::InvalidPermits { permits });
         }
         Ok(SemaphoreSpec {
-            target: sorted_set(config, name)?,
+            target: Resources::new(config, &[name])?,
             permits,
         })
     }
@@ -284,27 +283,6 @@ impl SemaphoreSpec {
             })
             .await
     }
-}
-
-/// The sorted set of `name` (a semaphore's, a read-write lock's): its name, and its key,
-/// then (with fencing) its fencing counter; the name checked as a lock's is.
-pub(crate) fn sorted_set(config: &Config, name: &str) -> Result<Resources, ConfigError> {
-    if name.is_empty() {
-        return Err(ConfigError::EmptyResource);
-    }
-    let key = keys::lock_key(&config.key_prefix, name);
-    if keys::is_reserved(&key) {
-        return Err(ConfigError::ReservedResource(key));
-    }
-    let mut all = vec![Key::from(key.as_str())];
-    if config.fencing {
-        all.push(Key::from(keys::fence_key(&key)));
-    }
-    Ok(Resources {
-        name: name.to_string(),
-        resources: vec![name.to_string()],
-        keys: Keys { all, locks: 1 },
-    })
 }
 
 /// The slot recorded by each node that recorded one, among a round's answers.
