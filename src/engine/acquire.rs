@@ -173,7 +173,7 @@ pub(crate) async fn attempt<K: ClaimKind>(
     // Whatever happens to this attempt, no claim of its token is left behind.
     let mut guard = discard
         .clone()
-        .map(|args| CleanupOnDrop::new(client.fanout(), primitive, locks, args));
+        .map(|args| CleanupOnDrop::new(&client.fanout, primitive, locks, args));
     let start = Instant::now();
     let round = kind.send(client, target, &token, ttl).await;
     let elapsed = start.elapsed();
@@ -222,7 +222,7 @@ pub(crate) async fn attempt<K: ClaimKind>(
     // of the key (design 2.4a).
     if let Some(args) = discard {
         client
-            .fanout()
+            .fanout
             .discard_round(primitive, locks, &args, round.answered)
             .await;
     }
@@ -320,7 +320,7 @@ pub(crate) struct Acquiring<'a> {
 
 impl<'a> Acquiring<'a> {
     pub(crate) fn new(client: &'a Arc<Machinery>) -> Acquiring<'a> {
-        let counters = client.counters();
+        let counters = &client.counters;
         Acquiring { client, counters }
     }
 
@@ -355,7 +355,7 @@ impl<'a> Acquiring<'a> {
         let mut last: Option<Error> = None;
         // Do not barge in before this client's callers already waiting for the resource.
         let mut attempt_now = true;
-        if let Some(key) = key.as_deref().filter(|k| self.client.wakeups().queued(k)) {
+        if let Some(key) = key.as_deref().filter(|k| self.client.wakeups.queued(k)) {
             let joined = Place::join(self.client, key, ttl, permits).await;
             attempt_now = joined.ticket.is_head();
             place = Some(joined);
@@ -367,7 +367,7 @@ impl<'a> Acquiring<'a> {
                     return end;
                 }
             }
-            self.client.held().refuse()?;
+            self.client.held.refuse()?;
             made += 1;
             counters.count(Event::Attempt);
             let error = match traced(name, made, attempt()).await {
@@ -379,7 +379,7 @@ impl<'a> Acquiring<'a> {
                         // where there is room still, it attempts at once.
                         waiting.acquired = !room;
                     }
-                    self.client.held().refuse()?;
+                    self.client.held.refuse()?;
                     return Ok(lock);
                 }
                 Err(e) if !e.is_retryable() => return Err(e),
@@ -458,7 +458,7 @@ impl<'a> Acquiring<'a> {
                 }
                 // Unless the client was shut down meanwhile: then the lock is dropped
                 // (which releases it, unless the shutdown did).
-                return Some(self.client.held().refuse().map(|()| lock));
+                return Some(self.client.held.refuse().map(|()| lock));
             }
             Woken::Released => counters.count(Event::Woken),
             Woken::Paused => counters.count(Event::Paused),

@@ -170,7 +170,7 @@ impl<'a> ClaimCensus<'a> {
         key: &str,
         permits: Option<u32>,
     ) -> Result<Vec<PermitHolder>, Error> {
-        self.client.held().refuse()?;
+        self.client.held.refuse()?;
         let key = Key::from(key);
         let answers = futures::future::join_all(
             self.node_list()

@@ -87,11 +87,11 @@ impl Coordinator {
     }
 
     pub(crate) fn config(&self) -> &Config {
-        self.inner.machinery.config()
+        &self.inner.machinery.config
     }
 
     pub(crate) fn held(&self) -> &Holdings<Ident> {
-        self.inner.machinery.held()
+        &self.inner.machinery.held
     }
 
     pub(crate) fn node_list(&self) -> &[Node] {
@@ -100,11 +100,11 @@ impl Coordinator {
 
     /// The fan-out of rounds to every node.
     pub(crate) fn fanout(&self) -> &Fanout {
-        self.inner.machinery.fanout()
+        &self.inner.machinery.fanout
     }
 
     pub(crate) fn stats(&self) -> Stats {
-        self.machinery().counters().read()
+        self.machinery().counters.read()
     }
 
     pub(crate) fn nodes(&self) -> usize {
@@ -302,17 +302,17 @@ impl ClaimKind for Locking {
         // otherwise one round.
         self.reads_counters = client.reads_counters(keys);
         if self.reads_counters && client.tokens_asked() {
-            self.hint = client.hints().next(keys.counters());
+            self.hint = client.hints.next(keys.counters());
         }
         if keys.locks == 1 && !self.reads_counters {
             let key = &keys.all[0];
             let set = SetNx::new(key.clone(), value, ttl.px);
-            client.fanout().round(|node| node.set_nx(&set)).await
+            client.fanout.round(|node| node.set_nx(&set)).await
         } else {
             let sent = keys.sent(self.reads_counters);
             let px = (ttl.px, self.hint);
             client
-                .fanout()
+                .fanout
                 .round(|node| node.acquire(sent.to_vec(), keys.locks, value.clone(), px))
                 .await
         }
@@ -325,7 +325,7 @@ impl ClaimKind for Locking {
         round: &Round<Acquired>,
     ) -> Grant {
         // With the counters, if read: the largest on the majority that said yes.
-        let hints = (self.hint, client.hints());
+        let hints = (self.hint, &client.hints);
         Grant {
             fencing: held::granted(&target.keys, self.reads_counters, round, hints),
             member: None,

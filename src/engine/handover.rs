@@ -86,7 +86,7 @@ impl Drop for ClaimedWaiter {
         }
         if let Some((client, primitive, keys, tokens)) = self.cleanup.take() {
             let args = release_args(&tokens);
-            client.fanout().detached(u64::MAX, |node| {
+            client.fanout.detached(u64::MAX, |node| {
                 node.release(primitive, keys.clone(), args.clone())
             });
         }
@@ -102,9 +102,9 @@ impl Held {
         if !ident.start_release() {
             return Err(Error::ShutDown);
         }
-        ident.machinery().held().remove(ident.entry());
+        ident.machinery.held.remove(ident.entry);
         let (mut tokens, mut claimed) = (vec![ident.value()], None);
-        match hand_over(ident.machinery(), ident).await {
+        match hand_over(&ident.machinery, ident).await {
             None => {}
             Some(Handover::Done(released)) => return Ok(released),
             Some(Handover::Failed {
@@ -119,8 +119,8 @@ impl Held {
         let args: Arc<[Value]> = release_args(&tokens).into();
         let keys: Arc<[Key]> = ident.lock_keys().into();
         let round = ident
-            .machinery()
-            .fanout()
+            .machinery
+            .fanout
             .round_marking(None, Stake::Held, |node| {
                 node.release(ident.primitive(), &keys, &args)
             });
@@ -141,7 +141,7 @@ impl Held {
                 let Some(key) = key.as_str() else { continue };
                 for hash in args.iter().skip(1).step_by(2) {
                     if let Some(hash) = hash.as_str() {
-                        ident.machinery().wakeups().released(key, &hash);
+                        ident.machinery.wakeups.released(key, &hash);
                     }
                 }
             }
@@ -157,7 +157,7 @@ impl Held {
 /// Whether the release of the lock `ident` should let every client race for it (after
 /// [`MAX_HANDOVERS`] in a row).
 pub(crate) fn yields(ident: &Ident) -> bool {
-    ident.handovers() >= MAX_HANDOVERS
+    ident.handovers >= MAX_HANDOVERS
 }
 
 /// Hands the lock `ident` of `client` over to the head of this client's line for its key,
@@ -167,14 +167,14 @@ pub(crate) async fn hand_over(client: &Arc<Machinery>, ident: &Ident) -> Option<
     // A read-write lock's side is not handed over: a reader handed on would pass a
     // waiting writer's intent (design 2.9).
     let read_write = matches!(ident.member(), Some(Member::Reader | Member::Writer));
-    if ident.locks() != 1 || read_write || yields(ident) {
+    if ident.locks != 1 || read_write || yields(ident) {
         return None;
     }
     let key = ident.lock_keys().first()?.as_str()?.to_string();
     // A permit goes to a waiter for a permit of the same semaphore, a lock to a waiter
     // for the lock.
     let permits = ident.permit_slot().map(|s| s.permits);
-    let (ticket, ttl) = client.wakeups().claim_head(&key, permits)?;
+    let (ticket, ttl) = client.wakeups.claim_head(&key, permits)?;
     let token = Token::generate();
     let mut tokens = vec![ident.value()];
     if let Ok(token) = &token {
@@ -207,10 +207,10 @@ async fn hand_over_to(
 ) -> Handover {
     let target = Resources {
         name: ident.name().to_string(),
-        resources: ident.resources().to_vec(),
+        resources: ident.resources.to_vec(),
         keys: Keys {
-            all: ident.keys().to_vec(),
-            locks: ident.locks(),
+            all: ident.keys.to_vec(),
+            locks: ident.locks,
         },
     };
     let kind = HandingOver {
@@ -291,7 +291,7 @@ impl ClaimKind for HandingOver<'_> {
         let (old, new) = (ident.value(), ident.claim_of(token));
         let primitive = ident.primitive();
         client
-            .fanout()
+            .fanout
             .round(|node| {
                 node.handover(
                     primitive,
@@ -322,15 +322,15 @@ impl ClaimKind for HandingOver<'_> {
         if failed != 0 {
             let (primitive, locks) = (self.ident.primitive(), target.keys.locks().to_vec());
             let args = release_args(std::slice::from_ref(&self.ident.value()));
-            client.fanout().detached(failed, |node| {
+            client.fanout.detached(failed, |node| {
                 node.release(primitive, locks.clone(), args.clone())
             });
         }
-        let hints = (0, client.hints());
+        let hints = (0, &client.hints);
         Grant {
             fencing: held::granted(&target.keys, self.reads_counters, round, hints),
             member: self.ident.member(),
-            handovers: self.ident.handovers().saturating_add(1),
+            handovers: self.ident.handovers.saturating_add(1),
             room: false,
         }
     }

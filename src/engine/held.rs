@@ -189,9 +189,9 @@ pub(crate) fn unheld(resource: &str, tally: Tally, failures: Vec<NodeError>, gon
 pub(crate) struct Fencing {
     /// The largest counter the acquisition read on the majority that granted the lock, when
     /// it read them; `None` when it sent a `SET NX`.
-    seen: Option<u64>,
+    pub(crate) seen: Option<u64>,
     /// The token the acquisition recorded on a majority, if it did (its hint).
-    recorded: Option<u64>,
+    pub(crate) recorded: Option<u64>,
     /// The token handed out; 0 until one is (tokens start at 1).
     handed: AtomicU64,
 }
@@ -213,17 +213,6 @@ impl Fencing {
             0 => None,
             token => Some(token),
         }
-    }
-
-    /// The largest counter the acquisition read on the majority that granted the lock, if
-    /// it read them.
-    pub(crate) fn seen(&self) -> Option<u64> {
-        self.seen
-    }
-
-    /// The token the acquisition recorded on a majority, if it did.
-    pub(crate) fn recorded(&self) -> Option<u64> {
-        self.recorded
     }
 
     /// Hands out `token`, unless a concurrent call handed out one already: then that one,
@@ -310,21 +299,21 @@ pub(crate) struct Acquisition {
 /// locks at once (every byte here is multiplied by 100,000 kept locks).
 #[derive(Debug)]
 pub(crate) struct Ident {
-    machinery: Arc<Machinery>,
+    pub(crate) machinery: Arc<Machinery>,
     /// The resources' names joined by commas, only for several resources (for one, it is
     /// `resources[0]`).
     joined: Option<Box<str>>,
-    resources: Box<[String]>,
+    pub(crate) resources: Box<[String]>,
     /// The lock keys, then (with fencing) their fencing counters.
-    keys: Box<[Key]>,
+    pub(crate) keys: Box<[Key]>,
     /// How many of `keys` are lock keys.
-    locks: usize,
+    pub(crate) locks: usize,
     /// The token; the value sent to the nodes is made from it when needed.
-    token: Token,
+    pub(crate) token: Token,
     /// `None` when fencing is off.
-    fencing: Option<Fencing>,
+    pub(crate) fencing: Option<Fencing>,
     /// How many handovers in a row led to this lock (see `engine/handover.rs`).
-    handovers: u32,
+    pub(crate) handovers: u32,
     /// For a permit (or a read-write lock's side), its claim: the lock key is then the
     /// sorted set's key, and the value the scripts get is the claim `slot:token` (`r:token`,
     /// `w:token`).
@@ -333,7 +322,7 @@ pub(crate) struct Ident {
     /// whoever sets it sends the release, once.
     released: AtomicBool,
     /// The lock's place in its client's registry of held locks (`engine/machinery.rs`).
-    entry: Registration,
+    pub(crate) entry: Registration,
 }
 
 impl Ident {
@@ -347,22 +336,6 @@ impl Ident {
         self.released.load(Ordering::SeqCst)
     }
 
-    pub(crate) fn entry(&self) -> Registration {
-        self.entry
-    }
-
-    pub(crate) fn handovers(&self) -> u32 {
-        self.handovers
-    }
-
-    pub(crate) fn resources(&self) -> &[String] {
-        &self.resources
-    }
-
-    pub(crate) fn machinery(&self) -> &Arc<Machinery> {
-        &self.machinery
-    }
-
     pub(crate) fn name(&self) -> &str {
         match &self.joined {
             Some(joined) => joined,
@@ -370,26 +343,8 @@ impl Ident {
         }
     }
 
-    pub(crate) fn token(&self) -> &Token {
-        &self.token
-    }
-
-    /// The lock keys, then (with fencing) their fencing counters.
-    pub(crate) fn keys(&self) -> &[Key] {
-        &self.keys
-    }
-
-    /// How many of [`keys`](Self::keys) are lock keys.
-    pub(crate) fn locks(&self) -> usize {
-        self.locks
-    }
-
     pub(crate) fn lock_keys(&self) -> &[Key] {
         &self.keys[..self.locks]
-    }
-
-    pub(crate) fn fencing(&self) -> Option<&Fencing> {
-        self.fencing.as_ref()
     }
 
     /// The token as the scripts get it: for a permit, its claim `slot:token`.
@@ -438,7 +393,7 @@ impl Ident {
     /// Starts a release of it on every node without waiting for it (needs a runtime; a
     /// no-op without one, the keys then expire after their ttl).
     pub(crate) fn release_detached(&self) {
-        self.machinery.fanout().release_detached(
+        self.machinery.fanout.release_detached(
             self.primitive(),
             self.lock_keys().to_vec(),
             self.value(),
@@ -495,7 +450,7 @@ impl Held {
         // Entered in the client's registry, for its shutdown (a weak pointer: the registry
         // never keeps a lock alive).
         let ident = Arc::new_cyclic(|me| {
-            let entry = machinery.held().enter(&token, me.clone());
+            let entry = machinery.held.enter(&token, me.clone());
             Ident {
                 machinery,
                 joined,
@@ -596,7 +551,7 @@ impl Held {
     pub(crate) fn leave(self) {
         let ident = &self.ident;
         if ident.start_release() {
-            ident.machinery.held().remove(ident.entry);
+            ident.machinery.held.remove(ident.entry);
         }
         // The drop finds the release started, and sends nothing.
     }
@@ -606,7 +561,7 @@ impl Drop for Held {
     fn drop(&mut self) {
         let ident = &self.ident;
         if ident.start_release() {
-            ident.machinery.held().remove(ident.entry);
+            ident.machinery.held.remove(ident.entry);
             ident.release_detached();
         }
     }

@@ -34,7 +34,7 @@ impl KeptHandle {
     }
 
     pub(crate) fn token(&self) -> &Token {
-        self.lock.token()
+        &self.lock.token
     }
 
     pub(crate) async fn fencing_token(&self) -> Result<u64, Error> {
@@ -104,7 +104,7 @@ impl KeptHandle {
 
 impl Held {
     pub(crate) fn keep_alive(mut self, keep: KeepAlive) -> Result<Kept, Error> {
-        self.machinery().held().refuse()?;
+        self.machinery().held.refuse()?;
         let schedule = keep.check(self.ttl())?;
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| ConfigError::NoRuntime)?;
         // Nothing reads them once the lock is kept.
@@ -113,7 +113,7 @@ impl Held {
         let shared = Arc::new(Shared::new(self.valid_until()));
         let client = self.machinery().clone();
         let ticket = client
-            .keeper()
+            .keeper
             .keep(&runtime, self, schedule, Publisher(Arc::clone(&shared)));
         Ok(Kept {
             handle: KeptHandle { lock, shared },
@@ -184,7 +184,7 @@ impl Kept {
     /// Why the keeper had no lock to hand back: the client's shutdown took it from the
     /// keeper (and released it), or the keeper is gone.
     fn gone(&self) -> Error {
-        if self.handle.lock.machinery().held().is_shut() {
+        if self.handle.lock.machinery.held.is_shut() {
             return Error::ShutDown;
         }
         Error::Lost {
@@ -221,7 +221,7 @@ impl Kept {
                 tracing::debug!(resource = %self.resource(), error = %e, "release after the work failed");
             }
         }
-        let shut = self.handle.lock.machinery().held().is_shut();
+        let shut = self.handle.lock.machinery.held.is_shut();
         outcome.map_err(|reason| match reason {
             // The client's shutdown took the lock from the keeper (and released it).
             _ if shut && self.handle.shared.is_closed() => Error::ShutDown,

@@ -153,7 +153,7 @@ impl ClaimKind for Seat {
             )),
         };
         client
-            .fanout()
+            .fanout
             .round_deciding(
                 Some(&decided),
                 Stake::Taking,
@@ -225,12 +225,12 @@ impl ClaimKind for Seat {
             .filter(|(_, a)| matches!(a, SlotAnswer::Granted(s, _) if *s != slot))
             .fold(0u64, |mask, (i, _)| mask | 1 << i);
         let (locks, discard_all) = (target.keys.locks(), &self.discard_all);
-        client.fanout().detached(elsewhere, |node| {
+        client.fanout.detached(elsewhere, |node| {
             node.discard(Primitive::Permit, locks.to_vec(), discard_all.clone())
         });
         let quorum = slots::narrowed(&round.tally, self.best.map_or(0, |(_, n)| n)).quorum();
         Grant {
-            fencing: client.config().fencing.then(|| Fencing::new(None, None)),
+            fencing: client.config.fencing.then(|| Fencing::new(None, None)),
             member: Some(self.member(slot)),
             handovers: 0,
             room: round
@@ -270,8 +270,8 @@ impl SemaphoreSpec {
         retry: Retry,
     ) -> Result<Held, Error> {
         let client = client.machinery();
-        client.held().refuse()?;
-        let ttl = client.config().check_ttl(ttl)?;
+        client.held.refuse()?;
+        let ttl = client.config.check_ttl(ttl)?;
         retry.validate()?;
         let key = self.key().to_string();
         let permits = self.permits;

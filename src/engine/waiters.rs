@@ -326,9 +326,9 @@ impl Drop for Place {
         let inner = &self.client;
         let channel = keys::release_channel(&self.key);
         inner
-            .wakeups()
+            .wakeups
             .leave(&self.key, &self.ticket, self.acquired, || {
-                for node in inner.fanout().nodes() {
+                for node in inner.fanout.nodes() {
                     node.listener().unsubscribe(vec![channel.clone()]);
                 }
             });
@@ -345,7 +345,7 @@ impl Place {
         ttl: Ttl,
         permits: Option<u32>,
     ) -> Place {
-        let wakeups = client.wakeups();
+        let wakeups = &client.wakeups;
         let channel = keys::release_channel(key);
         let mut confirmations = Vec::new();
         let ticket = wakeups.join(key, Some(ttl), permits, || {
@@ -364,7 +364,7 @@ impl Place {
             let mut confirmed = 0;
             // At most one node timeout: with a majority down, waiting longer would only
             // delay the attempt (which the pause then covers).
-            let _ = tokio::time::timeout(client.config().node_timeout, async {
+            let _ = tokio::time::timeout(client.config.node_timeout, async {
                 while let Some(answer) = pending.next().await {
                     confirmed += usize::from(answer.unwrap_or(false));
                     if confirmed >= quorum(client.nodes()) {
