@@ -28,7 +28,7 @@ use crate::algo::verdict::{self, Timed};
 use crate::config::{Config, Retry, Ttl};
 use crate::engine::census::ClaimCensus;
 use crate::engine::fanout::{CleanupOnDrop, Round};
-use crate::engine::held::{Acquisition, Fencing, Held, Keys, Member, Token};
+use crate::engine::held::{self, Acquisition, Fencing, Held, Keys, Member, Token};
 use crate::engine::machinery::Machinery;
 use crate::engine::waiters::{self, Place, Woken};
 use crate::error::{ConfigError, Error, NodeError, NodeErrorKind};
@@ -302,12 +302,7 @@ pub(crate) fn lost(resource: &str, tally: Tally, failures: Vec<NodeError>) -> Er
             failures,
         }
     } else {
-        Error::NoQuorum {
-            resource: resource.to_string(),
-            needed: tally.quorum(),
-            agreed: tally.yes,
-            failures,
-        }
+        held::unheld(resource, tally, failures, false)
     }
 }
 

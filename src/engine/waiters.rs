@@ -147,8 +147,11 @@ pub(crate) enum Woken {
 }
 
 impl Inbox for Wakeups {
+    /// A message on a release channel.
     fn message(&self, channel: &str, payload: &str) {
-        Wakeups::message(self, channel, payload);
+        if let Some(key) = channel.strip_prefix(keys::CHANNEL_PREFIX) {
+            self.seen(key, payload, false);
+        }
     }
 }
 
@@ -299,13 +302,6 @@ impl Wakeups {
         };
         for ticket in keys.values().flat_map(|queue| &queue.waiters) {
             ticket.wake(true);
-        }
-    }
-
-    /// A message on a release channel.
-    pub(crate) fn message(&self, channel: &str, payload: &str) {
-        if let Some(key) = channel.strip_prefix(keys::CHANNEL_PREFIX) {
-            self.seen(key, payload, false);
         }
     }
 }
