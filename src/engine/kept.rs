@@ -122,33 +122,18 @@ impl Held {
     }
 }
 
+/// A kept lock reads as its handle does.
+impl std::ops::Deref for Kept {
+    type Target = KeptHandle;
+
+    fn deref(&self) -> &KeptHandle {
+        &self.handle
+    }
+}
+
 impl Kept {
     pub(crate) fn handle(&self) -> KeptHandle {
         self.handle.clone()
-    }
-
-    pub(crate) fn resource(&self) -> &str {
-        self.handle.resource()
-    }
-
-    pub(crate) async fn fencing_token(&self) -> Result<u64, Error> {
-        self.handle.fencing_token().await
-    }
-
-    pub(crate) fn validity(&self) -> Duration {
-        self.handle.validity()
-    }
-
-    pub(crate) fn valid_until(&self) -> Instant {
-        self.handle.valid_until()
-    }
-
-    pub(crate) fn is_held(&self) -> bool {
-        self.handle.is_held()
-    }
-
-    pub(crate) fn lost(&self) -> impl Future<Output = LostReason> + Send + 'static {
-        self.handle.lost()
     }
 
     pub(crate) async fn release(mut self) -> Result<Released, Error> {
