@@ -34,11 +34,6 @@ use crate::stats::Stats;
 
 #[derive(Debug, Clone)]
 pub(crate) struct Coordinator {
-    inner: Arc<Inner>,
-}
-
-#[derive(Debug)]
-struct Inner {
     /// The fan-out and the registries, shared with the client's held claims.
     machinery: Arc<Machinery>,
     fleet: Arc<Fleet>,
@@ -77,30 +72,29 @@ impl Coordinator {
         if preload {
             crate::engine::seeder::start(Arc::downgrade(&machinery), reseeds);
         }
-        let inner = Arc::new(Inner { machinery, fleet });
-        Ok(Coordinator { inner })
+        Ok(Coordinator { machinery, fleet })
     }
 
     /// The fan-out and the registries, which its held claims share.
     pub(crate) fn machinery(&self) -> &Arc<Machinery> {
-        &self.inner.machinery
+        &self.machinery
     }
 
     pub(crate) fn config(&self) -> &Config {
-        &self.inner.machinery.config
+        &self.machinery.config
     }
 
     pub(crate) fn held(&self) -> &Holdings<Ident> {
-        &self.inner.machinery.held
+        &self.machinery.held
     }
 
     pub(crate) fn node_list(&self) -> &[Node] {
-        self.inner.machinery.node_list()
+        self.machinery.node_list()
     }
 
     /// The fan-out of rounds to every node.
     pub(crate) fn fanout(&self) -> &Fanout {
-        &self.inner.machinery.fanout
+        &self.machinery.fanout
     }
 
     pub(crate) fn stats(&self) -> Stats {
@@ -130,7 +124,7 @@ impl Coordinator {
         let needed = self.config().votes_needed.unwrap_or(self.quorum());
         loop {
             // Subscribed before counting, so that a check ending in between is not missed.
-            let checked = self.inner.fleet.checked.notified();
+            let checked = self.fleet.checked.notified();
             tokio::pin!(checked);
             checked.as_mut().enable();
             let (counted, pending) = self.counted_and_pending();
