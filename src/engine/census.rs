@@ -104,14 +104,6 @@ impl<'a> ClaimCensus<'a> {
         ClaimCensus { client }
     }
 
-    fn node_list(&self) -> &'a [Node] {
-        self.client.node_list()
-    }
-
-    fn quorum(&self) -> usize {
-        quorum(self.client.nodes())
-    }
-
     /// Reads the holders of the semaphore `name` of `permits`, at `key`, on every node, and
     /// puts together what they record.
     pub(crate) async fn holders(
@@ -151,14 +143,14 @@ impl<'a> ClaimCensus<'a> {
     /// refusal then stays `Taken`. Read with PERMIT_HOLDERS, which changes nothing.
     pub(crate) async fn kind_in_the_way(&self, key: &str) -> Option<FoundKind> {
         let key = Key::from(key);
-        let answers = futures::future::join_all(self.node_list().iter().map(|node| {
+        let answers = futures::future::join_all(self.client.node_list().iter().map(|node| {
             node.eval(&PERMIT_HOLDERS, vec![key.clone()], Vec::new(), |reply| {
                 Ok(kind_of(&reply))
             })
         }))
         .await;
         let found = answers.into_iter().filter_map(|a| a.ok().flatten());
-        slots::kind_in_the_way(&Tally::presuming(self.node_list().len(), 0), found)
+        slots::kind_in_the_way(&Tally::presuming(self.client.node_list().len(), 0), found)
     }
 
     /// The claims of the sorted set at `key` on every node, put together: a semaphore of
@@ -173,7 +165,8 @@ impl<'a> ClaimCensus<'a> {
         self.client.held.refuse()?;
         let key = Key::from(key);
         let answers = futures::future::join_all(
-            self.node_list()
+            self.client
+                .node_list()
                 .iter()
                 .map(|node| read_node(node, key.clone(), permits)),
         )
@@ -199,14 +192,14 @@ impl<'a> ClaimCensus<'a> {
                 }
             }
         }
-        let nodes = Tally::presuming(self.node_list().len(), 0);
+        let nodes = Tally::presuming(self.client.node_list().len(), 0);
         if let Some(found) = slots::kind_in_the_way(&nodes, others) {
             return Err(Error::KindMismatch {
                 resource: name.to_string(),
                 found,
             });
         }
-        let quorum = self.quorum();
+        let quorum = quorum(self.client.nodes());
         if answered < quorum {
             return Err(Error::NoQuorum {
                 resource: name.to_string(),
