@@ -52,12 +52,6 @@ pub(crate) struct Machinery {
     pub(crate) counters: Counters,
 }
 
-impl AsRef<[Node]> for Machinery {
-    fn as_ref(&self) -> &[Node] {
-        self.fanout.nodes()
-    }
-}
-
 impl Machinery {
     /// A client's machinery, with empty registries.
     pub(crate) fn new(config: Config, fanout: Fanout, wakeups: Arc<Wakeups>) -> Machinery {
