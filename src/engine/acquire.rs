@@ -33,7 +33,7 @@ use crate::engine::machinery::Machinery;
 use crate::engine::waiters::{self, Place, Woken};
 use crate::error::{ConfigError, Error, NodeError, NodeErrorKind};
 use crate::node::{Answer, Primitive};
-use crate::stats::{self, Counters, Event};
+use crate::stats::{self, Event};
 
 /// What one acquisition claims: the resources' names and their keys.
 #[derive(Debug, Clone)]
@@ -306,17 +306,15 @@ pub(crate) fn lost(resource: &str, tally: Tally, failures: Vec<NodeError>) -> Er
     }
 }
 
-/// One client's acquisition loop: its machinery, and the counters its calls count in.
+/// One client's acquisition loop, over its machinery (whose counters its calls count in).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Acquiring<'a> {
     client: &'a Arc<Machinery>,
-    counters: &'a Counters,
 }
 
 impl<'a> Acquiring<'a> {
     pub(crate) fn new(client: &'a Arc<Machinery>) -> Acquiring<'a> {
-        let counters = &client.counters;
-        Acquiring { client, counters }
+        Acquiring { client }
     }
 
     /// Attempts with `attempt` until it is granted, retrying as `retry` says: callers that
@@ -341,7 +339,7 @@ impl<'a> Acquiring<'a> {
         Fut: Future<Output = Result<(Held, bool), Error>>,
     {
         let started = Instant::now();
-        let counters = self.counters;
+        let counters = &self.client.counters;
         let deadline = tokio::time::Instant::from_std(started)
             .checked_add(retry.waiting_budget())
             .unwrap_or_else(|| tokio::time::Instant::now() + Duration::from_secs(86_400 * 365));
@@ -423,7 +421,7 @@ impl<'a> Acquiring<'a> {
             (_, Some(_)) => false,
             _ => {
                 tokio::time::sleep(pause).await;
-                self.counters.count(Event::Paused);
+                self.client.counters.count(Event::Paused);
                 true
             }
         }
@@ -438,7 +436,7 @@ impl<'a> Acquiring<'a> {
         (retry, started, deadline): (&Retry, Instant, tokio::time::Instant),
         last: &mut Option<Error>,
     ) -> Option<Result<Held, Error>> {
-        let counters = self.counters;
+        let counters = &self.client.counters;
         let waiting = place.as_ref()?;
         let pause = retry
             .next_pause(0, started.elapsed(), jitter(retry.jitter))
