@@ -125,11 +125,7 @@ impl Fanout {
                 if stake == Stake::Taking && node.is_suspect() {
                     suspects |= 1 << index;
                 }
-                let counted = self.background.count(index);
-                op(node).map(move |vote| {
-                    drop(counted);
-                    (index, vote)
-                })
+                self.counted(node, op(node)).map(move |vote| (index, vote))
             })
             .collect();
         let tally =
