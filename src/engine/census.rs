@@ -99,7 +99,6 @@ pub(crate) struct ClaimCensus<'a> {
 }
 
 impl<'a> ClaimCensus<'a> {
-    /// The census of `client`'s nodes.
     pub(crate) fn of(client: &'a Machinery) -> ClaimCensus<'a> {
         ClaimCensus { client }
     }

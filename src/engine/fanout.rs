@@ -57,7 +57,6 @@ impl Fanout {
         }
     }
 
-    /// Every node, by index.
     pub(crate) fn nodes(&self) -> &[Node] {
         &self.nodes
     }
@@ -346,7 +345,6 @@ impl Background {
         });
     }
 
-    /// Counts one command of node `index` until the result is dropped.
     fn count(self: &Arc<Self>, index: usize) -> Counted {
         if let Some(n) = self.per_node.get(index) {
             n.fetch_add(1, Ordering::SeqCst);

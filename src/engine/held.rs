@@ -207,7 +207,6 @@ impl Fencing {
         }
     }
 
-    /// The token handed out, if one was.
     pub(crate) fn handed(&self) -> Option<u64> {
         match self.handed.load(Ordering::SeqCst) {
             0 => None,
@@ -274,7 +273,8 @@ pub(crate) fn recorded(round: &Round<Acquired>, hint: u64) -> Option<u64> {
     (hint > 0 && below >= round.tally.quorum()).then_some(hint)
 }
 
-/// What a successful acquisition hands to [`Held::new`].
+/// What a successful acquisition hands to [`Held::new`] (its fields as [`Ident`]'s and
+/// [`Held`]'s).
 #[derive(Debug)]
 pub(crate) struct Acquisition {
     pub(crate) machinery: Arc<Machinery>,
@@ -282,15 +282,12 @@ pub(crate) struct Acquisition {
     pub(crate) resources: Vec<String>,
     pub(crate) keys: Keys,
     pub(crate) token: Token,
-    /// `None` when fencing is off.
     pub(crate) fencing: Option<Fencing>,
     pub(crate) ttl: Duration,
     pub(crate) valid_until: Instant,
     pub(crate) acquired_on: usize,
     pub(crate) failures: Vec<NodeError>,
-    /// How many handovers in a row led to this lock (0: its holder's own attempt got it).
     pub(crate) handovers: u32,
-    /// For a permit or a read-write lock's side, its claim (design 2.9); `None` for a lock.
     pub(crate) member: Option<Member>,
 }
 
@@ -331,7 +328,6 @@ impl Ident {
         !self.released.swap(true, Ordering::SeqCst)
     }
 
-    /// Whether the lock's release has started.
     pub(crate) fn is_released(&self) -> bool {
         self.released.load(Ordering::SeqCst)
     }
@@ -364,12 +360,10 @@ impl Ident {
         }
     }
 
-    /// Its claim, if it is a member of a sorted set.
     pub(crate) fn member(&self) -> Option<Member> {
         self.member
     }
 
-    /// For a permit, its slot.
     pub(crate) fn slot(&self) -> Option<u32> {
         self.permit_slot().map(|s| s.slot)
     }
@@ -478,7 +472,6 @@ impl Held {
         &self.ident.machinery
     }
 
-    /// What never changes in the lock, to share with its handles.
     pub(crate) fn ident(&self) -> &Arc<Ident> {
         &self.ident
     }

@@ -25,10 +25,8 @@ pub(crate) trait Extendable: Send + 'static {
     /// The claim's name, for traces and for the report of its loss.
     fn resource(&self) -> &str;
 
-    /// Its ttl.
     fn ttl(&self) -> Duration;
 
-    /// Until when it can be relied on.
     fn valid_until(&self) -> Instant;
 
     /// How long it can still be relied on (zero once released).
@@ -169,7 +167,6 @@ impl<L: Extendable> KeptEntry<L> {
         }
     }
 
-    /// An extension round came back.
     pub(crate) fn landed(&mut self, seq: u32, for_ttl: Duration, extension: L::Extension) -> Next {
         if self.phase != Phase::Extending(seq) {
             return Next::Idle; // lost meanwhile: the loss instant came first
@@ -269,7 +266,6 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    /// The status of a lock kept from now on, valid until `valid_until`.
     pub(crate) fn new(valid_until: Instant) -> Shared {
         Shared {
             status: Mutex::new(Status {
@@ -318,7 +314,6 @@ impl Shared {
         crate::stats::lock_lost(&reason);
     }
 
-    /// Whether the keeper let go of the lock.
     pub(crate) fn is_closed(&self) -> bool {
         self.closed.load(Ordering::SeqCst)
     }

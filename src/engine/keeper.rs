@@ -145,7 +145,6 @@ impl<L> KeepTicket<L> {
     }
 }
 
-/// An extension round that has come back.
 struct Landed<E> {
     id: u64,
     seq: u32,

@@ -217,7 +217,6 @@ impl Kept {
         })
     }
 
-    /// Stops keeping the lock and takes it back from the keeper.
     async fn stop(&mut self) -> Option<Held> {
         self.ticket.take()?.take_back().await
     }

@@ -53,7 +53,6 @@ pub(crate) struct Machinery {
 }
 
 impl Machinery {
-    /// A client's machinery, with empty registries.
     pub(crate) fn new(config: Config, fanout: Fanout, wakeups: Arc<Wakeups>) -> Machinery {
         Machinery {
             config,
@@ -227,7 +226,6 @@ impl<T> Holdings<T> {
         }
     }
 
-    /// The locks held now.
     pub(crate) fn held(&self) -> Vec<Arc<T>> {
         let mut held = Vec::new();
         for shard in 0..SHARDS {

@@ -116,7 +116,6 @@ impl Ticket {
         self.notify.notify_one();
     }
 
-    /// The lock handed over to this waiter, if any.
     pub(crate) fn take_handed(&self) -> Option<Held> {
         self.handed.lock().ok().and_then(|mut handed| handed.take())
     }
@@ -156,7 +155,6 @@ impl Inbox for Wakeups {
 }
 
 impl Wakeups {
-    /// The queues of a client of `nodes` nodes.
     pub(crate) fn new(nodes: usize) -> Wakeups {
         Wakeups {
             keys: Mutex::default(),
@@ -164,7 +162,6 @@ impl Wakeups {
         }
     }
 
-    /// Whether callers of this client are waiting for `key`.
     pub(crate) fn queued(&self, key: &str) -> bool {
         self.keys
             .lock()
