@@ -20,9 +20,9 @@ use crate::config::KeepAlive;
 use crate::config::{Config, Retry, Ttl};
 use crate::engine::acquire::{self, Acquiring, ClaimKind, Grant, Resources};
 use crate::engine::fanout::{Background, Fanout, Round};
-use crate::engine::held::{self, Held, Ident, Released, Token};
+use crate::engine::held::{self, Held, Released, Token};
 use crate::engine::kept::KeptHandle;
-use crate::engine::machinery::{Holdings, Machinery};
+use crate::engine::machinery::Machinery;
 use crate::engine::waiters::Wakeups;
 use crate::error::{ConfigError, Error};
 use crate::node::admission::Fleet;
@@ -84,17 +84,8 @@ impl Coordinator {
         &self.machinery.config
     }
 
-    pub(crate) fn held(&self) -> &Holdings<Ident> {
-        &self.machinery.held
-    }
-
     pub(crate) fn node_list(&self) -> &[Node] {
         self.machinery.node_list()
-    }
-
-    /// The fan-out of rounds to every node.
-    pub(crate) fn fanout(&self) -> &Fanout {
-        &self.machinery.fanout
     }
 
     pub(crate) fn stats(&self) -> Stats {
@@ -209,7 +200,7 @@ impl Coordinator {
         ttl: Duration,
         retry: Retry,
     ) -> Result<Held, Error> {
-        self.held().refuse()?;
+        self.machinery.held.refuse()?;
         let target = Resources::new(self.config(), resources)?;
         let ttl = self.config().check_ttl(ttl)?;
         retry.validate()?;
@@ -239,7 +230,8 @@ impl Coordinator {
         let locks = target.keys.locks().to_vec();
         let args = release_args(&[Value::from(token)]);
         let round = self
-            .fanout()
+            .machinery
+            .fanout
             .round_marking(None, Stake::Held, |node| {
                 node.release(Primitive::Lock, locks.clone(), args.clone())
             })
@@ -248,7 +240,7 @@ impl Coordinator {
     }
 
     pub(crate) async fn settle(&self, within: Duration) -> bool {
-        self.fanout().settle(within).await
+        self.machinery.fanout.settle(within).await
     }
 }
 

@@ -176,7 +176,8 @@ async fn identify(
         Value::Integer(ttl_ms),
     ];
     let round = client
-        .fanout()
+        .machinery()
+        .fanout
         .round_marking(None, Stake::Held, |node| {
             node.eval(&IDENTIFY, keys.clone(), args.clone(), |reply| match reply {
                 Value::Integer(n) => Ok(n == 1),
