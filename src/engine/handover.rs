@@ -181,7 +181,7 @@ pub(crate) async fn hand_over(client: &Arc<Machinery>, ident: &Ident) -> Option<
         tokens.push(ident.claim_of(token));
     }
     // Dropped from here on (the release cancelled), the claim releases both tokens.
-    let claim = ClaimedWaiter {
+    let mut claim = ClaimedWaiter {
         ticket,
         cleanup: Some((
             Arc::clone(client),
@@ -191,20 +191,9 @@ pub(crate) async fn hand_over(client: &Arc<Machinery>, ident: &Ident) -> Option<
         )),
         done: false,
     };
-    Some(match token {
-        Ok(token) => hand_over_to(client, ident, claim, tokens, ttl, token).await,
-        Err(_) => Handover::Failed { claim, tokens },
-    })
-}
-
-async fn hand_over_to(
-    client: &Arc<Machinery>,
-    ident: &Ident,
-    mut claim: ClaimedWaiter,
-    tokens: Vec<Value>,
-    ttl: Ttl,
-    token: Token,
-) -> Handover {
+    let Ok(token) = token else {
+        return Some(Handover::Failed { claim, tokens });
+    };
     let target = Resources {
         name: ident.name().to_string(),
         resources: ident.resources.to_vec(),
@@ -219,7 +208,7 @@ async fn hand_over_to(
         reads_counters: false,
     };
     let Ok((lock, _)) = acquire::attempt(client, &target, ttl, kind).await else {
-        return Handover::Failed { claim, tokens };
+        return Some(Handover::Failed { claim, tokens });
     };
     let released = Released {
         released: lock.acquired_on(),
@@ -229,7 +218,7 @@ async fn hand_over_to(
     // releases it.
     claim.done = true;
     claim.ticket.hand(lock);
-    Handover::Done(released)
+    Some(Handover::Done(released))
 }
 
 /// A handover's claim: on each node, the releaser's token replaced by the waiter's new one
