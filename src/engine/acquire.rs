@@ -229,15 +229,28 @@ pub(crate) async fn attempt<K: ClaimKind>(
     Err(failure)
 }
 
-/// Records an attempt's outcome and its nodes' on its span: how many nodes said yes, and each
-/// failed node with its error kind (`2:timeout,4:io`).
-fn record_attempt(span: &tracing::Span, result: &Result<&Held, &Error>) {
+/// `attempt`, the `made`-th for `name`, in a span of its own that records its outcome and its
+/// nodes': how many said yes, and each failed node with its error kind (`2:timeout,4:io`).
+pub(crate) async fn traced(
+    name: &str,
+    made: u32,
+    attempt: impl Future<Output = Result<(Held, bool), Error>>,
+) -> Result<(Held, bool), Error> {
+    let span = tracing::debug_span!(
+        "quorumlock.attempt",
+        resource = %name,
+        attempt = made,
+        outcome = tracing::field::Empty,
+        yes = tracing::field::Empty,
+        failed = tracing::field::Empty,
+    );
+    let result = attempt.instrument(span.clone()).await;
     if span.is_disabled() {
-        return;
+        return result;
     }
     let failed = crate::error::failed_nodes;
-    match result {
-        Ok(lock) => {
+    match &result {
+        Ok((lock, _)) => {
             span.record("outcome", "acquired");
             span.record("yes", lock.acquired_on());
             span.record("failed", failed(lock.failures()));
@@ -255,24 +268,6 @@ fn record_attempt(span: &tracing::Span, result: &Result<&Held, &Error>) {
             }
         }
     }
-}
-
-/// `attempt`, the `made`-th for `name`, in a span of its own that records its outcome.
-pub(crate) async fn traced(
-    name: &str,
-    made: u32,
-    attempt: impl Future<Output = Result<(Held, bool), Error>>,
-) -> Result<(Held, bool), Error> {
-    let span = tracing::debug_span!(
-        "quorumlock.attempt",
-        resource = %name,
-        attempt = made,
-        outcome = tracing::field::Empty,
-        yes = tracing::field::Empty,
-        failed = tracing::field::Empty,
-    );
-    let result = attempt.instrument(span.clone()).await;
-    record_attempt(&span, &result.as_ref().map(|(lock, _)| lock));
     result
 }
 
