@@ -75,7 +75,6 @@ impl Coordinator {
         Ok(Coordinator { machinery, fleet })
     }
 
-    /// The fan-out and the registries, which its held claims share.
     pub(crate) fn machinery(&self) -> &Arc<Machinery> {
         &self.machinery
     }

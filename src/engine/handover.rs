@@ -233,7 +233,6 @@ struct HandingOver<'a> {
 }
 
 impl HandingOver<'_> {
-    /// Logs how the round went.
     fn trace(&self, round: &Round<Acquired>, won: bool) {
         tracing::debug!(
             resource = %self.ident.name(),

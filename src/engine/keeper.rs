@@ -162,17 +162,6 @@ struct Keeping<L: Extendable> {
     fired: Vec<(Instant, u64, u32)>,
 }
 
-impl<L: Extendable> Default for Keeping<L> {
-    fn default() -> Self {
-        Keeping {
-            entries: HashMap::new(),
-            timers: BinaryHeap::new(),
-            flights: FuturesUnordered::new(),
-            fired: Vec::new(),
-        }
-    }
-}
-
 impl<L: Extendable> Keeping<L> {
     fn command(&mut self, command: Command<L>, now: Instant) {
         match command {
@@ -278,7 +267,12 @@ impl<L: Extendable> Keeping<L> {
 /// The keeper task: runs until the client keeps no lock (or its runtime shuts down, which
 /// drops the locks: their handles then report them no longer kept).
 async fn run<L: Extendable>(mut commands: UnboundedReceiver<Command<L>>, slot: TaskSlot<L>) {
-    let mut keeping = Keeping::<L>::default();
+    let mut keeping = Keeping::<L> {
+        entries: HashMap::new(),
+        timers: BinaryHeap::new(),
+        flights: FuturesUnordered::new(),
+        fired: Vec::new(),
+    };
     let sleep = tokio::time::sleep(Duration::ZERO);
     tokio::pin!(sleep);
     let mut armed: Option<Instant> = None;

@@ -74,14 +74,12 @@ impl Machinery {
         self.node_list().len()
     }
 
-    /// Notes that a fencing token of one of this client's locks was asked for.
     pub(crate) fn token_asked(&self) {
         if !self.tokens_asked.load(Ordering::Relaxed) {
             self.tokens_asked.store(true, Ordering::Relaxed);
         }
     }
 
-    /// Whether a fencing token of one of this client's locks was asked for.
     pub(crate) fn tokens_asked(&self) -> bool {
         self.tokens_asked.load(Ordering::Relaxed)
     }
