@@ -102,7 +102,6 @@ impl Held {
         if !ident.start_release() {
             return Err(Error::ShutDown);
         }
-        ident.machinery.held.remove(ident.entry);
         let (mut tokens, mut claimed) = (vec![ident.value()], None);
         match hand_over(&ident.machinery, ident).await {
             None => {}

@@ -319,13 +319,18 @@ pub(crate) struct Ident {
     /// whoever sets it sends the release, once.
     released: AtomicBool,
     /// The lock's place in its client's registry of held locks (`engine/machinery.rs`).
-    pub(crate) entry: Registration,
+    entry: Registration,
 }
 
 impl Ident {
-    /// Marks the lock's release as started; true for the one caller that should send it.
+    /// Marks the lock's release as started; true for the one caller that should send it,
+    /// which also removes the lock from its client's registry.
     pub(crate) fn start_release(&self) -> bool {
-        !self.released.swap(true, Ordering::SeqCst)
+        let first = !self.released.swap(true, Ordering::SeqCst);
+        if first {
+            self.machinery.held.remove(self.entry);
+        }
+        first
     }
 
     pub(crate) fn is_released(&self) -> bool {
@@ -542,20 +547,15 @@ impl Held {
     /// Lets go of the lock without releasing it: its keys expire on the nodes at their ttl.
     /// Neither the drop nor the client's shutdown releases it after this.
     pub(crate) fn leave(self) {
-        let ident = &self.ident;
-        if ident.start_release() {
-            ident.machinery.held.remove(ident.entry);
-        }
+        self.ident.start_release();
         // The drop finds the release started, and sends nothing.
     }
 }
 
 impl Drop for Held {
     fn drop(&mut self) {
-        let ident = &self.ident;
-        if ident.start_release() {
-            ident.machinery.held.remove(ident.entry);
-            ident.release_detached();
+        if self.ident.start_release() {
+            self.ident.release_detached();
         }
     }
 }

@@ -101,7 +101,6 @@ impl Machinery {
         let mut released = self.keeper.let_go().await;
         for lock in held.held() {
             if lock.start_release() {
-                held.remove(lock.entry);
                 lock.release_detached();
                 released += 1;
             }
