@@ -69,18 +69,10 @@ impl Ident {
                     .await;
                 let (seen, tally) = (largest(&round), round.tally);
                 // Confirmed without counters to trust: refused as an unconfirmed round is.
-                let failures = match seen {
-                    None => round.failures.clone(),
-                    Some(_) => Vec::new(),
-                };
+                let failures = seen.map_or_else(|| round.failures.clone(), |_| Vec::new());
                 held::confirmed(self.name(), tally, round.failures).map_err(no_token)?;
-                match seen {
-                    Some(seen) => seen,
-                    None => {
-                        let unconfirmed = held::unheld(self.name(), tally, failures, false);
-                        return Err(no_token(unconfirmed));
-                    }
-                }
+                let unconfirmed = || no_token(held::unheld(self.name(), tally, failures, false));
+                seen.ok_or_else(unconfirmed)?
             }
         };
         // A permit's token also names its slot, so that permits valid at once never share
