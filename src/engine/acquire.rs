@@ -312,15 +312,12 @@ impl<'a> Acquiring<'a> {
         Acquiring { client }
     }
 
-    /// Attempts with `attempt` until it is granted, retrying as `retry` says: callers that
-    /// find `key` taken wait in this client's line for its release (`engine/waiters.rs`),
-    /// without a key they pause between attempts. A lock's acquisition and a permit's
-    /// (`engine/semaphore.rs`) both run this loop, with [`attempt`]; only their attempts
-    /// differ. `name` names the resource in traces. An attempt that is granted says whether
-    /// the resource may have room for the next caller in line (a semaphore with a slot still
-    /// free): that caller then attempts at once instead of waiting for a release. `permits`
-    /// says what the callers wait for (a lock: `None`), so that only a release of that kind
-    /// is handed over to them.
+    /// Attempts with `attempt` until it is granted, retrying as `retry` says (see the module
+    /// doc); without a `key`, it pauses between attempts. `name` names the resource in
+    /// traces. An attempt that is granted says whether the resource may have room for the
+    /// next caller in line (a semaphore with a slot still free): that caller then attempts
+    /// at once instead of waiting for a release. `permits` says what the callers wait for (a
+    /// lock: `None`), so that only a release of that kind is handed over to them.
     pub(crate) async fn run<F, Fut>(
         &self,
         name: &str,

@@ -1,12 +1,7 @@
 //! The coordinator: the client, one per `RedLock`: its machinery (`engine/machinery.rs`: the
 //! nodes' fan-out, the registries its held claims share, its counters) and its nodes'
-//! fleet; a lock's acquisition ([`Locking`], its claim kind) and its break.
-//!
-//! Three layers, as in the algorithm's description: the acquisition loop
-//! (`engine/acquire.rs`) retries with jitter and waits in line; one attempt (also
-//! `engine/acquire.rs`) claims on all nodes and judges the round;
-//! [`Fanout::round`] sends one command to every node in parallel and tallies the answers
-//! (each node's command runs under its own timeout, see `node/connection.rs`).
+//! fleet; a lock's acquisition ([`Locking`], its claim kind, in the layers of
+//! `engine/acquire.rs`) and its break.
 
 use std::future::Future;
 use std::sync::Arc;
