@@ -234,13 +234,8 @@ fn tally(claims: Vec<NodeClaim>, quorum: usize) -> Vec<PermitHolder> {
             }
         })
         .collect();
-    holders.sort_by(|a, b| {
-        (a.slot, std::cmp::Reverse(a.nodes), &a.token_sha1).cmp(&(
-            b.slot,
-            std::cmp::Reverse(b.nodes),
-            &b.token_sha1,
-        ))
-    });
+    // Stable: by hash within a slot and a count, as the map gave them.
+    holders.sort_by_key(|h| (h.slot, std::cmp::Reverse(h.nodes)));
     holders
 }
 
