@@ -268,12 +268,12 @@ fn parse(reply: &Value, permits: Option<u32>) -> Option<Record> {
     let Value::Array(parts) = reply else {
         return None;
     };
-    let (record, rest) = parts.split_first()?;
-    let record = match record {
-        Value::Integer(record) => *record,
-        _ => return None,
+    let int = |value: &Value| match value {
+        Value::Integer(n) => Some(*n),
+        _ => None,
     };
-    match record {
+    let (record, rest) = parts.split_first()?;
+    match int(record)? {
         0 if rest.is_empty() => return Some(Record::Empty),
         -1 if rest.is_empty() => return Some(Record::Other(FoundKind::Other)),
         -2 if permits.is_some() => return Some(Record::Other(FoundKind::ReadWriteLock)),
@@ -292,15 +292,9 @@ fn parse(reply: &Value, permits: Option<u32>) -> Option<Record> {
     let claims = rest
         .chunks(3)
         .map(|claim| {
-            let slot = match &claim[0] {
-                Value::Integer(slot) => u32::try_from(*slot).ok()?,
-                _ => return None,
-            };
+            let slot = u32::try_from(int(&claim[0])?).ok()?;
             let sha1 = claim[1].as_string().filter(|s| s.len() == 40)?;
-            let left = match &claim[2] {
-                Value::Integer(ms) => u64::try_from(*ms).ok()?,
-                _ => return None,
-            };
+            let left = u64::try_from(int(&claim[2])?).ok()?;
             Some(NodeClaim {
                 slot,
                 sha1,
