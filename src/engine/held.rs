@@ -473,10 +473,6 @@ impl Held {
         }
     }
 
-    pub(crate) fn machinery(&self) -> &Arc<Machinery> {
-        &self.ident.machinery
-    }
-
     pub(crate) fn ident(&self) -> &Arc<Ident> {
         &self.ident
     }

@@ -104,14 +104,14 @@ impl KeptHandle {
 
 impl Held {
     pub(crate) fn keep_alive(mut self, keep: KeepAlive) -> Result<Kept, Error> {
-        self.machinery().held.refuse()?;
+        self.ident().machinery.held.refuse()?;
         let schedule = keep.check(self.ttl())?;
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| ConfigError::NoRuntime)?;
         // Nothing reads them once the lock is kept.
         self.forget_failures();
         let lock = Arc::clone(self.ident());
         let shared = Arc::new(Shared::new(self.valid_until()));
-        let client = self.machinery().clone();
+        let client = Arc::clone(&self.ident().machinery);
         let ticket = client
             .keeper
             .keep(&runtime, self, schedule, Publisher(Arc::clone(&shared)));
