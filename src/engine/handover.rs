@@ -133,7 +133,7 @@ impl Held {
             claim.sent();
         }
         // After handovers in a row, this client's next waiter is woken by the nodes' messages
-        // alone, as the other clients' waiters are (`engine/handover.rs`).
+        // alone, as the other clients' waiters are (see the module doc).
         if !yields(ident) {
             // The payloads the nodes publish: each token's SHA1, hashed once in `args`.
             for key in ident.lock_keys() {
