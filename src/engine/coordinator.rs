@@ -154,8 +154,7 @@ impl Coordinator {
     }
 
     pub(crate) async fn lock(&self, resource: &str) -> Result<Held, Error> {
-        let config = self.config();
-        self.lock_with(resource, config.ttl, config.retry).await
+        self.lock_all(&[resource]).await
     }
 
     pub(crate) async fn try_lock(&self, resource: &str) -> Result<Held, Error> {

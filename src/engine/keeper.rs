@@ -218,17 +218,11 @@ impl<L: Extendable> Keeping<L> {
     }
 
     fn landed(&mut self, landed: Landed<L::Extension>) {
-        let Landed {
-            id,
-            seq,
-            for_ttl,
-            extension,
-        } = landed;
-        let Some(entry) = self.entries.get_mut(&id) else {
+        let Some(entry) = self.entries.get_mut(&landed.id) else {
             return; // stopped while the round was in flight
         };
-        let next = entry.landed(seq, for_ttl, extension);
-        self.apply(id, next, Instant::now());
+        let next = entry.landed(landed.seq, landed.for_ttl, landed.extension);
+        self.apply(landed.id, next, Instant::now());
     }
 
     fn apply(&mut self, id: u64, mut next: Next, now: Instant) {
