@@ -69,13 +69,8 @@ impl Leading {
         F: FnOnce(KeptHandle) -> Fut,
         Fut: Future<Output = T>,
     {
-        // The identity is refreshed while `work` runs.
-        let Leading {
-            kept, refresher, ..
-        } = self;
-        let outcome = kept.run(work).await;
-        drop(refresher);
-        outcome
+        // The identity is refreshed while `work` runs: `self.refresher` is dropped after it.
+        self.kept.run(work).await
     }
 }
 

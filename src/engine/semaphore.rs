@@ -89,15 +89,6 @@ impl Seat {
             discard_all: Vec::new(),
         }
     }
-
-    /// The claim a granted `slot` makes.
-    fn member(&self, slot: u32) -> Member {
-        match self.ask {
-            Ask::Permit { permits, .. } => Member::Permit(PermitSlot { slot, permits }),
-            Ask::Side { reader: true, .. } => Member::Reader,
-            Ask::Side { reader: false, .. } => Member::Writer,
-        }
-    }
 }
 
 impl ClaimKind for Seat {
@@ -231,7 +222,11 @@ impl ClaimKind for Seat {
         let quorum = slots::narrowed(&round.tally, self.best.map_or(0, |(_, n)| n)).quorum();
         Grant {
             fencing: client.config.fencing.then(|| Fencing::new(None, None)),
-            member: Some(self.member(slot)),
+            member: Some(match self.ask {
+                Ask::Permit { permits, .. } => Member::Permit(PermitSlot { slot, permits }),
+                Ask::Side { reader: true, .. } => Member::Reader,
+                Ask::Side { reader: false, .. } => Member::Writer,
+            }),
             handovers: 0,
             room: round
                 .answers
