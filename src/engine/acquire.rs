@@ -20,19 +20,20 @@ use std::time::{Duration, Instant};
 
 use tracing::Instrument;
 
-use fred::types::Value;
+use fred::types::{Key, Value};
 
+use crate::algo::keys;
 use crate::algo::quorum::Tally;
 use crate::algo::verdict::{self, Timed};
-use crate::config::{Retry, Ttl};
+use crate::config::{Config, Retry, Ttl};
 use crate::engine::census::ClaimCensus;
 use crate::engine::fanout::{CleanupOnDrop, Round};
-use crate::engine::held::{Acquisition, Fencing, Held, Keys, Member, Token};
+use crate::engine::held::{self, Acquisition, Fencing, Held, Keys, Member, Token};
 use crate::engine::machinery::Machinery;
 use crate::engine::waiters::{self, Place, Woken};
-use crate::error::{Error, NodeError, NodeErrorKind};
+use crate::error::{ConfigError, Error, NodeError, NodeErrorKind};
 use crate::node::{Answer, Primitive};
-use crate::stats::{self, Counters, Event};
+use crate::stats::{self, Event};
 
 /// What one acquisition claims: the resources' names and their keys.
 #[derive(Debug, Clone)]
@@ -41,6 +42,47 @@ pub(crate) struct Resources {
     pub(crate) name: String,
     pub(crate) resources: Vec<String>,
     pub(crate) keys: Keys,
+}
+
+impl Resources {
+    /// Checks resource names (a lock's, or a semaphore's or read-write lock's one) and
+    /// makes their keys: the lock keys, then (with fencing) their fencing counters.
+    pub(crate) fn new<S: AsRef<str>>(
+        config: &Config,
+        resources: &[S],
+    ) -> Result<Resources, ConfigError> {
+        if resources.is_empty() {
+            return Err(ConfigError::NoResources);
+        }
+        let mut names: Vec<String> = Vec::with_capacity(resources.len());
+        for resource in resources {
+            let resource = resource.as_ref();
+            if resource.is_empty() {
+                return Err(ConfigError::EmptyResource);
+            }
+            if names.iter().any(|n| n == resource) {
+                return Err(ConfigError::DuplicateResource(resource.to_string()));
+            }
+            names.push(resource.to_string());
+        }
+        let prefix = &config.key_prefix;
+        let locks: Vec<String> = names.iter().map(|r| keys::lock_key(prefix, r)).collect();
+        if let Some(reserved) = locks.iter().find(|k| keys::is_reserved(k)) {
+            return Err(ConfigError::ReservedResource(reserved.clone()));
+        }
+        let mut keys: Vec<Key> = locks.iter().map(|k| Key::from(k.as_str())).collect();
+        if config.fencing {
+            keys.extend(locks.iter().map(|k| Key::from(keys::fence_key(k))));
+        }
+        Ok(Resources {
+            name: names.join(","),
+            keys: Keys {
+                all: keys,
+                locks: names.len(),
+            },
+            resources: names,
+        })
+    }
 }
 
 /// What a granted claim holds besides its token, as its kind says.
@@ -131,7 +173,7 @@ pub(crate) async fn attempt<K: ClaimKind>(
     // Whatever happens to this attempt, no claim of its token is left behind.
     let mut guard = discard
         .clone()
-        .map(|args| CleanupOnDrop::new(client.fanout(), primitive, locks, args));
+        .map(|args| CleanupOnDrop::new(&client.fanout, primitive, locks, args));
     let start = Instant::now();
     let round = kind.send(client, target, &token, ttl).await;
     let elapsed = start.elapsed();
@@ -180,22 +222,35 @@ pub(crate) async fn attempt<K: ClaimKind>(
     // of the key (design 2.4a).
     if let Some(args) = discard {
         client
-            .fanout()
+            .fanout
             .discard_round(primitive, locks, &args, round.answered)
             .await;
     }
     Err(failure)
 }
 
-/// Records an attempt's outcome and its nodes' on its span: how many nodes said yes, and each
-/// failed node with its error kind (`2:timeout,4:io`).
-fn record_attempt(span: &tracing::Span, result: &Result<&Held, &Error>) {
+/// `attempt`, the `made`-th for `name`, in a span of its own that records its outcome and its
+/// nodes': how many said yes, and each failed node with its error kind (`2:timeout,4:io`).
+pub(crate) async fn traced(
+    name: &str,
+    made: u32,
+    attempt: impl Future<Output = Result<(Held, bool), Error>>,
+) -> Result<(Held, bool), Error> {
+    let span = tracing::debug_span!(
+        "quorumlock.attempt",
+        resource = %name,
+        attempt = made,
+        outcome = tracing::field::Empty,
+        yes = tracing::field::Empty,
+        failed = tracing::field::Empty,
+    );
+    let result = attempt.instrument(span.clone()).await;
     if span.is_disabled() {
-        return;
+        return result;
     }
     let failed = crate::error::failed_nodes;
-    match result {
-        Ok(lock) => {
+    match &result {
+        Ok((lock, _)) => {
             span.record("outcome", "acquired");
             span.record("yes", lock.acquired_on());
             span.record("failed", failed(lock.failures()));
@@ -213,24 +268,6 @@ fn record_attempt(span: &tracing::Span, result: &Result<&Held, &Error>) {
             }
         }
     }
-}
-
-/// `attempt`, the `made`-th for `name`, in a span of its own that records its outcome.
-pub(crate) async fn traced(
-    name: &str,
-    made: u32,
-    attempt: impl Future<Output = Result<(Held, bool), Error>>,
-) -> Result<(Held, bool), Error> {
-    let span = tracing::debug_span!(
-        "quorumlock.attempt",
-        resource = %name,
-        attempt = made,
-        outcome = tracing::field::Empty,
-        yes = tracing::field::Empty,
-        failed = tracing::field::Empty,
-    );
-    let result = attempt.instrument(span.clone()).await;
-    record_attempt(&span, &result.as_ref().map(|(lock, _)| lock));
     result
 }
 
@@ -260,37 +297,27 @@ pub(crate) fn lost(resource: &str, tally: Tally, failures: Vec<NodeError>) -> Er
             failures,
         }
     } else {
-        Error::NoQuorum {
-            resource: resource.to_string(),
-            needed: tally.quorum(),
-            agreed: tally.yes,
-            failures,
-        }
+        held::unheld(resource, tally, failures, false)
     }
 }
 
-/// One client's acquisition loop: its machinery, and the counters its calls count in.
+/// One client's acquisition loop, over its machinery (whose counters its calls count in).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Acquiring<'a> {
     client: &'a Arc<Machinery>,
-    counters: &'a Counters,
 }
 
 impl<'a> Acquiring<'a> {
     pub(crate) fn new(client: &'a Arc<Machinery>) -> Acquiring<'a> {
-        let counters = client.counters();
-        Acquiring { client, counters }
+        Acquiring { client }
     }
 
-    /// Attempts with `attempt` until it is granted, retrying as `retry` says: callers that
-    /// find `key` taken wait in this client's line for its release (`engine/waiters.rs`),
-    /// without a key they pause between attempts. A lock's acquisition and a permit's
-    /// (`engine/semaphore.rs`) both run this loop, with [`attempt`]; only their attempts
-    /// differ. `name` names the resource in traces. An attempt that is granted says whether
-    /// the resource may have room for the next caller in line (a semaphore with a slot still
-    /// free): that caller then attempts at once instead of waiting for a release. `permits`
-    /// says what the callers wait for (a lock: `None`), so that only a release of that kind
-    /// is handed over to them.
+    /// Attempts with `attempt` until it is granted, retrying as `retry` says (see the module
+    /// doc); without a `key`, it pauses between attempts. `name` names the resource in
+    /// traces. An attempt that is granted says whether the resource may have room for the
+    /// next caller in line (a semaphore with a slot still free): that caller then attempts
+    /// at once instead of waiting for a release. `permits` says what the callers wait for (a
+    /// lock: `None`), so that only a release of that kind is handed over to them.
     pub(crate) async fn run<F, Fut>(
         &self,
         name: &str,
@@ -304,7 +331,7 @@ impl<'a> Acquiring<'a> {
         Fut: Future<Output = Result<(Held, bool), Error>>,
     {
         let started = Instant::now();
-        let counters = self.counters;
+        let counters = &self.client.counters;
         let deadline = tokio::time::Instant::from_std(started)
             .checked_add(retry.waiting_budget())
             .unwrap_or_else(|| tokio::time::Instant::now() + Duration::from_secs(86_400 * 365));
@@ -313,7 +340,7 @@ impl<'a> Acquiring<'a> {
         let mut last: Option<Error> = None;
         // Do not barge in before this client's callers already waiting for the resource.
         let mut attempt_now = true;
-        if let Some(key) = key.as_deref().filter(|k| self.client.wakeups().queued(k)) {
+        if let Some(key) = key.as_deref().filter(|k| self.client.wakeups.queued(k)) {
             let joined = Place::join(self.client, key, ttl, permits).await;
             attempt_now = joined.ticket.is_head();
             place = Some(joined);
@@ -325,7 +352,7 @@ impl<'a> Acquiring<'a> {
                     return end;
                 }
             }
-            self.client.held().refuse()?;
+            self.client.held.refuse()?;
             made += 1;
             counters.count(Event::Attempt);
             let error = match traced(name, made, attempt()).await {
@@ -337,7 +364,7 @@ impl<'a> Acquiring<'a> {
                         // where there is room still, it attempts at once.
                         waiting.acquired = !room;
                     }
-                    self.client.held().refuse()?;
+                    self.client.held.refuse()?;
                     return Ok(lock);
                 }
                 Err(e) if !e.is_retryable() => return Err(e),
@@ -386,7 +413,7 @@ impl<'a> Acquiring<'a> {
             (_, Some(_)) => false,
             _ => {
                 tokio::time::sleep(pause).await;
-                self.counters.count(Event::Paused);
+                self.client.counters.count(Event::Paused);
                 true
             }
         }
@@ -401,7 +428,7 @@ impl<'a> Acquiring<'a> {
         (retry, started, deadline): (&Retry, Instant, tokio::time::Instant),
         last: &mut Option<Error>,
     ) -> Option<Result<Held, Error>> {
-        let counters = self.counters;
+        let counters = &self.client.counters;
         let waiting = place.as_ref()?;
         let pause = retry
             .next_pause(0, started.elapsed(), jitter(retry.jitter))
@@ -416,7 +443,7 @@ impl<'a> Acquiring<'a> {
                 }
                 // Unless the client was shut down meanwhile: then the lock is dropped
                 // (which releases it, unless the shutdown did).
-                return Some(self.client.held().refuse().map(|()| lock));
+                return Some(self.client.held.refuse().map(|()| lock));
             }
             Woken::Released => counters.count(Event::Woken),
             Woken::Paused => counters.count(Event::Paused),

@@ -99,17 +99,8 @@ pub(crate) struct ClaimCensus<'a> {
 }
 
 impl<'a> ClaimCensus<'a> {
-    /// The census of `client`'s nodes.
     pub(crate) fn of(client: &'a Machinery) -> ClaimCensus<'a> {
         ClaimCensus { client }
-    }
-
-    fn node_list(&self) -> &'a [Node] {
-        self.client.node_list()
-    }
-
-    fn quorum(&self) -> usize {
-        quorum(self.client.nodes())
     }
 
     /// Reads the holders of the semaphore `name` of `permits`, at `key`, on every node, and
@@ -151,14 +142,14 @@ impl<'a> ClaimCensus<'a> {
     /// refusal then stays `Taken`. Read with PERMIT_HOLDERS, which changes nothing.
     pub(crate) async fn kind_in_the_way(&self, key: &str) -> Option<FoundKind> {
         let key = Key::from(key);
-        let answers = futures::future::join_all(self.node_list().iter().map(|node| {
+        let answers = futures::future::join_all(self.client.node_list().iter().map(|node| {
             node.eval(&PERMIT_HOLDERS, vec![key.clone()], Vec::new(), |reply| {
                 Ok(kind_of(&reply))
             })
         }))
         .await;
         let found = answers.into_iter().filter_map(|a| a.ok().flatten());
-        slots::kind_in_the_way(&Tally::presuming(self.node_list().len(), 0), found)
+        slots::kind_in_the_way(&Tally::presuming(self.client.node_list().len(), 0), found)
     }
 
     /// The claims of the sorted set at `key` on every node, put together: a semaphore of
@@ -170,10 +161,11 @@ impl<'a> ClaimCensus<'a> {
         key: &str,
         permits: Option<u32>,
     ) -> Result<Vec<PermitHolder>, Error> {
-        self.client.held().refuse()?;
+        self.client.held.refuse()?;
         let key = Key::from(key);
         let answers = futures::future::join_all(
-            self.node_list()
+            self.client
+                .node_list()
                 .iter()
                 .map(|node| read_node(node, key.clone(), permits)),
         )
@@ -199,14 +191,14 @@ impl<'a> ClaimCensus<'a> {
                 }
             }
         }
-        let nodes = Tally::presuming(self.node_list().len(), 0);
+        let nodes = Tally::presuming(self.client.node_list().len(), 0);
         if let Some(found) = slots::kind_in_the_way(&nodes, others) {
             return Err(Error::KindMismatch {
                 resource: name.to_string(),
                 found,
             });
         }
-        let quorum = self.quorum();
+        let quorum = quorum(self.client.nodes());
         if answered < quorum {
             return Err(Error::NoQuorum {
                 resource: name.to_string(),
@@ -242,13 +234,8 @@ fn tally(claims: Vec<NodeClaim>, quorum: usize) -> Vec<PermitHolder> {
             }
         })
         .collect();
-    holders.sort_by(|a, b| {
-        (a.slot, std::cmp::Reverse(a.nodes), &a.token_sha1).cmp(&(
-            b.slot,
-            std::cmp::Reverse(b.nodes),
-            &b.token_sha1,
-        ))
-    });
+    // Stable: by hash within a slot and a count, as the map gave them.
+    holders.sort_by_key(|h| (h.slot, std::cmp::Reverse(h.nodes)));
     holders
 }
 
@@ -281,12 +268,12 @@ fn parse(reply: &Value, permits: Option<u32>) -> Option<Record> {
     let Value::Array(parts) = reply else {
         return None;
     };
-    let (record, rest) = parts.split_first()?;
-    let record = match record {
-        Value::Integer(record) => *record,
-        _ => return None,
+    let int = |value: &Value| match value {
+        Value::Integer(n) => Some(*n),
+        _ => None,
     };
-    match record {
+    let (record, rest) = parts.split_first()?;
+    match int(record)? {
         0 if rest.is_empty() => return Some(Record::Empty),
         -1 if rest.is_empty() => return Some(Record::Other(FoundKind::Other)),
         -2 if permits.is_some() => return Some(Record::Other(FoundKind::ReadWriteLock)),
@@ -305,15 +292,9 @@ fn parse(reply: &Value, permits: Option<u32>) -> Option<Record> {
     let claims = rest
         .chunks(3)
         .map(|claim| {
-            let slot = match &claim[0] {
-                Value::Integer(slot) => u32::try_from(*slot).ok()?,
-                _ => return None,
-            };
+            let slot = u32::try_from(int(&claim[0])?).ok()?;
             let sha1 = claim[1].as_string().filter(|s| s.len() == 40)?;
-            let left = match &claim[2] {
-                Value::Integer(ms) => u64::try_from(*ms).ok()?,
-                _ => return None,
-            };
+            let left = u64::try_from(int(&claim[2])?).ok()?;
             Some(NodeClaim {
                 slot,
                 sha1,

@@ -1,18 +1,13 @@
 //! The coordinator: the client, one per `RedLock`: its machinery (`engine/machinery.rs`: the
 //! nodes' fan-out, the registries its held claims share, its counters) and its nodes'
-//! fleet; a lock's acquisition ([`Locking`], its claim kind) and its break.
-//!
-//! Three layers, as in the algorithm's description: the acquisition loop
-//! (`engine/acquire.rs`) retries with jitter and waits in line; one attempt (also
-//! `engine/acquire.rs`) claims on all nodes and judges the round;
-//! [`Fanout::round`] sends one command to every node in parallel and tallies the answers
-//! (each node's command runs under its own timeout, see `node/connection.rs`).
+//! fleet; a lock's acquisition ([`Locking`], its claim kind, in the layers of
+//! `engine/acquire.rs`) and its break.
 
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use fred::types::{Key, Value};
+use fred::types::Value;
 
 use crate::algo::keys;
 use crate::algo::quorum::{quorum, Stake};
@@ -20,9 +15,9 @@ use crate::config::KeepAlive;
 use crate::config::{Config, Retry, Ttl};
 use crate::engine::acquire::{self, Acquiring, ClaimKind, Grant, Resources};
 use crate::engine::fanout::{Background, Fanout, Round};
-use crate::engine::held::{self, Held, Ident, Keys, Released, Token};
+use crate::engine::held::{self, Held, Released, Token};
 use crate::engine::kept::KeptHandle;
-use crate::engine::machinery::{Holdings, Machinery};
+use crate::engine::machinery::Machinery;
 use crate::engine::waiters::Wakeups;
 use crate::error::{ConfigError, Error};
 use crate::node::admission::Fleet;
@@ -34,11 +29,6 @@ use crate::stats::Stats;
 
 #[derive(Debug, Clone)]
 pub(crate) struct Coordinator {
-    inner: Arc<Inner>,
-}
-
-#[derive(Debug)]
-struct Inner {
     /// The fan-out and the registries, shared with the client's held claims.
     machinery: Arc<Machinery>,
     fleet: Arc<Fleet>,
@@ -77,34 +67,23 @@ impl Coordinator {
         if preload {
             crate::engine::seeder::start(Arc::downgrade(&machinery), reseeds);
         }
-        let inner = Arc::new(Inner { machinery, fleet });
-        Ok(Coordinator { inner })
+        Ok(Coordinator { machinery, fleet })
     }
 
-    /// The fan-out and the registries, which its held claims share.
     pub(crate) fn machinery(&self) -> &Arc<Machinery> {
-        &self.inner.machinery
+        &self.machinery
     }
 
     pub(crate) fn config(&self) -> &Config {
-        self.inner.machinery.config()
-    }
-
-    pub(crate) fn held(&self) -> &Holdings<Ident> {
-        self.inner.machinery.held()
+        &self.machinery.config
     }
 
     pub(crate) fn node_list(&self) -> &[Node] {
-        self.inner.machinery.node_list()
-    }
-
-    /// The fan-out of rounds to every node.
-    pub(crate) fn fanout(&self) -> &Fanout {
-        self.inner.machinery.fanout()
+        self.machinery.node_list()
     }
 
     pub(crate) fn stats(&self) -> Stats {
-        self.machinery().counters().read()
+        self.machinery().counters.read()
     }
 
     pub(crate) fn nodes(&self) -> usize {
@@ -130,7 +109,7 @@ impl Coordinator {
         let needed = self.config().votes_needed.unwrap_or(self.quorum());
         loop {
             // Subscribed before counting, so that a check ending in between is not missed.
-            let checked = self.inner.fleet.checked.notified();
+            let checked = self.fleet.checked.notified();
             tokio::pin!(checked);
             checked.as_mut().enable();
             let (counted, pending) = self.counted_and_pending();
@@ -175,8 +154,7 @@ impl Coordinator {
     }
 
     pub(crate) async fn lock(&self, resource: &str) -> Result<Held, Error> {
-        let config = self.config();
-        self.lock_with(resource, config.ttl, config.retry).await
+        self.lock_all(&[resource]).await
     }
 
     pub(crate) async fn try_lock(&self, resource: &str) -> Result<Held, Error> {
@@ -215,8 +193,8 @@ impl Coordinator {
         ttl: Duration,
         retry: Retry,
     ) -> Result<Held, Error> {
-        self.held().refuse()?;
-        let target = self.target(resources)?;
+        self.machinery.held.refuse()?;
+        let target = Resources::new(self.config(), resources)?;
         let ttl = self.config().check_ttl(ttl)?;
         retry.validate()?;
         // One resource: callers of this client that find it taken wait in line for a release
@@ -241,11 +219,12 @@ impl Coordinator {
         if token.is_empty() {
             return Err(ConfigError::EmptyToken.into());
         }
-        let target = self.target(&[resource])?;
+        let target = Resources::new(self.config(), &[resource])?;
         let locks = target.keys.locks().to_vec();
         let args = release_args(&[Value::from(token)]);
         let round = self
-            .fanout()
+            .machinery
+            .fanout
             .round_marking(None, Stake::Held, |node| {
                 node.release(Primitive::Lock, locks.clone(), args.clone())
             })
@@ -253,43 +232,8 @@ impl Coordinator {
         held::confirmed(&target.name, round.tally, round.failures)
     }
 
-    /// Checks resource names and makes their keys.
-    fn target<S: AsRef<str>>(&self, resources: &[S]) -> Result<Resources, ConfigError> {
-        if resources.is_empty() {
-            return Err(ConfigError::NoResources);
-        }
-        let mut names: Vec<String> = Vec::with_capacity(resources.len());
-        for resource in resources {
-            let resource = resource.as_ref();
-            if resource.is_empty() {
-                return Err(ConfigError::EmptyResource);
-            }
-            if names.iter().any(|n| n == resource) {
-                return Err(ConfigError::DuplicateResource(resource.to_string()));
-            }
-            names.push(resource.to_string());
-        }
-        let prefix = &self.config().key_prefix;
-        let locks: Vec<String> = names.iter().map(|r| keys::lock_key(prefix, r)).collect();
-        if let Some(reserved) = locks.iter().find(|k| keys::is_reserved(k)) {
-            return Err(ConfigError::ReservedResource(reserved.clone()));
-        }
-        let mut keys: Vec<Key> = locks.iter().map(|k| Key::from(k.as_str())).collect();
-        if self.config().fencing {
-            keys.extend(locks.iter().map(|k| Key::from(keys::fence_key(k))));
-        }
-        Ok(Resources {
-            name: names.join(","),
-            keys: Keys {
-                all: keys,
-                locks: names.len(),
-            },
-            resources: names,
-        })
-    }
-
     pub(crate) async fn settle(&self, within: Duration) -> bool {
-        self.fanout().settle(within).await
+        self.machinery.fanout.settle(within).await
     }
 }
 
@@ -337,17 +281,17 @@ impl ClaimKind for Locking {
         // otherwise one round.
         self.reads_counters = client.reads_counters(keys);
         if self.reads_counters && client.tokens_asked() {
-            self.hint = client.hints().next(keys.counters());
+            self.hint = client.hints.next(keys.counters());
         }
         if keys.locks == 1 && !self.reads_counters {
             let key = &keys.all[0];
             let set = SetNx::new(key.clone(), value, ttl.px);
-            client.fanout().round(|node| node.set_nx(&set)).await
+            client.fanout.round(|node| node.set_nx(&set)).await
         } else {
             let sent = keys.sent(self.reads_counters);
             let px = (ttl.px, self.hint);
             client
-                .fanout()
+                .fanout
                 .round(|node| node.acquire(sent.to_vec(), keys.locks, value.clone(), px))
                 .await
         }
@@ -360,7 +304,7 @@ impl ClaimKind for Locking {
         round: &Round<Acquired>,
     ) -> Grant {
         // With the counters, if read: the largest on the majority that said yes.
-        let hints = (self.hint, client.hints());
+        let hints = (self.hint, &client.hints);
         Grant {
             fencing: held::granted(&target.keys, self.reads_counters, round, hints),
             member: None,

@@ -6,6 +6,7 @@ use std::future::Future;
 use std::time::{Duration, Instant};
 
 use fred::types::{Key, Value};
+use futures::future::{FutureExt, RemoteHandle};
 
 use crate::algo::keys;
 use crate::algo::quorum::Stake;
@@ -24,18 +25,9 @@ pub(crate) struct Leading {
     kept: Kept,
     term: u64,
     identity: String,
-    /// Rewrites the identity record while the lock is kept.
-    refresher: AbortOnDrop,
-}
-
-/// A background task that ends when this is dropped.
-#[derive(Debug)]
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
+    /// Rewrites the identity record while the lock is kept; dropped, it ends the task that
+    /// does.
+    refresher: RemoteHandle<()>,
 }
 
 impl Leading {
@@ -77,13 +69,8 @@ impl Leading {
         F: FnOnce(KeptHandle) -> Fut,
         Fut: Future<Output = T>,
     {
-        // The identity is refreshed while `work` runs.
-        let Leading {
-            kept, refresher, ..
-        } = self;
-        let outcome = kept.run(work).await;
-        drop(refresher);
-        outcome
+        // The identity is refreshed while `work` runs: `self.refresher` is dropped after it.
+        self.kept.run(work).await
     }
 }
 
@@ -154,13 +141,10 @@ impl Leading {
                 continue;
             }
             tracing::debug!(election = name, term, %identity, "leading");
-            let refresher = AbortOnDrop(tokio::spawn(refresh(
-                client.clone(),
-                kept.handle(),
-                (lock_key, identity_key),
-                token,
-                record,
-            )));
+            let keys = (lock_key, identity_key);
+            let (refresh, refresher) =
+                refresh(client.clone(), kept.handle(), keys, token, record).remote_handle();
+            tokio::spawn(refresh);
             return Ok(Leading {
                 kept,
                 term,
@@ -187,7 +171,8 @@ async fn identify(
         Value::Integer(ttl_ms),
     ];
     let round = client
-        .fanout()
+        .machinery()
+        .fanout
         .round_marking(None, Stake::Held, |node| {
             node.eval(&IDENTIFY, keys.clone(), args.clone(), |reply| match reply {
                 Value::Integer(n) => Ok(n == 1),

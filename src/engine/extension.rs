@@ -93,7 +93,7 @@ impl Extendable for Held {
         ttl: Duration,
     ) -> Result<impl Future<Output = Extension> + Send + 'static, Error> {
         let ident = Arc::clone(self.ident());
-        let ttl = ident.machinery().config().check_ttl(ttl)?;
+        let ttl = ident.machinery.config.check_ttl(ttl)?;
         ident.valid(self.valid_until())?;
         let span = tracing::debug_span!(
             "quorumlock.extension",
@@ -110,8 +110,8 @@ impl Extendable for Held {
             let primitive = ident.primitive();
             let start = Instant::now();
             let round = ident
-                .machinery()
-                .fanout()
+                .machinery
+                .fanout
                 .round_marking(Some(&decided), Stake::Held, |node| {
                     let extended = node.extend(primitive, keys.clone(), value.clone(), ttl.px);
                     let (index, decided, mut verdict) =
@@ -192,7 +192,7 @@ impl Ident {
     /// The fencing token handed out so far, 0 if none: what a restore raises the counters
     /// to.
     fn handed_fence(&self) -> u64 {
-        self.fencing().and_then(Fencing::handed).unwrap_or(0)
+        self.fencing.as_ref().and_then(Fencing::handed).unwrap_or(0)
     }
 
     /// Sets our keys again on the nodes in `mask`, in the background (the RESTORE script),
@@ -205,14 +205,9 @@ impl Ident {
     /// is the one case left, with that cost and no other.
     fn restore(self: &Arc<Self>, mask: u64, ttl_ms: i64) {
         let (fence, value) = (self.handed_fence(), self.value());
-        self.machinery().fanout().detached(mask, |node| {
-            let restored = node.restore(
-                self.keys().to_vec(),
-                self.locks(),
-                value.clone(),
-                ttl_ms,
-                fence,
-            );
+        self.machinery.fanout.detached(mask, |node| {
+            let restored =
+                node.restore(self.keys.to_vec(), self.locks, value.clone(), ttl_ms, fence);
             let ident = Arc::clone(self);
             async move {
                 if ident.is_released() {

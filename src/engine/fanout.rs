@@ -57,7 +57,6 @@ impl Fanout {
         }
     }
 
-    /// Every node, by index.
     pub(crate) fn nodes(&self) -> &[Node] {
         &self.nodes
     }
@@ -125,11 +124,7 @@ impl Fanout {
                 if stake == Stake::Taking && node.is_suspect() {
                     suspects |= 1 << index;
                 }
-                let counted = self.background.count(index);
-                op(node).map(move |vote| {
-                    drop(counted);
-                    (index, vote)
-                })
+                self.counted(node, op(node)).map(move |vote| (index, vote))
             })
             .collect();
         let tally =
@@ -350,7 +345,6 @@ impl Background {
         });
     }
 
-    /// Counts one command of node `index` until the result is dropped.
     fn count(self: &Arc<Self>, index: usize) -> Counted {
         if let Some(n) = self.per_node.get(index) {
             n.fetch_add(1, Ordering::SeqCst);

@@ -39,55 +39,47 @@ impl Ident {
         valid: impl Fn() -> Result<(), Error>,
         until: Instant,
     ) -> Result<u64, Error> {
-        let Some(fencing) = self.fencing() else {
+        let Some(fencing) = self.fencing.as_ref() else {
             return Err(ConfigError::FencingOff.into());
         };
         valid()?;
         if let Some(token) = fencing.handed() {
             return Ok(token);
         }
-        let client = self.machinery();
+        let client = &self.machinery;
         client.token_asked();
-        if let Some(recorded) = fencing.recorded() {
+        if let Some(recorded) = fencing.recorded {
             // Recorded by the acquisition, which counts against the validity; checked above.
             return Ok(fencing.hand_out(recorded));
         }
         reseeds_due(client.node_list(), until).await;
         valid()?;
-        let (keys, locks, value) = (self.keys(), self.locks(), self.value());
+        let (keys, locks, value) = (&self.keys, self.locks, self.value());
         let primitive = self.primitive();
-        let seen = match fencing.seen() {
+        let seen = match fencing.seen {
             Some(seen) => seen,
             None => {
                 // Read now, while we hold the lock: every token handed out before our
                 // acquisition is on a majority, which shares a node with this one.
                 let round = client
-                    .fanout()
+                    .fanout
                     .round_marking(None, Stake::Held, |node| {
                         node.peek(primitive, keys.to_vec(), locks, value.clone())
                     })
                     .await;
                 let (seen, tally) = (largest(&round), round.tally);
                 // Confirmed without counters to trust: refused as an unconfirmed round is.
-                let failures = match seen {
-                    None => round.failures.clone(),
-                    Some(_) => Vec::new(),
-                };
+                let failures = seen.map_or_else(|| round.failures.clone(), |_| Vec::new());
                 held::confirmed(self.name(), tally, round.failures).map_err(no_token)?;
-                match seen {
-                    Some(seen) => seen,
-                    None => {
-                        let unconfirmed = held::unheld(self.name(), tally, failures, false);
-                        return Err(no_token(unconfirmed));
-                    }
-                }
+                let unconfirmed = || no_token(held::unheld(self.name(), tally, failures, false));
+                seen.ok_or_else(unconfirmed)?
             }
         };
         // A permit's token also names its slot, so that permits valid at once never share
         // one (`algo::slots::next_token`).
         let fence = crate::algo::slots::next_token(seen, self.slot());
         let round = client
-            .fanout()
+            .fanout
             .round_marking(None, Stake::Held, |node| {
                 node.fence(primitive, keys.to_vec(), locks, value.clone(), fence)
             })
@@ -95,7 +87,7 @@ impl Ident {
         held::confirmed(self.name(), round.tally, round.failures).map_err(no_token)?;
         // The round counts against the validity, as the acquisition's rounds do.
         valid()?;
-        client.hints().note(&keys[locks..], fence);
+        client.hints.note(&keys[locks..], fence);
         Ok(fencing.hand_out(fence))
     }
 }

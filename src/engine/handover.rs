@@ -1,4 +1,6 @@
-//! Handing a released lock straight to the next caller of this client waiting for it.
+//! Releasing a held claim ([`Held::release`]): handed straight to the next caller of this
+//! client waiting for it where one waits, else deleted on every node with the RELEASE script,
+//! which announces it to the waiters of every client.
 //!
 //! Without a handover, a release deletes the key (RELEASE), the next waiter is woken and sets
 //! it again with its own token (`SET NX`): two commands per node, a release message from every
@@ -29,10 +31,11 @@ use std::sync::Arc;
 
 use fred::types::{Key, Value};
 
+use crate::algo::quorum::Stake;
 use crate::config::Ttl;
 use crate::engine::acquire::{self, ClaimKind, Grant, Resources};
 use crate::engine::fanout::Round;
-use crate::engine::held::{self, Ident, Keys, Member, Released, Token};
+use crate::engine::held::{self, Held, Ident, Keys, Member, Released, Token};
 use crate::engine::machinery::Machinery;
 use crate::engine::waiters::Ticket;
 use crate::error::Error;
@@ -83,7 +86,7 @@ impl Drop for ClaimedWaiter {
         }
         if let Some((client, primitive, keys, tokens)) = self.cleanup.take() {
             let args = release_args(&tokens);
-            client.fanout().detached(u64::MAX, |node| {
+            client.fanout.detached(u64::MAX, |node| {
                 node.release(primitive, keys.clone(), args.clone())
             });
         }
@@ -91,10 +94,69 @@ impl Drop for ClaimedWaiter {
     }
 }
 
+impl Held {
+    /// Releases the claim on every node (or hands it over): [`Released`] once a majority
+    /// confirmed it; [`Error::ShutDown`] if the client's shutdown released it first.
+    pub(crate) async fn release(self) -> Result<Released, Error> {
+        let ident = self.ident();
+        if !ident.start_release() {
+            return Err(Error::ShutDown);
+        }
+        let (mut tokens, mut claimed) = (vec![ident.value()], None);
+        match hand_over(&ident.machinery, ident).await {
+            None => {}
+            Some(Handover::Done(released)) => return Ok(released),
+            Some(Handover::Failed {
+                claim,
+                tokens: both,
+            }) => {
+                tokens = both;
+                claimed = Some(claim);
+            }
+        }
+        // Made once for every node.
+        let args: Arc<[Value]> = release_args(&tokens).into();
+        let keys: Arc<[Key]> = ident.lock_keys().into();
+        let round = ident
+            .machinery
+            .fanout
+            .round_marking(None, Stake::Held, |node| {
+                node.release(ident.primitive(), &keys, &args)
+            });
+        tokio::pin!(round);
+        // The first poll hands the delete to every node's queue. Whatever this client sends
+        // a node after that runs there after the delete (one queue per node, in order): the
+        // next waiter in this client's line can attempt now, without waiting for the answers.
+        // (If the release fails, so does its attempt: it never gets a lock that is held.)
+        let first = futures::poll!(round.as_mut());
+        if let Some(claim) = claimed {
+            claim.sent();
+        }
+        // After handovers in a row, this client's next waiter is woken by the nodes' messages
+        // alone, as the other clients' waiters are (see the module doc).
+        if !yields(ident) {
+            // The payloads the nodes publish: each token's SHA1, hashed once in `args`.
+            for key in ident.lock_keys() {
+                let Some(key) = key.as_str() else { continue };
+                for hash in args.iter().skip(1).step_by(2) {
+                    if let Some(hash) = hash.as_str() {
+                        ident.machinery.wakeups.released(key, &hash);
+                    }
+                }
+            }
+        }
+        let round = match first {
+            std::task::Poll::Ready(round) => round,
+            std::task::Poll::Pending => round.await,
+        };
+        held::confirmed(ident.name(), round.tally, round.failures)
+    }
+}
+
 /// Whether the release of the lock `ident` should let every client race for it (after
 /// [`MAX_HANDOVERS`] in a row).
 pub(crate) fn yields(ident: &Ident) -> bool {
-    ident.handovers() >= MAX_HANDOVERS
+    ident.handovers >= MAX_HANDOVERS
 }
 
 /// Hands the lock `ident` of `client` over to the head of this client's line for its key,
@@ -104,21 +166,21 @@ pub(crate) async fn hand_over(client: &Arc<Machinery>, ident: &Ident) -> Option<
     // A read-write lock's side is not handed over: a reader handed on would pass a
     // waiting writer's intent (design 2.9).
     let read_write = matches!(ident.member(), Some(Member::Reader | Member::Writer));
-    if ident.locks() != 1 || read_write || yields(ident) {
+    if ident.locks != 1 || read_write || yields(ident) {
         return None;
     }
     let key = ident.lock_keys().first()?.as_str()?.to_string();
     // A permit goes to a waiter for a permit of the same semaphore, a lock to a waiter
     // for the lock.
     let permits = ident.permit_slot().map(|s| s.permits);
-    let (ticket, ttl) = client.wakeups().claim_head(&key, permits)?;
+    let (ticket, ttl) = client.wakeups.claim_head(&key, permits)?;
     let token = Token::generate();
     let mut tokens = vec![ident.value()];
     if let Ok(token) = &token {
         tokens.push(ident.claim_of(token));
     }
     // Dropped from here on (the release cancelled), the claim releases both tokens.
-    let claim = ClaimedWaiter {
+    let mut claim = ClaimedWaiter {
         ticket,
         cleanup: Some((
             Arc::clone(client),
@@ -128,26 +190,15 @@ pub(crate) async fn hand_over(client: &Arc<Machinery>, ident: &Ident) -> Option<
         )),
         done: false,
     };
-    Some(match token {
-        Ok(token) => hand_over_to(client, ident, claim, tokens, ttl, token).await,
-        Err(_) => Handover::Failed { claim, tokens },
-    })
-}
-
-async fn hand_over_to(
-    client: &Arc<Machinery>,
-    ident: &Ident,
-    mut claim: ClaimedWaiter,
-    tokens: Vec<Value>,
-    ttl: Ttl,
-    token: Token,
-) -> Handover {
+    let Ok(token) = token else {
+        return Some(Handover::Failed { claim, tokens });
+    };
     let target = Resources {
         name: ident.name().to_string(),
-        resources: ident.resources().to_vec(),
+        resources: ident.resources.to_vec(),
         keys: Keys {
-            all: ident.keys().to_vec(),
-            locks: ident.locks(),
+            all: ident.keys.to_vec(),
+            locks: ident.locks,
         },
     };
     let kind = HandingOver {
@@ -156,7 +207,7 @@ async fn hand_over_to(
         reads_counters: false,
     };
     let Ok((lock, _)) = acquire::attempt(client, &target, ttl, kind).await else {
-        return Handover::Failed { claim, tokens };
+        return Some(Handover::Failed { claim, tokens });
     };
     let released = Released {
         released: lock.acquired_on(),
@@ -166,7 +217,7 @@ async fn hand_over_to(
     // releases it.
     claim.done = true;
     claim.ticket.hand(lock);
-    Handover::Done(released)
+    Some(Handover::Done(released))
 }
 
 /// A handover's claim: on each node, the releaser's token replaced by the waiter's new one
@@ -181,7 +232,6 @@ struct HandingOver<'a> {
 }
 
 impl HandingOver<'_> {
-    /// Logs how the round went.
     fn trace(&self, round: &Round<Acquired>, won: bool) {
         tracing::debug!(
             resource = %self.ident.name(),
@@ -228,7 +278,7 @@ impl ClaimKind for HandingOver<'_> {
         let (old, new) = (ident.value(), ident.claim_of(token));
         let primitive = ident.primitive();
         client
-            .fanout()
+            .fanout
             .round(|node| {
                 node.handover(
                     primitive,
@@ -259,15 +309,15 @@ impl ClaimKind for HandingOver<'_> {
         if failed != 0 {
             let (primitive, locks) = (self.ident.primitive(), target.keys.locks().to_vec());
             let args = release_args(std::slice::from_ref(&self.ident.value()));
-            client.fanout().detached(failed, |node| {
+            client.fanout.detached(failed, |node| {
                 node.release(primitive, locks.clone(), args.clone())
             });
         }
-        let hints = (0, client.hints());
+        let hints = (0, &client.hints);
         Grant {
             fencing: held::granted(&target.keys, self.reads_counters, round, hints),
             member: self.ident.member(),
-            handovers: self.ident.handovers().saturating_add(1),
+            handovers: self.ident.handovers.saturating_add(1),
             room: false,
         }
     }

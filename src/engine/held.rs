@@ -189,9 +189,9 @@ pub(crate) fn unheld(resource: &str, tally: Tally, failures: Vec<NodeError>, gon
 pub(crate) struct Fencing {
     /// The largest counter the acquisition read on the majority that granted the lock, when
     /// it read them; `None` when it sent a `SET NX`.
-    seen: Option<u64>,
+    pub(crate) seen: Option<u64>,
     /// The token the acquisition recorded on a majority, if it did (its hint).
-    recorded: Option<u64>,
+    pub(crate) recorded: Option<u64>,
     /// The token handed out; 0 until one is (tokens start at 1).
     handed: AtomicU64,
 }
@@ -207,23 +207,11 @@ impl Fencing {
         }
     }
 
-    /// The token handed out, if one was.
     pub(crate) fn handed(&self) -> Option<u64> {
         match self.handed.load(Ordering::SeqCst) {
             0 => None,
             token => Some(token),
         }
-    }
-
-    /// The largest counter the acquisition read on the majority that granted the lock, if
-    /// it read them.
-    pub(crate) fn seen(&self) -> Option<u64> {
-        self.seen
-    }
-
-    /// The token the acquisition recorded on a majority, if it did.
-    pub(crate) fn recorded(&self) -> Option<u64> {
-        self.recorded
     }
 
     /// Hands out `token`, unless a concurrent call handed out one already: then that one,
@@ -285,7 +273,8 @@ pub(crate) fn recorded(round: &Round<Acquired>, hint: u64) -> Option<u64> {
     (hint > 0 && below >= round.tally.quorum()).then_some(hint)
 }
 
-/// What a successful acquisition hands to [`Held::new`].
+/// What a successful acquisition hands to [`Held::new`] (its fields as [`Ident`]'s and
+/// [`Held`]'s).
 #[derive(Debug)]
 pub(crate) struct Acquisition {
     pub(crate) machinery: Arc<Machinery>,
@@ -293,15 +282,12 @@ pub(crate) struct Acquisition {
     pub(crate) resources: Vec<String>,
     pub(crate) keys: Keys,
     pub(crate) token: Token,
-    /// `None` when fencing is off.
     pub(crate) fencing: Option<Fencing>,
     pub(crate) ttl: Duration,
     pub(crate) valid_until: Instant,
     pub(crate) acquired_on: usize,
     pub(crate) failures: Vec<NodeError>,
-    /// How many handovers in a row led to this lock (0: its holder's own attempt got it).
     pub(crate) handovers: u32,
-    /// For a permit or a read-write lock's side, its claim (design 2.9); `None` for a lock.
     pub(crate) member: Option<Member>,
 }
 
@@ -310,21 +296,21 @@ pub(crate) struct Acquisition {
 /// locks at once (every byte here is multiplied by 100,000 kept locks).
 #[derive(Debug)]
 pub(crate) struct Ident {
-    machinery: Arc<Machinery>,
+    pub(crate) machinery: Arc<Machinery>,
     /// The resources' names joined by commas, only for several resources (for one, it is
     /// `resources[0]`).
     joined: Option<Box<str>>,
-    resources: Box<[String]>,
+    pub(crate) resources: Box<[String]>,
     /// The lock keys, then (with fencing) their fencing counters.
-    keys: Box<[Key]>,
+    pub(crate) keys: Box<[Key]>,
     /// How many of `keys` are lock keys.
-    locks: usize,
+    pub(crate) locks: usize,
     /// The token; the value sent to the nodes is made from it when needed.
-    token: Token,
+    pub(crate) token: Token,
     /// `None` when fencing is off.
-    fencing: Option<Fencing>,
+    pub(crate) fencing: Option<Fencing>,
     /// How many handovers in a row led to this lock (see `engine/handover.rs`).
-    handovers: u32,
+    pub(crate) handovers: u32,
     /// For a permit (or a read-write lock's side), its claim: the lock key is then the
     /// sorted set's key, and the value the scripts get is the claim `slot:token` (`r:token`,
     /// `w:token`).
@@ -337,30 +323,18 @@ pub(crate) struct Ident {
 }
 
 impl Ident {
-    /// Marks the lock's release as started; true for the one caller that should send it.
+    /// Marks the lock's release as started; true for the one caller that should send it,
+    /// which also removes the lock from its client's registry.
     pub(crate) fn start_release(&self) -> bool {
-        !self.released.swap(true, Ordering::SeqCst)
+        let first = !self.released.swap(true, Ordering::SeqCst);
+        if first {
+            self.machinery.held.remove(self.entry);
+        }
+        first
     }
 
-    /// Whether the lock's release has started.
     pub(crate) fn is_released(&self) -> bool {
         self.released.load(Ordering::SeqCst)
-    }
-
-    pub(crate) fn entry(&self) -> Registration {
-        self.entry
-    }
-
-    pub(crate) fn handovers(&self) -> u32 {
-        self.handovers
-    }
-
-    pub(crate) fn resources(&self) -> &[String] {
-        &self.resources
-    }
-
-    pub(crate) fn machinery(&self) -> &Arc<Machinery> {
-        &self.machinery
     }
 
     pub(crate) fn name(&self) -> &str {
@@ -370,26 +344,8 @@ impl Ident {
         }
     }
 
-    pub(crate) fn token(&self) -> &Token {
-        &self.token
-    }
-
-    /// The lock keys, then (with fencing) their fencing counters.
-    pub(crate) fn keys(&self) -> &[Key] {
-        &self.keys
-    }
-
-    /// How many of [`keys`](Self::keys) are lock keys.
-    pub(crate) fn locks(&self) -> usize {
-        self.locks
-    }
-
     pub(crate) fn lock_keys(&self) -> &[Key] {
         &self.keys[..self.locks]
-    }
-
-    pub(crate) fn fencing(&self) -> Option<&Fencing> {
-        self.fencing.as_ref()
     }
 
     /// The token as the scripts get it: for a permit, its claim `slot:token`.
@@ -409,12 +365,10 @@ impl Ident {
         }
     }
 
-    /// Its claim, if it is a member of a sorted set.
     pub(crate) fn member(&self) -> Option<Member> {
         self.member
     }
 
-    /// For a permit, its slot.
     pub(crate) fn slot(&self) -> Option<u32> {
         self.permit_slot().map(|s| s.slot)
     }
@@ -438,7 +392,7 @@ impl Ident {
     /// Starts a release of it on every node without waiting for it (needs a runtime; a
     /// no-op without one, the keys then expire after their ttl).
     pub(crate) fn release_detached(&self) {
-        self.machinery.fanout().release_detached(
+        self.machinery.fanout.release_detached(
             self.primitive(),
             self.lock_keys().to_vec(),
             self.value(),
@@ -495,7 +449,7 @@ impl Held {
         // Entered in the client's registry, for its shutdown (a weak pointer: the registry
         // never keeps a lock alive).
         let ident = Arc::new_cyclic(|me| {
-            let entry = machinery.held().enter(&token, me.clone());
+            let entry = machinery.held.enter(&token, me.clone());
             Ident {
                 machinery,
                 joined,
@@ -519,11 +473,6 @@ impl Held {
         }
     }
 
-    pub(crate) fn machinery(&self) -> &Arc<Machinery> {
-        &self.ident.machinery
-    }
-
-    /// What never changes in the lock, to share with its handles.
     pub(crate) fn ident(&self) -> &Arc<Ident> {
         &self.ident
     }
@@ -594,20 +543,15 @@ impl Held {
     /// Lets go of the lock without releasing it: its keys expire on the nodes at their ttl.
     /// Neither the drop nor the client's shutdown releases it after this.
     pub(crate) fn leave(self) {
-        let ident = &self.ident;
-        if ident.start_release() {
-            ident.machinery.held().remove(ident.entry);
-        }
+        self.ident.start_release();
         // The drop finds the release started, and sends nothing.
     }
 }
 
 impl Drop for Held {
     fn drop(&mut self) {
-        let ident = &self.ident;
-        if ident.start_release() {
-            ident.machinery.held().remove(ident.entry);
-            ident.release_detached();
+        if self.ident.start_release() {
+            self.ident.release_detached();
         }
     }
 }

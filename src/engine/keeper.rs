@@ -26,8 +26,7 @@ use tokio::sync::mpsc::{self, UnboundedReceiver, UnboundedSender};
 use tokio::sync::oneshot;
 
 use crate::algo::schedule::{KeepSchedule, COALESCE_MAX};
-use crate::engine::keep_cycle::{Extendable, KeptEntry, Next, Phase};
-use crate::engine::kept_status::Publisher;
+use crate::engine::keep_cycle::{Extendable, KeptEntry, Next, Phase, Publisher};
 
 /// The channel to the running keeper task, if one runs.
 type TaskSlot<L> = Arc<Mutex<Option<UnboundedSender<Command<L>>>>>;
@@ -146,7 +145,6 @@ impl<L> KeepTicket<L> {
     }
 }
 
-/// An extension round that has come back.
 struct Landed<E> {
     id: u64,
     seq: u32,
@@ -162,17 +160,6 @@ struct Keeping<L: Extendable> {
     flights: FuturesUnordered<BoxFuture<'static, Landed<L::Extension>>>,
     /// The timers taken from the heap by one wake-up (kept to reuse its allocation).
     fired: Vec<(Instant, u64, u32)>,
-}
-
-impl<L: Extendable> Default for Keeping<L> {
-    fn default() -> Self {
-        Keeping {
-            entries: HashMap::new(),
-            timers: BinaryHeap::new(),
-            flights: FuturesUnordered::new(),
-            fired: Vec::new(),
-        }
-    }
 }
 
 impl<L: Extendable> Keeping<L> {
@@ -231,17 +218,11 @@ impl<L: Extendable> Keeping<L> {
     }
 
     fn landed(&mut self, landed: Landed<L::Extension>) {
-        let Landed {
-            id,
-            seq,
-            for_ttl,
-            extension,
-        } = landed;
-        let Some(entry) = self.entries.get_mut(&id) else {
+        let Some(entry) = self.entries.get_mut(&landed.id) else {
             return; // stopped while the round was in flight
         };
-        let next = entry.landed(seq, for_ttl, extension);
-        self.apply(id, next, Instant::now());
+        let next = entry.landed(landed.seq, landed.for_ttl, landed.extension);
+        self.apply(landed.id, next, Instant::now());
     }
 
     fn apply(&mut self, id: u64, mut next: Next, now: Instant) {
@@ -280,7 +261,12 @@ impl<L: Extendable> Keeping<L> {
 /// The keeper task: runs until the client keeps no lock (or its runtime shuts down, which
 /// drops the locks: their handles then report them no longer kept).
 async fn run<L: Extendable>(mut commands: UnboundedReceiver<Command<L>>, slot: TaskSlot<L>) {
-    let mut keeping = Keeping::<L>::default();
+    let mut keeping = Keeping::<L> {
+        entries: HashMap::new(),
+        timers: BinaryHeap::new(),
+        flights: FuturesUnordered::new(),
+        fired: Vec::new(),
+    };
     let sleep = tokio::time::sleep(Duration::ZERO);
     tokio::pin!(sleep);
     let mut armed: Option<Instant> = None;

@@ -1,7 +1,7 @@
 //! Keeping a lock: the client's keeper task extends it before its validity runs out, and a
 //! signal fires, with a margin, before the validity ends if it cannot. The keeper itself,
 //! shared by every kept lock of a [`RedLock`](crate::RedLock), is in `engine/keeper.rs`, and
-//! what it publishes to the handles in `engine/kept_status.rs`.
+//! what it publishes to the handles in `engine/keep_cycle.rs`.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use crate::config::KeepAlive;
 use crate::engine::held::{Held, Ident, Released, Token};
+use crate::engine::keep_cycle::{released, Publisher, Shared};
 use crate::engine::keeper::KeepTicket;
-use crate::engine::kept_status::{released, Publisher, Shared};
 use crate::error::{ConfigError, Error, LostReason};
 
 #[derive(Debug)]
@@ -34,7 +34,7 @@ impl KeptHandle {
     }
 
     pub(crate) fn token(&self) -> &Token {
-        self.lock.token()
+        &self.lock.token
     }
 
     pub(crate) async fn fencing_token(&self) -> Result<u64, Error> {
@@ -104,16 +104,16 @@ impl KeptHandle {
 
 impl Held {
     pub(crate) fn keep_alive(mut self, keep: KeepAlive) -> Result<Kept, Error> {
-        self.machinery().held().refuse()?;
+        self.ident().machinery.held.refuse()?;
         let schedule = keep.check(self.ttl())?;
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| ConfigError::NoRuntime)?;
         // Nothing reads them once the lock is kept.
         self.forget_failures();
         let lock = Arc::clone(self.ident());
         let shared = Arc::new(Shared::new(self.valid_until()));
-        let client = self.machinery().clone();
+        let client = Arc::clone(&self.ident().machinery);
         let ticket = client
-            .keeper()
+            .keeper
             .keep(&runtime, self, schedule, Publisher(Arc::clone(&shared)));
         Ok(Kept {
             handle: KeptHandle { lock, shared },
@@ -122,49 +122,25 @@ impl Held {
     }
 }
 
+/// A kept lock reads as its handle does.
+impl std::ops::Deref for Kept {
+    type Target = KeptHandle;
+
+    fn deref(&self) -> &KeptHandle {
+        &self.handle
+    }
+}
+
 impl Kept {
     pub(crate) fn handle(&self) -> KeptHandle {
         self.handle.clone()
     }
 
-    pub(crate) fn resource(&self) -> &str {
-        self.handle.resource()
-    }
-
-    pub(crate) async fn fencing_token(&self) -> Result<u64, Error> {
-        self.handle.fencing_token().await
-    }
-
-    pub(crate) fn validity(&self) -> Duration {
-        self.handle.validity()
-    }
-
-    pub(crate) fn valid_until(&self) -> Instant {
-        self.handle.valid_until()
-    }
-
-    pub(crate) fn is_held(&self) -> bool {
-        self.handle.is_held()
-    }
-
-    pub(crate) fn lost(&self) -> impl Future<Output = LostReason> + Send + 'static {
-        self.handle.lost()
-    }
-
     pub(crate) async fn release(mut self) -> Result<Released, Error> {
         let lost = self.handle.lost_reason();
-        let lock = self.stop().await;
-        let released = match lock {
+        let released = match self.stop().await {
             Some(lock) => lock.release().await,
-            // The client's shutdown took it from the keeper, and released it.
-            None if self.handle.lock.machinery().held().is_shut() => Err(Error::ShutDown),
-            None => Err(Error::Lost {
-                resource: self.resource().to_string(),
-                reason: LostReason::NotExtended {
-                    last_error: Some("the keep-alive task failed".into()),
-                    failures: Vec::new(),
-                },
-            }),
+            None => Err(self.gone()),
         };
         match lost {
             Some(reason) => Err(Error::Lost {
@@ -179,19 +155,29 @@ impl Kept {
     pub(crate) async fn into_held(mut self) -> Result<Held, Error> {
         let lost = self.handle.lost_reason();
         let lock = self.stop().await;
-        let resource = self.resource().to_string();
         match (lost, lock) {
             // Dropped: released in the background.
-            (Some(reason), _) => Err(Error::Lost { resource, reason }),
-            (None, Some(lock)) => Ok(lock),
-            (None, None) if self.handle.lock.machinery().held().is_shut() => Err(Error::ShutDown),
-            (None, None) => Err(Error::Lost {
-                resource,
-                reason: LostReason::NotExtended {
-                    last_error: Some("the keep-alive task failed".into()),
-                    failures: Vec::new(),
-                },
+            (Some(reason), _) => Err(Error::Lost {
+                resource: self.resource().to_string(),
+                reason,
             }),
+            (None, Some(lock)) => Ok(lock),
+            (None, None) => Err(self.gone()),
+        }
+    }
+
+    /// Why the keeper had no lock to hand back: the client's shutdown took it from the
+    /// keeper (and released it), or the keeper is gone.
+    fn gone(&self) -> Error {
+        if self.handle.lock.machinery.held.is_shut() {
+            return Error::ShutDown;
+        }
+        Error::Lost {
+            resource: self.resource().to_string(),
+            reason: LostReason::NotExtended {
+                last_error: Some("the keep-alive task failed".into()),
+                failures: Vec::new(),
+            },
         }
     }
 
@@ -220,7 +206,7 @@ impl Kept {
                 tracing::debug!(resource = %self.resource(), error = %e, "release after the work failed");
             }
         }
-        let shut = self.handle.lock.machinery().held().is_shut();
+        let shut = self.handle.lock.machinery.held.is_shut();
         outcome.map_err(|reason| match reason {
             // The client's shutdown took the lock from the keeper (and released it).
             _ if shut && self.handle.shared.is_closed() => Error::ShutDown,
@@ -231,7 +217,6 @@ impl Kept {
         })
     }
 
-    /// Stops keeping the lock and takes it back from the keeper.
     async fn stop(&mut self) -> Option<Held> {
         self.ticket.take()?.take_back().await
     }

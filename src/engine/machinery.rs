@@ -33,33 +33,26 @@ use crate::stats::Counters;
 /// The fan-out and the registries of one client, shared by the client and its held claims.
 #[derive(Debug)]
 pub(crate) struct Machinery {
-    config: Config,
+    pub(crate) config: Config,
     /// Every node, and the rounds sent to them.
-    fanout: Fanout,
+    pub(crate) fanout: Fanout,
     /// The task that extends this client's kept locks, started with the first one.
-    keeper: Keeper<Held>,
+    pub(crate) keeper: Keeper<Held>,
     /// The locks this client holds, for its shutdown (below).
-    held: Holdings<Ident>,
+    pub(crate) held: Holdings<Ident>,
     /// The waiters for releases, by key (see `engine/waiters.rs`).
-    wakeups: Arc<Wakeups>,
+    pub(crate) wakeups: Arc<Wakeups>,
     /// Set once a fencing token of one of this client's locks was asked for: from then on,
     /// acquisitions of one resource read the fencing counters too, and record the token this
     /// client expects next where they can (see `Locking` in `engine/coordinator.rs`).
     tokens_asked: AtomicBool,
     /// The hints of its acquisitions' fencing tokens (below).
-    hints: Hints,
+    pub(crate) hints: Hints,
     /// What the client has done, for `RedLock::stats`.
-    counters: Counters,
-}
-
-impl AsRef<[Node]> for Machinery {
-    fn as_ref(&self) -> &[Node] {
-        self.fanout.nodes()
-    }
+    pub(crate) counters: Counters,
 }
 
 impl Machinery {
-    /// A client's machinery, with empty registries.
     pub(crate) fn new(config: Config, fanout: Fanout, wakeups: Arc<Wakeups>) -> Machinery {
         Machinery {
             config,
@@ -73,15 +66,6 @@ impl Machinery {
         }
     }
 
-    pub(crate) fn config(&self) -> &Config {
-        &self.config
-    }
-
-    /// The fan-out of rounds to every node.
-    pub(crate) fn fanout(&self) -> &Fanout {
-        &self.fanout
-    }
-
     pub(crate) fn node_list(&self) -> &[Node] {
         self.fanout.nodes()
     }
@@ -90,34 +74,12 @@ impl Machinery {
         self.node_list().len()
     }
 
-    pub(crate) fn keeper(&self) -> &Keeper<Held> {
-        &self.keeper
-    }
-
-    pub(crate) fn held(&self) -> &Holdings<Ident> {
-        &self.held
-    }
-
-    pub(crate) fn wakeups(&self) -> &Arc<Wakeups> {
-        &self.wakeups
-    }
-
-    pub(crate) fn counters(&self) -> &Counters {
-        &self.counters
-    }
-
-    pub(crate) fn hints(&self) -> &Hints {
-        &self.hints
-    }
-
-    /// Notes that a fencing token of one of this client's locks was asked for.
     pub(crate) fn token_asked(&self) {
         if !self.tokens_asked.load(Ordering::Relaxed) {
             self.tokens_asked.store(true, Ordering::Relaxed);
         }
     }
 
-    /// Whether a fencing token of one of this client's locks was asked for.
     pub(crate) fn tokens_asked(&self) -> bool {
         self.tokens_asked.load(Ordering::Relaxed)
     }
@@ -130,22 +92,21 @@ impl Machinery {
     /// Releases every lock the client holds, waits for the nodes, and refuses later lock calls
     /// ([`RedLock::shutdown`](crate::RedLock::shutdown)).
     pub(crate) async fn shut_down(&self) -> Shutdown {
-        let held = self.held();
+        let held = &self.held;
         // Set before the registry is read: a lock entered after that is seen by its lock call
         // (the acquisition loop, `engine/acquire.rs`), which releases it.
         held.shut();
         // The keeper lets go of its locks: dropping them releases them (below, as `Lock` does),
         // and their handles see them no longer kept.
-        let mut released = self.keeper().let_go().await;
+        let mut released = self.keeper.let_go().await;
         for lock in held.held() {
             if lock.start_release() {
-                held.remove(lock.entry());
                 lock.release_detached();
                 released += 1;
             }
         }
         // The callers waiting in line attempt now, and fail.
-        self.wakeups().wake_all();
+        self.wakeups.wake_all();
         let settled = self.fanout.settle(self.config.node_timeout() * 2).await;
         tracing::debug!(released, settled, "client shut down");
         Shutdown { released, settled }
@@ -262,7 +223,6 @@ impl<T> Holdings<T> {
         }
     }
 
-    /// The locks held now.
     pub(crate) fn held(&self) -> Vec<Arc<T>> {
         let mut held = Vec::new();
         for shard in 0..SHARDS {

@@ -1,9 +1,9 @@
 //! The machinery, as a stack, from the bottom:
 //!
 //! - at the bottom, what imports nothing of the engine above it: the fan-out of rounds to
-//!   every node and the background completion of their calls ([`fanout`]); a kept lock's
-//!   status ([`kept_status`]); the keeper's cycle of one kept lock ([`keep_cycle`]) and its
-//!   task ([`keeper`]), generic over what they keep;
+//!   every node and the background completion of their calls ([`fanout`]); the keeper's
+//!   cycle of one kept lock and its status ([`keep_cycle`]) and its task ([`keeper`]),
+//!   generic over what they keep;
 //! - the client's machinery ([`machinery`]: the fan-out and the registries a held claim
 //!   uses: held locks, fencing hints, the keeper; the shutdown that releases the held
 //!   locks), a held claim ([`held`]: its keys, token and fencing state, and what a round on
@@ -12,8 +12,8 @@
 //!   machinery it was granted by;
 //! - the one acquisition path ([`acquire`]: the loop that retries and waits in line, one
 //!   attempt for every kind of claim, its grant tail and its errors written once);
-//! - a held claim's extension ([`extension`]), release ([`release`]) and handover
-//!   ([`handover`]), its fencing token's rounds ([`fencing`]), and keeping it ([`kept`]);
+//! - a held claim's extension ([`extension`]), release and handover ([`handover`]), its
+//!   fencing token's rounds ([`fencing`]), and keeping it ([`kept`]);
 //!   the claim kinds: a lock ([`coordinator`]), a permit or a read-write lock's side
 //!   ([`semaphore`], [`rwlock`]), a handover ([`handover`]);
 //! - the client ([`coordinator`]); the census of a semaphore's holders ([`census`]),
@@ -39,10 +39,8 @@ pub(crate) mod inspect;
 pub(crate) mod keep_cycle;
 pub(crate) mod keeper;
 pub(crate) mod kept;
-pub(crate) mod kept_status;
 pub(crate) mod machinery;
 pub(crate) mod observe;
-pub(crate) mod release;
 pub(crate) mod rwlock;
 pub(crate) mod seeder;
 pub(crate) mod semaphore;

@@ -11,6 +11,7 @@
 //! release when the writer ends without the write side, so that readers waiting for it
 //! attempt at once.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use fred::types::{Key, Value};
@@ -19,7 +20,8 @@ use crate::config::{Config, Retry};
 use crate::engine::acquire::{self, Acquiring, Resources};
 use crate::engine::coordinator::Coordinator;
 use crate::engine::held::{Held, Token};
-use crate::engine::semaphore::{sorted_set, Ask, Seat};
+use crate::engine::machinery::Machinery;
+use crate::engine::semaphore::{Ask, Seat};
 use crate::error::{ConfigError, Error};
 use crate::node::Primitive;
 
@@ -54,7 +56,7 @@ const READ_WRITE: Option<u32> = Some(0);
 /// a release, and attempt at once instead of after their pause. A writer granted drops it
 /// silently: readers wait for its release.
 struct Intent {
-    client: Coordinator,
+    client: Arc<Machinery>,
     keys: Vec<Key>,
     waiter: Value,
     armed: bool,
@@ -69,14 +71,14 @@ impl Drop for Intent {
         }
         if self.granted {
             let args = vec![self.waiter.clone(), Value::from("")];
-            self.client.fanout().detached(u64::MAX, |node| {
+            self.client.fanout.detached(u64::MAX, |node| {
                 node.discard(Primitive::Permit, self.keys.clone(), args.clone())
             });
         } else {
             let waiter = self.waiter.as_str().unwrap_or_default();
             let intent = Value::from(format!("i:{waiter}"));
             self.client
-                .fanout()
+                .fanout
                 .release_detached(Primitive::Permit, self.keys.clone(), intent);
         }
     }
@@ -86,7 +88,7 @@ impl RwSpec {
     /// Checks a read-write lock's name, before anything is sent.
     pub(crate) fn new(config: &Config, name: &str) -> Result<RwSpec, ConfigError> {
         Ok(RwSpec {
-            target: sorted_set(config, name)?,
+            target: Resources::new(config, &[name])?,
         })
     }
 
@@ -99,7 +101,7 @@ impl RwSpec {
         ttl: Duration,
         retry: Retry,
     ) -> Result<Held, Error> {
-        client.held().refuse()?;
+        client.machinery().held.refuse()?;
         let ttl = client.config().check_ttl(ttl)?;
         retry.validate()?;
         let mut retry = retry;
@@ -109,7 +111,7 @@ impl RwSpec {
             retry.delay = retry.delay.min(ttl.ttl / 3);
             retry.jitter = retry.jitter.min(ttl.ttl / 6);
             intent = Some(Intent {
-                client: client.clone(),
+                client: Arc::clone(client.machinery()),
                 keys: self.target.keys.locks().to_vec(),
                 waiter: Value::from(Token::generate()?.as_str()),
                 armed: true,

@@ -15,6 +15,7 @@ use futures::future::join_all;
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use crate::algo::lineage::{self, Floor, Marker, Surveyed};
+use crate::engine::machinery::Machinery;
 use crate::node::admission::Reseed;
 use crate::node::reseed::{recheck, seed, survey, Seed};
 use crate::node::Node;
@@ -101,25 +102,25 @@ async fn reseed(nodes: &[Node], index: usize, generation: u64) -> Outcome {
     }
 }
 
-/// The task that re-seeds the nodes of one client, for as long as the client lives. `nodes`
-/// yields the client's nodes while it does.
-pub(crate) fn start<N>(nodes: Weak<N>, mut requests: UnboundedReceiver<Reseed>)
-where
-    N: AsRef<[Node]> + Send + Sync + 'static,
-{
+/// The task that re-seeds the nodes of one client, for as long as the client (or one of its
+/// held claims) lives.
+pub(crate) fn start(client: Weak<Machinery>, mut requests: UnboundedReceiver<Reseed>) {
     let Ok(runtime) = tokio::runtime::Handle::try_current() else {
         return;
     };
     runtime.spawn(async move {
         while let Some(request) = requests.recv().await {
-            let nodes = Weak::clone(&nodes);
+            let client = Weak::clone(&client);
             tokio::spawn(async move {
                 tokio::time::sleep_until(request.due.into()).await;
                 let mut pause = Duration::from_millis(100);
                 loop {
-                    let Some(all) = nodes.upgrade() else { return };
-                    let outcome = reseed((*all).as_ref(), request.index, request.generation).await;
-                    drop(all);
+                    let Some(alive) = client.upgrade() else {
+                        return;
+                    };
+                    let outcome =
+                        reseed(alive.node_list(), request.index, request.generation).await;
+                    drop(alive);
                     match outcome {
                         Outcome::Done => return,
                         Outcome::Retry(why) => {

@@ -16,17 +16,16 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use fred::types::{Key, Value};
+use fred::types::Value;
 use futures::future::Either;
 
-use crate::algo::keys;
 use crate::algo::quorum::{Stake, Tally};
 use crate::algo::slots;
 use crate::config::{Config, Retry, Ttl};
 use crate::engine::acquire::{self, Acquiring, ClaimKind, Grant, Heard, Resources};
 use crate::engine::coordinator::Coordinator;
 use crate::engine::fanout::Round;
-use crate::engine::held::{Fencing, Held, Keys, Member, PermitSlot, Token};
+use crate::engine::held::{Fencing, Held, Member, PermitSlot, Token};
 use crate::engine::machinery::Machinery;
 use crate::error::{ConfigError, Error, MAX_PERMITS};
 use crate::node::{Node, Primitive, SlotAnswer};
@@ -90,15 +89,6 @@ impl Seat {
             discard_all: Vec::new(),
         }
     }
-
-    /// The claim a granted `slot` makes.
-    fn member(&self, slot: u32) -> Member {
-        match self.ask {
-            Ask::Permit { permits, .. } => Member::Permit(PermitSlot { slot, permits }),
-            Ask::Side { reader: true, .. } => Member::Reader,
-            Ask::Side { reader: false, .. } => Member::Writer,
-        }
-    }
 }
 
 impl ClaimKind for Seat {
@@ -154,7 +144,7 @@ impl ClaimKind for Seat {
             )),
         };
         client
-            .fanout()
+            .fanout
             .round_deciding(
                 Some(&decided),
                 Stake::Taking,
@@ -226,13 +216,17 @@ impl ClaimKind for Seat {
             .filter(|(_, a)| matches!(a, SlotAnswer::Granted(s, _) if *s != slot))
             .fold(0u64, |mask, (i, _)| mask | 1 << i);
         let (locks, discard_all) = (target.keys.locks(), &self.discard_all);
-        client.fanout().detached(elsewhere, |node| {
+        client.fanout.detached(elsewhere, |node| {
             node.discard(Primitive::Permit, locks.to_vec(), discard_all.clone())
         });
         let quorum = slots::narrowed(&round.tally, self.best.map_or(0, |(_, n)| n)).quorum();
         Grant {
-            fencing: client.config().fencing.then(|| Fencing::new(None, None)),
-            member: Some(self.member(slot)),
+            fencing: client.config.fencing.then(|| Fencing::new(None, None)),
+            member: Some(match self.ask {
+                Ask::Permit { permits, .. } => Member::Permit(PermitSlot { slot, permits }),
+                Ask::Side { reader: true, .. } => Member::Reader,
+                Ask::Side { reader: false, .. } => Member::Writer,
+            }),
             handovers: 0,
             room: round
                 .answers
@@ -257,7 +251,7 @@ impl SemaphoreSpec {
             return Err(ConfigError::InvalidPermits { permits });
         }
         Ok(SemaphoreSpec {
-            target: sorted_set(config, name)?,
+            target: Resources::new(config, &[name])?,
             permits,
         })
     }
@@ -271,8 +265,8 @@ impl SemaphoreSpec {
         retry: Retry,
     ) -> Result<Held, Error> {
         let client = client.machinery();
-        client.held().refuse()?;
-        let ttl = client.config().check_ttl(ttl)?;
+        client.held.refuse()?;
+        let ttl = client.config.check_ttl(ttl)?;
         retry.validate()?;
         let key = self.key().to_string();
         let permits = self.permits;
@@ -284,27 +278,6 @@ impl SemaphoreSpec {
             })
             .await
     }
-}
-
-/// The sorted set of `name` (a semaphore's, a read-write lock's): its name, and its key,
-/// then (with fencing) its fencing counter; the name checked as a lock's is.
-pub(crate) fn sorted_set(config: &Config, name: &str) -> Result<Resources, ConfigError> {
-    if name.is_empty() {
-        return Err(ConfigError::EmptyResource);
-    }
-    let key = keys::lock_key(&config.key_prefix, name);
-    if keys::is_reserved(&key) {
-        return Err(ConfigError::ReservedResource(key));
-    }
-    let mut all = vec![Key::from(key.as_str())];
-    if config.fencing {
-        all.push(Key::from(keys::fence_key(&key)));
-    }
-    Ok(Resources {
-        name: name.to_string(),
-        resources: vec![name.to_string()],
-        keys: Keys { all, locks: 1 },
-    })
 }
 
 /// The slot recorded by each node that recorded one, among a round's answers.

@@ -116,7 +116,6 @@ impl Ticket {
         self.notify.notify_one();
     }
 
-    /// The lock handed over to this waiter, if any.
     pub(crate) fn take_handed(&self) -> Option<Held> {
         self.handed.lock().ok().and_then(|mut handed| handed.take())
     }
@@ -147,13 +146,15 @@ pub(crate) enum Woken {
 }
 
 impl Inbox for Wakeups {
+    /// A message on a release channel.
     fn message(&self, channel: &str, payload: &str) {
-        Wakeups::message(self, channel, payload);
+        if let Some(key) = channel.strip_prefix(keys::CHANNEL_PREFIX) {
+            self.seen(key, payload, false);
+        }
     }
 }
 
 impl Wakeups {
-    /// The queues of a client of `nodes` nodes.
     pub(crate) fn new(nodes: usize) -> Wakeups {
         Wakeups {
             keys: Mutex::default(),
@@ -161,7 +162,6 @@ impl Wakeups {
         }
     }
 
-    /// Whether callers of this client are waiting for `key`.
     pub(crate) fn queued(&self, key: &str) -> bool {
         self.keys
             .lock()
@@ -301,13 +301,6 @@ impl Wakeups {
             ticket.wake(true);
         }
     }
-
-    /// A message on a release channel.
-    pub(crate) fn message(&self, channel: &str, payload: &str) {
-        if let Some(key) = channel.strip_prefix(keys::CHANNEL_PREFIX) {
-            self.seen(key, payload, false);
-        }
-    }
 }
 
 /// A caller's place in the line for a key; it leaves the line when dropped, and the last to
@@ -326,9 +319,9 @@ impl Drop for Place {
         let inner = &self.client;
         let channel = keys::release_channel(&self.key);
         inner
-            .wakeups()
+            .wakeups
             .leave(&self.key, &self.ticket, self.acquired, || {
-                for node in inner.fanout().nodes() {
+                for node in inner.fanout.nodes() {
                     node.listener().unsubscribe(vec![channel.clone()]);
                 }
             });
@@ -345,7 +338,7 @@ impl Place {
         ttl: Ttl,
         permits: Option<u32>,
     ) -> Place {
-        let wakeups = client.wakeups();
+        let wakeups = &client.wakeups;
         let channel = keys::release_channel(key);
         let mut confirmations = Vec::new();
         let ticket = wakeups.join(key, Some(ttl), permits, || {
@@ -364,7 +357,7 @@ impl Place {
             let mut confirmed = 0;
             // At most one node timeout: with a majority down, waiting longer would only
             // delay the attempt (which the pause then covers).
-            let _ = tokio::time::timeout(client.config().node_timeout, async {
+            let _ = tokio::time::timeout(client.config.node_timeout, async {
                 while let Some(answer) = pending.next().await {
                     confirmed += usize::from(answer.unwrap_or(false));
                     if confirmed >= quorum(client.nodes()) {
