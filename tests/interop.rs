@@ -217,6 +217,8 @@ async fn redlock_py_cannot_unlock_our_lock_with_a_stale_or_forged_value() {
     py_unlock(&q, "shared", &stale).await;
 
     let ours = redlock.lock("shared").await.unwrap();
+    // Granted at the quorum: the last node's SET lands in the background.
+    assert!(redlock.settle(Duration::from_secs(10)).await);
     py_unlock(&q, "shared", &stale).await;
     py_unlock(&q, "shared", "forged-value").await;
     let token = Some(ours.token().as_str().to_string());
