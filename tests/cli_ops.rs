@@ -137,6 +137,9 @@ async fn release_force_refuses_a_lock_kept_alive_unless_told_twice() {
         .unwrap()
         .keep_alive(KeepAlive::new())
         .unwrap();
+    // Granted at the quorum: the last node's SET lands in the background (node 0 is read
+    // below).
+    assert!(holder.settle(Duration::from_secs(10)).await);
     // Watched for longer than the keeper's pause between extensions (half the ttl).
     let out =
         outcome(quorumlock(&q.urls()).args(["release", "--force", "--watch", "1500ms", "kept"]))
