@@ -50,6 +50,8 @@ fn contest() -> Contest {
         .expect("lock")
         .keep_alive(KeepAlive::new())
         .expect("kept");
+    // Granted at the quorum: the last node's SET lands in the background.
+    assert_eq!(holder.settle(Duration::from_secs(10)), Ok(true));
     Contest {
         rt,
         quorum,
@@ -351,6 +353,8 @@ fn with_permit_returns_the_works_value_and_releases() {
         .with_permit(|kept| {
             assert!(kept.is_held());
             assert_eq!(kept.resource(), "exports");
+            // Granted at the quorum: the last node's claim lands in the background.
+            assert_eq!(redlock.settle(Duration::from_secs(10)), Ok(true));
             let holders = sem.holders().expect("holders");
             let sha1 = quorumlock::fred::util::sha1_hash(kept.token().as_str());
             let mine = holders.iter().filter(|h| h.token_sha1 == sha1).count();
@@ -426,6 +430,11 @@ fn readers_share_a_blocking_rwlock_and_a_writer_waits_for_both() {
     one.release().expect("released");
     assert!(matches!(writer.try_write(), Err(Error::Taken { .. })));
     two.release().expect("released");
+    // Released at the quorum: each reader's last delete lands in the background, and the
+    // two majorities that have them may share only one node.
+    for client in [&a, &b] {
+        assert_eq!(client.settle(Duration::from_secs(10)), Ok(true));
+    }
     let writing = writer.try_write().expect("the writer, alone");
     assert_eq!(writing.access(), Access::Write);
     assert!(matches!(

@@ -138,6 +138,9 @@ async fn exits_75_when_the_resource_is_held_elsewhere_and_leaves_the_holders_key
     let q = LocalQuorum::start(3).await.unwrap();
     let redlock = client(&q).await;
     let held = redlock.lock("busy").await.unwrap();
+    // Granted at the quorum: the last node's SET lands in the background (a CLI attempt
+    // that got there first would leave that node without the holder's key).
+    assert!(redlock.settle(Duration::from_secs(10)).await);
     let dir = scratch();
     for flags in [&["-n"][..], &["--wait", "300ms"]] {
         let mut cli = run_sh(&q, flags, "busy", "touch ran");
@@ -169,6 +172,9 @@ async fn a_conflict_names_a_node_still_connecting() {
     let mut q = LocalQuorum::start(3).await.unwrap();
     let redlock = client(&q).await;
     let held = redlock.lock("busy").await.unwrap();
+    // Granted at the quorum: the last node's SET lands in the background (node 0 or 1
+    // without it would say yes to the CLI).
+    assert!(redlock.settle(Duration::from_secs(10)).await);
     q.node_mut(2).freeze().unwrap();
     let out = outcome(&mut run_sh(&q, &["-n"], "busy", "true")).await;
     q.node_mut(2).resume().unwrap();
@@ -815,6 +821,9 @@ async fn status_reports_free_and_held_and_changes_no_key() {
     assert_eq!(snapshot(&q).await, before, "status changed a node");
 
     let held = redlock.lock("probe").await.unwrap();
+    // Granted at the quorum: the last node's SET lands in the background (between the two
+    // snapshots, or before status reads that node, if not waited for).
+    assert!(redlock.settle(Duration::from_secs(10)).await);
     let before = snapshot(&q).await;
     let out = outcome(&mut status(&q)).await;
     assert_eq!(out.code, Some(75), "{out:?}");
@@ -827,6 +836,8 @@ async fn status_reports_free_and_held_and_changes_no_key() {
     );
     assert_eq!(snapshot(&q).await, before, "status changed a node");
     held.release().await.unwrap();
+    // Released at the quorum: the last node's delete lands in the background.
+    assert!(redlock.settle(Duration::from_secs(10)).await);
 
     q.node_mut(1).kill().await.unwrap();
     let out = outcome(&mut status(&q)).await;
@@ -942,6 +953,9 @@ async fn status_json_is_one_document_with_the_exit_code() {
     }
 
     let held = redlock.lock("doc").await.unwrap();
+    // Granted at the quorum: the last node's SET lands in the background (node 0 or 1
+    // without it would be read as free).
+    assert!(redlock.settle(Duration::from_secs(10)).await);
     q.node_mut(2).kill().await.unwrap();
     let out = outcome(&mut json(&q)).await;
     let doc = parse(&out);

@@ -40,6 +40,17 @@ async fn the_command_gets_the_term_and_leader_names_its_instance() {
     appears(&dir.path().join("started")).await;
     let term: u64 = read(&dir.path().join("term")).trim().parse().unwrap();
     assert_eq!(read(&dir.path().join("fence")).trim(), term.to_string());
+    // The lock and the identity are written at the quorum: the last node's writes land in
+    // the background, and the candidate settles only when it exits.
+    eventually("the lock and the identity on every node", || async {
+        let mut all = true;
+        for key in ["sched", "quorumlock:leader:sched"] {
+            let on = common::values(&q, key).await;
+            all &= on[0].is_some() && on.iter().all(|v| *v == on[0]);
+        }
+        all
+    })
+    .await;
 
     let out = outcome(quorumlock(&q.urls()).args(["leader", "sched"])).await;
     assert_eq!(out.code, Some(0), "{out:?}");

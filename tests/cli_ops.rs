@@ -137,6 +137,9 @@ async fn release_force_refuses_a_lock_kept_alive_unless_told_twice() {
         .unwrap()
         .keep_alive(KeepAlive::new())
         .unwrap();
+    // Granted at the quorum: the last node's SET lands in the background (node 0 is read
+    // below).
+    assert!(holder.settle(Duration::from_secs(10)).await);
     // Watched for longer than the keeper's pause between extensions (half the ttl).
     let out =
         outcome(quorumlock(&q.urls()).args(["release", "--force", "--watch", "1500ms", "kept"]))
@@ -182,6 +185,9 @@ async fn status_ls_and_release_name_a_holder_alike_and_never_by_its_token() {
         // Gone without releasing.
         std::mem::forget(lock);
     }
+    // Granted at the quorum: the last node's SETs land in the background (a node read
+    // before its SET would not name the holder).
+    assert!(holder.settle(Duration::from_secs(10)).await);
     drop(holder);
     let (nightly, weekly) = (sha1_short(&tokens[0]), sha1_short(&tokens[1]));
     let run = |args: &[&str]| {

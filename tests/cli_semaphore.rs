@@ -73,6 +73,16 @@ async fn two_permits_let_two_commands_run_and_the_third_skip_or_wait() {
         d,
     ));
     appears(&d.join("env.a")).await;
+    // a's permit is granted at the quorum and its process settles only when it exits: the
+    // last node's claim lands in the background, and b must find it there.
+    eventually("a's claim on every node", || async {
+        let mut all = true;
+        for i in 0..q.len() {
+            all &= slot_claims(&q, i, "jobs").await.len() == 1;
+        }
+        all
+    })
+    .await;
     let mut b = Background::spawn(&mut run_sh(
         &q,
         &["--permits", "2"],

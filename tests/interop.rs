@@ -170,12 +170,13 @@ async fn redlock_py_cannot_lock_while_our_cli_holds_the_resource() {
     eventually("the command started", || async { started.exists() }).await;
 
     assert_eq!(py_lock(&q, "shared").await, None);
-    // Our token on every node, as the key named after the resource.
-    let ours = values(&q, "shared").await;
-    assert!(
-        ours[0].is_some() && ours.iter().all(|v| *v == ours[0]),
-        "{ours:?}"
-    );
+    // Our token on every node, as the key named after the resource. (Granted at the quorum:
+    // the last node's SET lands in the background, and the CLI settles only when it exits.)
+    eventually("our token on every node", || async {
+        let ours = values(&q, "shared").await;
+        ours[0].is_some() && ours.iter().all(|v| *v == ours[0])
+    })
+    .await;
 
     std::fs::write(dir.path().join("stop"), "").unwrap();
     let out = finished(async { run.await.expect("joined") }).await;
@@ -217,6 +218,8 @@ async fn redlock_py_cannot_unlock_our_lock_with_a_stale_or_forged_value() {
     py_unlock(&q, "shared", &stale).await;
 
     let ours = redlock.lock("shared").await.unwrap();
+    // Granted at the quorum: the last node's SET lands in the background.
+    assert!(redlock.settle(Duration::from_secs(10)).await);
     py_unlock(&q, "shared", &stale).await;
     py_unlock(&q, "shared", "forged-value").await;
     let token = Some(ours.token().as_str().to_string());

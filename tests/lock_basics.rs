@@ -175,7 +175,11 @@ async fn extend_keeps_the_lock_and_fails_after_expiry() {
 #[tokio::test]
 async fn extending_a_lock_whose_keys_are_gone_is_an_error_and_zeroes_its_validity() {
     let q = LocalQuorum::start(5).await.unwrap();
-    let mut lock = client(&q).await.try_lock("gone").await.unwrap();
+    let redlock = client(&q).await;
+    let mut lock = redlock.try_lock("gone").await.unwrap();
+    // Granted at the quorum: a SET still on its way to a node would land after the DEL
+    // below and hold the key there again.
+    assert!(redlock.settle(Duration::from_secs(10)).await);
     for node in &q.nodes()[..3] {
         node.command(&["DEL", "gone"]).await.unwrap();
     }
@@ -291,6 +295,9 @@ async fn script_hashes_match_the_server_and_noscript_falls_back() {
     let q = LocalQuorum::start(3).await.unwrap();
     let redlock = client(&q).await;
     let mut lock = redlock.try_lock("scripts").await.unwrap();
+    // Granted at the quorum: the last node's SET lands in the background (node 2's DEL
+    // below must find the key).
+    assert!(redlock.settle(Duration::from_secs(10)).await);
     // A node that lost its script cache (restart, SCRIPT FLUSH) still extends and releases.
     for node in q.nodes() {
         assert_eq!(

@@ -180,6 +180,9 @@ async fn failed_attempts_do_not_wake_other_waiters() {
         .try_lock("wake-storm")
         .await
         .expect("the holder locks");
+    // Granted at the quorum: the last node's SET lands in the background (after the DEL
+    // below, it would leave the key on all three nodes).
+    assert!(holder.settle(HANG).await, "every node answered");
     // Held on two nodes of three: each attempt now gets the third.
     let free = &q.nodes()[2];
     free.command(&["DEL", "wake-storm"]).await.expect("DEL");

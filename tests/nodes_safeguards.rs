@@ -166,6 +166,9 @@ async fn quarantine_keeps_a_lock_exclusive_across_a_restart() {
         .await
         .unwrap();
     let held = a.try_lock("ledger").await.unwrap();
+    // Granted at the quorum: node 2's SET NX may still be on its way, and after the DEL below
+    // it would set A's key there.
+    assert!(a.settle(Duration::from_secs(10)).await);
     q.node(2).command(&["DEL", "ledger"]).await.unwrap();
     q.node_mut(0).kill().await.unwrap();
     q.node_mut(0).restart().await.unwrap();
