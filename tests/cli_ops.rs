@@ -87,20 +87,24 @@ async fn release_force_breaks_an_abandoned_lock_and_wakes_its_waiters() {
     assert_eq!(out.code, Some(64), "{out:?}");
     assert_eq!(holders(&q, "nightly").await, 3);
 
-    // Another client waits in line for it.
+    // Another client waits in line for it. Its pauses are far longer than the test, so only
+    // the release can get it in: with short ones, a pause that ended just after the break
+    // and before the release message came got the lock unwoken (seen once in a full run).
     let waiter = client(&q).await;
+    let retry = Retry::within(common::NEVER * 10)
+        .delay(common::NEVER)
+        .jitter(Duration::ZERO);
+    let watched = waiter.clone();
     let waiting = tokio::spawn(async move {
         waiter
-            .lock_with(
-                "nightly",
-                Duration::from_secs(10),
-                Retry::within(Duration::from_secs(60)),
-            )
+            .lock_with("nightly", Duration::from_secs(10), retry)
             .await
             .map(|lock| (lock, waiter))
     });
-    // Armed before the break: its release wakes the waiter (a pause would also get it in).
+    // Armed and waiting before the break (its second refused attempt, after it subscribed,
+    // puts it in its wait): the release wakes it.
     common::armed(&q, "nightly").await;
+    common::eventually("the waiter waits", || async { watched.stats().taken >= 2 }).await;
     let out =
         outcome(quorumlock(&q.urls()).args(["release", "--force", "--watch", "200ms", "nightly"]))
             .await;
@@ -117,7 +121,10 @@ async fn release_force_breaks_an_abandoned_lock_and_wakes_its_waiters() {
             .contains(&format!("released {} on ", sha1_short(&token))),
         "{out:?}"
     );
-    let (lock, waiter) = waiting.await.unwrap().expect("the waiter got the lock");
+    let (lock, waiter) = common::within("the waiter's wake-up", waiting)
+        .await
+        .unwrap()
+        .expect("the waiter got the lock");
     assert_ne!(lock.token().as_str(), token);
     assert!(
         waiter.stats().woken >= 1,
