@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use crate::algo::{lineage, quorum, slots, verdict};
 
+pub use crate::algo::lineage::floor::{Floor, Surveyed};
 pub use crate::algo::quorum::{Ballot, Decision};
 pub use crate::algo::verdict::{Confirmation, Timed};
 
@@ -157,43 +158,9 @@ pub fn fresh_marker(run_id: &str) -> String {
     marker.to_string()
 }
 
-/// One node's answer to a re-seed's survey (`algo::lineage::Surveyed`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Surveyed {
-    /// Its marker is the running server's.
-    pub intact: bool,
-    /// Its largest fencing counter.
-    pub hwm: u64,
-    /// Its clock, in microseconds.
-    pub clock_us: u64,
-}
-
-/// The floor of a re-seed (`algo::lineage::Floor`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Floor {
-    /// From an intact majority's largest counters.
-    Majority(u64),
-    /// From the clocks, where no intact majority can exist.
-    Clock(u64),
-    /// Not yet.
-    Wait,
-}
-
 /// `algo::lineage::floor`.
 pub fn floor(nodes: usize, answers: &[Surveyed]) -> Floor {
-    let answers: Vec<lineage::Surveyed> = answers
-        .iter()
-        .map(|a| lineage::Surveyed {
-            intact: a.intact,
-            hwm: a.hwm,
-            clock_us: a.clock_us,
-        })
-        .collect();
-    match lineage::floor(nodes, &answers) {
-        lineage::Floor::Majority(floor) => Floor::Majority(floor),
-        lineage::Floor::Clock(floor) => Floor::Clock(floor),
-        lineage::Floor::Wait => Floor::Wait,
-    }
+    lineage::floor(nodes, answers)
 }
 
 /// `algo::slots::next_token`: the fencing token after `seen`, for a lock (`slot` `None`) or
