@@ -11,37 +11,9 @@ use std::time::Duration;
 
 use crate::algo::{lineage, quorum, slots, verdict};
 
-/// One node's answer to one round (`algo::quorum::Ballot`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Ballot {
-    /// The node did what was asked.
-    Yes,
-    /// The node answered that the key is someone else's (or not ours any more).
-    No,
-    /// No useful answer: a timeout, a lost connection, a node whose votes do not count.
-    Failed,
-}
-
-impl From<Ballot> for quorum::Ballot {
-    fn from(ballot: Ballot) -> Self {
-        match ballot {
-            Ballot::Yes => quorum::Ballot::Yes,
-            Ballot::No => quorum::Ballot::No,
-            Ballot::Failed => quorum::Ballot::Failed,
-        }
-    }
-}
-
-/// Whether a round is decided (`algo::quorum::Decision`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Decision {
-    /// More answers are needed.
-    Pending,
-    /// A majority said yes.
-    Won,
-    /// A majority of yes is out of reach.
-    Lost,
-}
+pub use crate::algo::lineage::floor::{Floor, Surveyed};
+pub use crate::algo::quorum::{Ballot, Decision};
+pub use crate::algo::verdict::{Confirmation, Timed};
 
 /// The tally of a round (`algo::quorum::Tally`).
 #[derive(Debug, Clone, Copy)]
@@ -66,67 +38,24 @@ impl Tally {
 
     /// Counts one node's answer.
     pub fn record(&mut self, ballot: Ballot) -> Decision {
-        self.0.record(ballot.into());
+        self.0.record(ballot);
         self.decision()
     }
 
     /// Whether the round is decided.
     pub fn decision(&self) -> Decision {
-        self.0.decision().into()
+        self.0.decision()
     }
-}
-
-impl From<quorum::Decision> for Decision {
-    fn from(decision: quorum::Decision) -> Self {
-        match decision {
-            quorum::Decision::Pending => Decision::Pending,
-            quorum::Decision::Won => Decision::Won,
-            quorum::Decision::Lost => Decision::Lost,
-        }
-    }
-}
-
-/// What a decided round says of a lock we hold (`algo::verdict::Confirmation`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Confirmation {
-    /// A majority did what was asked.
-    Confirmed,
-    /// Our token cannot be on a majority.
-    Gone,
-    /// Neither.
-    Short,
 }
 
 /// `algo::verdict::confirmation`.
 pub fn confirmation(tally: &Tally) -> Confirmation {
-    match verdict::confirmation(&tally.0) {
-        verdict::Confirmation::Confirmed => Confirmation::Confirmed,
-        verdict::Confirmation::Gone => Confirmation::Gone,
-        verdict::Confirmation::Short => Confirmation::Short,
-    }
-}
-
-/// The verdict on a round that would give a lock for a ttl (`algo::verdict::Timed`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Timed {
-    /// Granted, with this much validity left.
-    Valid(Duration),
-    /// A majority said yes, but no validity is left.
-    Late,
-    /// Our token cannot be on a majority.
-    Gone,
-    /// No majority either way.
-    Short,
+    verdict::confirmation(&tally.0)
 }
 
 /// `algo::verdict::timed`.
 pub fn timed(tally: &Tally, ttl: Duration, drift: Duration, elapsed: Duration) -> Timed {
-    match verdict::timed(&tally.0, ttl, drift, elapsed) {
-        verdict::Timed::Valid(left) => Timed::Valid(left),
-        verdict::Timed::Late => Timed::Late,
-        verdict::Timed::Gone => Timed::Gone,
-        verdict::Timed::Short => Timed::Short,
-    }
+    verdict::timed(&tally.0, ttl, drift, elapsed)
 }
 
 /// What a node's marker says of its data (`algo::lineage::Lineage`).
@@ -229,43 +158,9 @@ pub fn fresh_marker(run_id: &str) -> String {
     marker.to_string()
 }
 
-/// One node's answer to a re-seed's survey (`algo::lineage::Surveyed`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Surveyed {
-    /// Its marker is the running server's.
-    pub intact: bool,
-    /// Its largest fencing counter.
-    pub hwm: u64,
-    /// Its clock, in microseconds.
-    pub clock_us: u64,
-}
-
-/// The floor of a re-seed (`algo::lineage::Floor`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Floor {
-    /// From an intact majority's largest counters.
-    Majority(u64),
-    /// From the clocks, where no intact majority can exist.
-    Clock(u64),
-    /// Not yet.
-    Wait,
-}
-
 /// `algo::lineage::floor`.
 pub fn floor(nodes: usize, answers: &[Surveyed]) -> Floor {
-    let answers: Vec<lineage::Surveyed> = answers
-        .iter()
-        .map(|a| lineage::Surveyed {
-            intact: a.intact,
-            hwm: a.hwm,
-            clock_us: a.clock_us,
-        })
-        .collect();
-    match lineage::floor(nodes, &answers) {
-        lineage::Floor::Majority(floor) => Floor::Majority(floor),
-        lineage::Floor::Clock(floor) => Floor::Clock(floor),
-        lineage::Floor::Wait => Floor::Wait,
-    }
+    lineage::floor(nodes, answers)
 }
 
 /// `algo::slots::next_token`: the fencing token after `seen`, for a lock (`slot` `None`) or
@@ -295,7 +190,7 @@ pub fn narrowed(tally: &Tally, on_slot: usize) -> Tally {
 /// `algo::slots::decision`: whether a permit's (or a read-write lock's side's) round is
 /// decided, from its tally and the slot each node that recorded one recorded.
 pub fn slot_decision(tally: &Tally, granted: impl IntoIterator<Item = u32>) -> Decision {
-    slots::decision(&tally.0, granted).into()
+    slots::decision(&tally.0, granted)
 }
 
 /// The Lua of PERMIT_ACQUIRE (`node::scripts::permit`), `KEYS = [key]`,

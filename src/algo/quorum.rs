@@ -62,8 +62,9 @@ pub fn validity(ttl: Duration, elapsed: Duration, drift: Duration) -> Option<Dur
 }
 
 /// One node's answer to one operation, as the tally counts it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Ballot {
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[allow(unreachable_pub)] // Re-exported to the model checker (`model.rs`).
+pub enum Ballot {
     /// The node did what was asked (set, extended or deleted our key).
     Yes,
     /// The node answered, but the key is someone else's (or not ours any more).
@@ -74,7 +75,8 @@ pub(crate) enum Ballot {
 
 /// Whether an operation over all nodes is decided, and how.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Decision {
+#[allow(unreachable_pub)] // Re-exported to the model checker (`model.rs`).
+pub enum Decision {
     /// Not yet: more answers are needed.
     Pending,
     /// A majority said yes.

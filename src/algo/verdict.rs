@@ -14,11 +14,12 @@ use crate::algo::quorum::{validity, Decision, Tally};
 /// What a decided round says of a lock we hold (or, for a taking round, of the keys we
 /// asked for).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Confirmation {
+#[allow(unreachable_pub)] // Re-exported to the model checker (`model.rs`).
+pub enum Confirmation {
     /// A majority did what was asked: our token is (or was set) on a majority.
     Confirmed,
     /// So many nodes answered that our token is not there that it cannot be on a majority
-    /// ([`Tally::gone`]): the lock is not ours (any more).
+    /// (`Tally::gone`): the lock is not ours (any more).
     Gone,
     /// Neither: too few nodes said yes, but too few said no to tell that the lock is gone
     /// (failures, timeouts). Whether the lock is still ours is unknown.
@@ -28,7 +29,8 @@ pub(crate) enum Confirmation {
 /// The verdict on a round that would give us a lock for a ttl: an acquisition, a handover
 /// to us, an extension.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Timed {
+#[allow(unreachable_pub)] // Re-exported to the model checker (`model.rs`).
+pub enum Timed {
     /// A majority said yes and this much of the lock's validity is left
     /// (`ttl − elapsed − drift`, strictly positive).
     Valid(Duration),

@@ -41,12 +41,10 @@ impl Facts {
     pub(crate) fn read_info(&mut self, info: &str) -> bool {
         let fields = parse_info(info);
         let get = |k: &str| fields.get(k).map(|v| v.to_string());
-        if let Some(v) = get("run_id") {
-            self.run_id = Some(v);
-        }
-        if let Some(v) = get("redis_version") {
-            self.version = Some(v);
-        }
+        // A field the text does not have keeps what an earlier text said.
+        let set = |field: &mut Option<String>, k: &str| *field = get(k).or(field.take());
+        set(&mut self.run_id, "run_id");
+        set(&mut self.version, "redis_version");
         if let Some(v) = get("server_name") {
             self.server_version = get(&format!("{v}_version"));
             self.server_name = Some(v);
@@ -54,9 +52,7 @@ impl Facts {
         if let Some(v) = fields.get("uptime_in_seconds").and_then(|v| v.parse().ok()) {
             self.uptime = Some(Duration::from_secs(v));
         }
-        if let Some(v) = get("role") {
-            self.role = Some(v);
-        }
+        set(&mut self.role, "role");
         if let Some(v) = fields.get("aof_enabled") {
             self.aof_enabled = Some(*v == "1");
         }

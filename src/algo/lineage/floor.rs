@@ -2,19 +2,21 @@
 
 /// One node's answer to a survey (`engine/seeder.rs`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Surveyed {
+#[allow(unreachable_pub)] // Re-exported to the model checker (`model.rs`).
+pub struct Surveyed {
     /// Whether its marker is intact (written by the server now running).
-    pub(crate) intact: bool,
+    pub intact: bool,
     /// Its `quorumlock:hwm`, 0 when missing.
-    pub(crate) hwm: u64,
+    pub hwm: u64,
     /// Its clock (`TIME`) in microseconds since the Unix epoch.
-    pub(crate) clock_us: u64,
+    pub clock_us: u64,
 }
 
 /// The floor to re-seed a node with, from the answers of a survey of `nodes` nodes (the
 /// node being re-seeded included, as not intact).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Floor {
+#[allow(unreachable_pub)] // Re-exported to the model checker (`model.rs`).
+pub enum Floor {
     /// A majority of intact nodes answered: above every counter any of them recorded.
     Majority(u64),
     /// So many nodes may have lost data that no intact majority can exist: above every
