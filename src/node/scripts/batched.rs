@@ -208,10 +208,8 @@ end
 }
 
 /// The commands beside `SET`, `GET` and `DEL` that a node runs for the client, found by the
-/// connection's check ([`Permissions`](crate::node::probe::Permissions)): the batch script
-/// uses them where they spare the node work. Each is only a matter of speed: where one fails
-/// (a server without it, an ACL that refuses it), the script does what it stands for with
-/// `SET`, `GET` and `DEL`.
+/// connection's check ([`Permissions`](crate::node::probe::Permissions)), which the batch
+/// script uses where they spare the node work: only a matter of speed (design 3.3a).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Natives {
     /// `DELIFEQ key token` (Valkey 9): one compare-and-delete where `GET` and `DEL` are two.
@@ -223,12 +221,9 @@ pub(crate) struct Natives {
 
 /// How a call of script number `number` (1-based in [`BATCHED`]) with `keys` keys and `args`
 /// arguments is announced in the batch script's arguments, before its arguments: one letter
-/// for the calls the batch script runs inline, else the number and the two counts.
-///
-/// For a node that runs `DELIFEQ` ([`Natives::delifeq`]), the release and the discard of one
-/// key delete with it (`R`, `D`), else with `GET` and `DEL` (`r`, `d`); where `DELIFEQ`
-/// fails, the batch script takes `GET` and `DEL`, so the letter is only a matter of speed.
-/// (`SET NX` calls set together with `MSETEX` are announced as a group, see [`batch`].)
+/// for the calls the batch script runs inline, else the number and the two counts. The
+/// letters `R`, `D` (with `DELIFEQ`) and `r`, `d`: design 3.3a. (`SET NX` calls set together
+/// with `MSETEX` are announced as a group, see [`batch`].)
 pub(crate) fn batch_header(
     number: usize,
     keys: usize,
