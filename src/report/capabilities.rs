@@ -1,13 +1,9 @@
 //! What a server offers beyond what the client needs, read from its `INFO server` (no command
 //! of its own): which server it is, and which Lua-free compare-and-delete it has, if any.
 //!
-//! Valkey 9.0 added `DELIFEQ key value`, Redis 8.4 `DELEX key IFEQ value`. The client still
-//! releases with a script on every server (design 2.4b says why: a release must also
-//! announce itself to waiters, only when it deleted, and a script is the one way to do both
-//! in one round trip); where a node runs `DELIFEQ` for the client (its check asks), the
-//! releases it gets in a batch delete with it inside the batch script, one command where
-//! `GET` and `DEL` are two (design 4.3). `doctor` reports the path each node uses and what
-//! it offers.
+//! Why the client still releases with a script on every server, and where a node's
+//! `DELIFEQ` serves inside the batch script: design 3.3a. `doctor` reports the path each node
+//! uses and what it offers.
 
 use std::fmt;
 
