@@ -520,11 +520,6 @@ impl Node {
         }
     }
 
-    /// A reply of the wrong shape to `script`, as a protocol error.
-    pub(crate) fn unexpected(script: &str, reply: &Value) -> FredError {
-        unexpected(script, reply)
-    }
-
     /// What a call's future needs of its node: one reference-counted copy, shared by every
     /// call (one atomic increment per call, not one per field).
     fn context(&self) -> Arc<ErrorContext> {
