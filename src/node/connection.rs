@@ -26,7 +26,6 @@ use crate::node::batch::{Batcher, List, Op};
 use crate::node::client;
 use crate::node::context::{ErrorContext, LastError};
 use crate::node::subscriber::Listener;
-use crate::report::facts::Excluded;
 
 /// A connection to one Redis master.
 #[derive(Debug)]
@@ -106,14 +105,9 @@ impl Node {
     }
 
     /// Connected, and its connection checked (its votes may still not count: see
-    /// [`excluded`](Self::excluded)).
+    /// [`Admission::excluded`]).
     pub(crate) fn is_ready(&self) -> bool {
         self.is_connected() && self.admission().is_checked()
-    }
-
-    /// Why the node's votes do not count now, if they do not.
-    pub(crate) fn excluded(&self) -> Option<Excluded> {
-        self.admission().excluded()
     }
 
     pub(crate) fn admission(&self) -> &Admission {
@@ -157,7 +151,7 @@ impl Node {
                 Some((_, last)) => (NodeErrorKind::Io, format!("not connected: {last}")),
                 None => (NodeErrorKind::Io, "not connected yet".to_string()),
             }
-        } else if let Some(excluded) = self.excluded() {
+        } else if let Some(excluded) = self.admission().excluded() {
             (admission::kind(&excluded), excluded.to_string())
         } else if self.is_suspect() {
             let waited = humantime::format_duration(self.context.timeout);
