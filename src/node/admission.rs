@@ -239,9 +239,8 @@ impl Admission {
 
     /// After a command that carried votes: whether they count, given the node's marker and
     /// quarantine record as the command read them right after its calls ran
-    /// (`lineage::still_checked`). If they do not, the node lost its data since its check (a
-    /// `FLUSHALL` breaks no connection, so no new check would see it): the node is checked
-    /// again, which finds the loss and keeps its quarantine on it, and the votes are refused.
+    /// (`lineage::still_checked`; design 2.6a, "A flush under a connected client"). If they do
+    /// not, the node is checked again, which finds the loss, and the votes are refused.
     pub(crate) fn still_checked(
         &self,
         client: &Client,
@@ -458,13 +457,11 @@ impl Admission {
         });
     }
 
-    /// The node's quarantine as recorded on it, of the running server: for a node that may
-    /// have lost data, recorded now if it is not yet (`node/quarantine.rs`), unless the marker
-    /// shows that it lost nothing after all (then in `marker`); for an intact node, as
-    /// `record` read it (`RUN_ID:START_MS:WAIT_MS`, and the node's clock), if it has one.
-    /// `None` where none applies (quarantine off, no record of the running server) or none
-    /// could be had (the server does not tell its run_id, or refuses the script): this
-    /// client then goes by the node's uptime and by when it saw the loss.
+    /// The node's quarantine as recorded on it, of the running server (design 2.6a, "The
+    /// quarantine is kept on the node"): for a node that may have lost data, recorded now if
+    /// it is not yet, unless the marker shows that it lost nothing after all (then in
+    /// `marker`); for an intact node, as `record` read it. `None` where none applies or none
+    /// could be had (the client then falls back on its own rules).
     async fn recorded(
         &self,
         client: &Client,

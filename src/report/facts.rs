@@ -1,9 +1,5 @@
 //! What the client checks about each node, and the rules that decide whether its votes
-//! count: a node that may have lost data is quarantined for the longest ttl (the rule is in
-//! `algo/lineage/`, which tells a loss from the node's marker, not from its persistence
-//! settings); a replica, a second
-//! URL for a server already configured, or a server whose ACL refuses what the client needs,
-//! never counts.
+//! count (design 6.1; a loss of data is told by `algo/lineage/`, from the node's marker).
 //!
 //! The facts come from `INFO` and `CONFIG GET` (see `node/probe.rs`); everything here is pure and
 //! unit-tested.

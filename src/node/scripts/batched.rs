@@ -120,13 +120,11 @@ if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then out[1] = 0 end
 ///
 /// The most frequent calls run inline, without their function, each with `redis.pcall` so
 /// that an error stays the call's own, announced by one letter ([`batch_header`]): `SET NX`
-/// and the release or discard of one key with one token (design 4.3, with the figures in
-/// docs/benchmarks-load.md; `inline_calls_in_a_batch_answer_as_their_scripts_do` holds each to
-/// its script). On a node that runs `MSETEX`, the `SET NX` calls the client put first
-/// (`set_together` in `node/batch/`) come as one group, `M`, their count `n`, `key token` for
-/// each, `NX PX ttl` (their keys also the first `n` of `KEYS`), set with one `MSETEX` or, where
-/// it sets none, one by one as `s` (design 3.3a, and why a key named twice never is in one;
-/// `set_nx_calls_set_together_answer_as_they_do_alone` holds them to the calls one by one).
+/// and the release or discard of one key with one token (design 4.3;
+/// `inline_calls_in_a_batch_answer_as_their_scripts_do` holds each to its script). The `SET NX`
+/// calls put first for `MSETEX` come as one group, `M`, their count `n`, `key token` for each,
+/// `NX PX ttl` (their keys also the first `n` of `KEYS`), set one by one as `s` where it sets
+/// none (design 3.3a).
 pub(crate) fn batch() -> String {
     let mut body = String::from("local scripts = {}\n");
     for (i, script) in BATCHED.iter().enumerate() {
