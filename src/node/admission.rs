@@ -156,7 +156,7 @@ pub(crate) struct Admission {
     index: usize,
     label: Arc<str>,
     state: Arc<Mutex<State>>,
-    fleet: Arc<Fleet>,
+    pub(crate) fleet: Arc<Fleet>,
     /// What the last check found of `DELIFEQ` and `MSETEX` ([`probe::Permissions::natives`]),
     /// as bits: 1 for `DELIFEQ`, 2 for `MSETEX`.
     natives: Arc<AtomicU8>,
@@ -305,11 +305,6 @@ impl Admission {
         }
         drop(state);
         self.fleet.reseeded.notify_waiters();
-    }
-
-    /// Notified whenever a node of the client is re-seeded.
-    pub(crate) fn reseeded_notify(&self) -> &Notify {
-        &self.fleet.reseeded
     }
 
     /// When the node, checked and found to have lost data, is due to be re-seeded (the end
