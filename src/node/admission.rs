@@ -322,9 +322,8 @@ impl Admission {
     }
 
     /// Whether a vote (a command that changes data) may be handed to the node's client now:
-    /// only while it is connected on the very connection whose check passed (its `CLIENT ID`,
-    /// which fred drops before it queues a reconnection), and the node's votes count. Why that
-    /// keeps every vote off a connection whose check has not passed: design 4.3.
+    /// only while it is connected on the very connection whose check passed (its `CLIENT ID`),
+    /// and the node's votes count (design 4.3, "No vote is written on a connection...").
     pub(crate) fn clearance(&self, client: &Client) -> Clearance {
         if !client.is_connected() {
             return Clearance::Wait;

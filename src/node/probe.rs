@@ -208,11 +208,8 @@ const SCRIPTED: [(&str, &[&str], On); 6] = [
 const OPTIONAL: [&str; 3] = ["PUBLISH", "DELIFEQ", "MSETEX"];
 
 /// Checks that the node lets the client do everything it needs, without changing anything
-/// (design 6.1, Permissions): the commands the client sends (`SET`, `EVALSHA`, `EVAL`) and
-/// every command its scripts run ([`SCRIPTED`]), each sent once in a form that the server
-/// refuses before running it (ACL) or that changes nothing once allowed, on a key that cannot
-/// exist (a random name) under the key prefix and, with fencing, its counter. Without a prefix
-/// only the commands are checked.
+/// (design 6.1, Permissions: which forms, on which keys): the commands the client sends and
+/// every command its scripts run ([`SCRIPTED`]).
 pub(crate) async fn permissions(
     client: &Client,
     timeout: Duration,
