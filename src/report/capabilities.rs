@@ -60,13 +60,6 @@ pub(crate) fn compare_and_delete(facts: &Facts) -> Option<ReleasePath> {
     }
 }
 
-/// How the client releases on a node: a script, on every server (see the module's docs; a
-/// batch's releases use `DELIFEQ` inside it where the node runs it). `None` for a node that
-/// did not answer.
-pub(crate) fn release_path(facts: Option<&Facts>) -> Option<ReleasePath> {
-    facts.map(|_| ReleasePath::Script)
-}
-
 /// `major.minor` of a version such as `9.1.2` or `8.4.0-rc1`.
 fn numbers(version: &str) -> Option<(u32, u32)> {
     let mut parts = version.split('.');
@@ -131,10 +124,7 @@ mod tests {
     }
 
     #[test]
-    fn every_node_that_answered_releases_with_the_script() {
-        let valkey = info("redis_version:7.2.4\nserver_name:valkey\nvalkey_version:9.1.2");
-        assert_eq!(release_path(Some(&valkey)), Some(ReleasePath::Script));
-        assert_eq!(release_path(None), None);
+    fn a_release_path_is_named_in_reports() {
         assert_eq!(ReleasePath::Delifeq.to_string(), "delifeq");
     }
 }
