@@ -81,7 +81,7 @@ pub(crate) fn hold_back(
             };
             let why = format!(
                 "{why}its quarantine, kept on the node, started {} ago and lasts {}",
-                humantime::format_duration(whole_ms(recorded.elapsed)),
+                humantime::format_duration(recorded.elapsed),
                 humantime::format_duration(wait)
             );
             (!left.is_zero()).then_some((left, why))
@@ -170,11 +170,6 @@ pub(crate) fn still_checked(checked: &Checked, marker: Option<&str>, record: Opt
     let same_record = checked.record.is_some()
         && checked.record.as_deref() == record.and_then(Checked::record_of);
     same_marker || same_record
-}
-
-/// `d` to the millisecond, for messages.
-fn whole_ms(d: Duration) -> Duration {
-    Duration::from_millis(d.as_millis().try_into().unwrap_or(u64::MAX))
 }
 
 #[cfg(test)]
