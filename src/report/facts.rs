@@ -35,7 +35,12 @@ impl Facts {
     /// (any of them, in one text or several). Returns whether it had any `field:value`
     /// line: a reply without one is not `INFO` output.
     pub(crate) fn read_info(&mut self, info: &str) -> bool {
-        let fields = parse_info(info);
+        // `key:value` lines; section headers and blank lines are skipped.
+        let fields: HashMap<&str, &str> = info
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .filter_map(|l| l.trim_end_matches('\r').split_once(':'))
+            .collect();
         let get = |k: &str| fields.get(k).map(|v| v.to_string());
         // A field the text does not have keeps what an earlier text said.
         let set = |field: &mut Option<String>, k: &str| *field = get(k).or(field.take());
@@ -93,14 +98,6 @@ impl Facts {
             _ => None,
         }
     }
-}
-
-/// `key:value` lines of `INFO` output; section headers and blank lines are skipped.
-pub(crate) fn parse_info(info: &str) -> HashMap<&str, &str> {
-    info.lines()
-        .filter(|l| !l.starts_with('#'))
-        .filter_map(|l| l.trim_end_matches('\r').split_once(':'))
-        .collect()
 }
 
 /// Why a node's votes do not count.
