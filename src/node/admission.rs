@@ -1,7 +1,6 @@
-//! Whether a node's votes count right now. Every connection (the first and each reconnect)
-//! is checked before its votes count (design 6.1: who the server is, whether it restarted or
-//! is a replica or a server already configured under another URL, what its ACL allows). The
-//! rules are in `report/facts.rs`; this file keeps the per-node state and runs the checks.
+//! Whether a node's votes count right now: every connection (the first and each reconnect)
+//! is checked before its votes count (design 6.1, what is checked). The rules are in
+//! `report/facts.rs`; this file keeps the per-node state and runs the checks.
 
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};

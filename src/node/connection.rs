@@ -210,9 +210,8 @@ impl Node {
         self.context().voted(Op::SetNx, keys, args, parse)
     }
 
-    /// All-or-nothing `SET NX PX` of every lock key, reading the fencing counters (the
-    /// ACQUIRE script): yes with the largest counter, or no if any key exists. A yes whose
-    /// counter is below `hint` has recorded the fencing token `hint` (0: none).
+    /// The ACQUIRE script: yes with what the fencing counters read as, or no if any key
+    /// exists; given a `hint` (0: none), see ACQUIRE.
     pub(crate) fn acquire(
         &self,
         keys: Vec<Key>,
@@ -332,9 +331,8 @@ impl Node {
     }
 
     /// [`release`](Self::release) without announcing the deletes (the DISCARD script): the
-    /// cleanup of an attempt that failed, whose token never held the lock. For a permit,
-    /// `tokens` is the attempt's token and the claim to keep (`""` for none), and every other
-    /// claim of the token goes, whatever its slot.
+    /// cleanup of an attempt that failed. For a permit (PERMIT_DISCARD), `tokens` is the
+    /// attempt's token and the claim to keep (`""` for none).
     pub(crate) fn discard(
         &self,
         primitive: Primitive,
@@ -360,9 +358,8 @@ impl Node {
         }
     }
 
-    /// Replaces our token `old` with `new` on every lock key, or sets `new` where no token is
-    /// there (the HANDOVER script): yes with the largest fencing counter, or no if a key holds
-    /// another token. `keys` are the lock keys, then the fencing counters to read, if any.
+    /// The HANDOVER script from `old` to `new`: yes with what the fencing counters read as, or
+    /// no if a key holds another token. `keys` are the lock keys, then the counters, if any.
     pub(crate) fn handover(
         &self,
         primitive: Primitive,
@@ -382,9 +379,8 @@ impl Node {
     }
 
     /// A vote by a script that answers nil for no, or what the fencing counters read as for
-    /// yes (ACQUIRE, PEEK, HANDOVER), sent once the node's votes count. Where the node may
-    /// have lost counters (`algo/lineage/`), an acquisition still votes, its counters untrusted;
-    /// a PEEK, whose only purpose is the counters, fails.
+    /// yes (ACQUIRE, PEEK, HANDOVER), sent once the node's votes count; where the node may
+    /// have lost counters, as design 2.6a, "Atomic use", says.
     fn counted_vote(
         &self,
         op: Op,
@@ -424,8 +420,7 @@ impl Node {
     /// Where a call reads or raises fencing counters (`keys` holds more than the `locks` lock
     /// keys), adds the node's marker and largest-counter keys, and the marker the node was
     /// checked with as the last argument (empty if it may have lost data, which no marker
-    /// equals): the script compares it with the marker the node holds when it runs. Returns
-    /// the marker sent, if any.
+    /// equals; design 2.6a, "Atomic use"). Returns the marker sent, if any.
     fn lineage_keys(
         &self,
         keys: &mut Vec<Key>,

@@ -5,10 +5,9 @@
 
 /// Lua that sets `fence` to what the node's fencing counters among `KEYS[n+1..#KEYS-2]` read
 /// as: the largest of them and of the node's floor, 0 when there are no counters (no fencing)
-/// or none exists yet; -1 when the node's marker (`KEYS[#KEYS-1]`, `algo/lineage/`) is not the
-/// one the client checked (`ARGV[#ARGV]`): the node may have lost counters since, and what
-/// it holds says nothing. Read with one `MGET`; an error reply if a counter is not a number.
-/// A macro, so that the scripts stay string literals.
+/// or none exists yet; -1 when the node's marker (`KEYS[#KEYS-1]`) is not the one the client
+/// checked (`ARGV[#ARGV]`; design 2.6a, "Atomic use"). Read with one `MGET`; an error reply
+/// if a counter is not a number. A macro, so that the scripts stay string literals.
 macro_rules! largest_counter {
     () => {
         r"local fence = 0
