@@ -98,13 +98,9 @@ pub(crate) enum Stake {
     Held,
 }
 
-/// Counts votes and decides as soon as the outcome is known.
-///
-/// Nodes that failed their previous command ("suspects") can be presumed failed once the
-/// round has seen contention (a "no"): the tally then does not wait for them to lose, only to
-/// win. A suspect that answers is counted as it answered. A win always takes a quorum of
-/// real yes votes, so presuming can make an attempt give up sooner, never succeed wrongly.
-/// Only a round [`Taking`](Stake::Taking) a lock presumes.
+/// Counts votes and decides as soon as the outcome is known, presuming the suspects failed
+/// once a round [`Taking`](Stake::Taking) a lock has seen contention (design 2.2a). A suspect
+/// that answers is counted as it answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Tally {
     pub(crate) nodes: usize,

@@ -1,11 +1,6 @@
-//! The slots of a semaphore (design 2.9): the order in which an attempt prefers them, and
-//! which slot, if any, a round granted.
-//!
-//! A semaphore of `N` permits is `N` slots, each a mutex: a permit is the hold of one slot on
-//! a majority of nodes. Nodes record the first slot free in the attempt's preference order,
-//! so nodes that saw other claims first may record different slots; the permit is granted
-//! on a slot recorded by a majority, never on a count of claims, which is what bounds the
-//! holders by `N`.
+//! The slots of a semaphore (design 2.9, "Slots": why a permit is granted on a slot recorded
+//! by a majority, never on a count of claims): the order in which an attempt prefers them,
+//! and which slot, if any, a round granted.
 
 use crate::algo::quorum::{Decision, Tally};
 use crate::error::{FoundKind, MAX_PERMITS};

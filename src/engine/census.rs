@@ -243,7 +243,7 @@ fn tally(claims: Vec<NodeClaim>, quorum: usize) -> Vec<PermitHolder> {
 /// lock: `None`).
 async fn read_node(node: &Node, key: Key, permits: Option<u32>) -> Result<Record, NodeError> {
     node.eval(&PERMIT_HOLDERS, vec![key], Vec::new(), move |reply| {
-        parse(&reply, permits).ok_or_else(|| Node::unexpected("PERMIT_HOLDERS", &reply))
+        parse(&reply, permits).ok_or_else(|| crate::node::unexpected("PERMIT_HOLDERS", &reply))
     })
     .await
 }

@@ -131,7 +131,7 @@ impl Coordinator {
             .node_list()
             .iter()
             .filter(|n| n.is_ready())
-            .filter_map(|n| match n.excluded() {
+            .filter_map(|n| match n.admission().excluded() {
                 None => Some(Duration::ZERO),
                 Some(Excluded::Quarantined { left, .. }) => Some(left),
                 Some(_) => None,
@@ -147,7 +147,7 @@ impl Coordinator {
         let nodes = self.node_list();
         let counted = nodes
             .iter()
-            .filter(|n| n.is_ready() && n.excluded().is_none())
+            .filter(|n| n.is_ready() && n.admission().excluded().is_none())
             .count();
         let pending = nodes.iter().filter(|n| !n.admission().is_checked()).count();
         (counted, pending)

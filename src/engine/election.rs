@@ -18,7 +18,6 @@ use crate::engine::kept::{Kept, KeptHandle};
 use crate::error::LostReason;
 use crate::error::{ConfigError, Error};
 use crate::node::scripts::IDENTIFY;
-use crate::node::Node;
 
 #[derive(Debug)]
 pub(crate) struct Leading {
@@ -176,7 +175,7 @@ async fn identify(
         .round_marking(None, Stake::Held, |node| {
             node.eval(&IDENTIFY, keys.clone(), args.clone(), |reply| match reply {
                 Value::Integer(n) => Ok(n == 1),
-                other => Err(Node::unexpected("IDENTIFY", &other)),
+                other => Err(crate::node::unexpected("IDENTIFY", &other)),
             })
         })
         .await;

@@ -134,7 +134,7 @@ async fn reseeds_due(nodes: &[Node], until: Instant) {
     let budget = (first.timeout() * RESEED_TIMEOUTS).min(until.saturating_duration_since(now) / 2);
     let until = tokio::time::Instant::from_std(now + budget);
     loop {
-        let reseeded = first.admission().reseeded_notify().notified();
+        let reseeded = first.admission().fleet.reseeded.notified();
         tokio::pin!(reseeded);
         reseeded.as_mut().enable();
         let trusted = nodes.iter().filter(|n| n.admission().marker().is_some());

@@ -38,7 +38,7 @@ pub(crate) async fn inspect(
 /// Refuses two of `nodes` that lead to one server.
 pub(crate) fn check_distinct(nodes: &[Node]) -> Result<(), ConfigError> {
     for node in nodes {
-        if let Some(Excluded::SameServerAs { index }) = node.excluded() {
+        if let Some(Excluded::SameServerAs { index }) = node.admission().excluded() {
             let (facts, _) = node.admission().snapshot();
             return Err(ConfigError::SameServer {
                 url: node.label().to_string(),

@@ -126,7 +126,7 @@ async fn observe_node(node: &Node, keys: Vec<Key>) -> Result<Option<(u64, String
     node.eval(&OBSERVE, keys, Vec::new(), |reply| {
         let parts = match &reply {
             Value::Array(parts) if parts.len() == 2 => parts,
-            _ => return Err(Node::unexpected("OBSERVE", &reply)),
+            _ => return Err(crate::node::unexpected("OBSERVE", &reply)),
         };
         let (sha, record) = (parts[0].as_string(), parts[1].as_string());
         Ok(match (sha, record) {

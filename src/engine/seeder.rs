@@ -17,7 +17,7 @@ use tokio::sync::mpsc::UnboundedReceiver;
 use crate::algo::lineage::{self, Floor, Marker, Surveyed};
 use crate::engine::machinery::Machinery;
 use crate::node::admission::Reseed;
-use crate::node::reseed::{recheck, seed, survey, Seed};
+use crate::node::reseed::{seed, survey, Seed};
 use crate::node::Node;
 
 /// What one re-seed attempt came to.
@@ -94,7 +94,7 @@ async fn reseed(nodes: &[Node], index: usize, generation: u64) -> Outcome {
                 url = node.label(),
                 "node lost its data again before its re-seed (its quarantine record is gone): checking it again"
             );
-            recheck(node);
+            node.admission().recheck(node.client(), false);
             Outcome::Done
         }
         Ok(_) => Outcome::Retry("its marker changed during the re-seed".into()),

@@ -1,7 +1,6 @@
-//! Whether a node's votes count right now. Every connection (the first and each reconnect)
-//! is checked before its votes count (design 6.1: who the server is, whether it restarted or
-//! is a replica or a server already configured under another URL, what its ACL allows). The
-//! rules are in `report/facts.rs`; this file keeps the per-node state and runs the checks.
+//! Whether a node's votes count right now: every connection (the first and each reconnect)
+//! is checked before its votes count (design 6.1, what is checked). The rules are in
+//! `report/facts.rs`; this file keeps the per-node state and runs the checks.
 
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -156,7 +155,7 @@ pub(crate) struct Admission {
     index: usize,
     label: Arc<str>,
     state: Arc<Mutex<State>>,
-    fleet: Arc<Fleet>,
+    pub(crate) fleet: Arc<Fleet>,
     /// What the last check found of `DELIFEQ` and `MSETEX` ([`probe::Permissions::natives`]),
     /// as bits: 1 for `DELIFEQ`, 2 for `MSETEX`.
     natives: Arc<AtomicU8>,
@@ -239,9 +238,8 @@ impl Admission {
 
     /// After a command that carried votes: whether they count, given the node's marker and
     /// quarantine record as the command read them right after its calls ran
-    /// (`lineage::still_checked`). If they do not, the node lost its data since its check (a
-    /// `FLUSHALL` breaks no connection, so no new check would see it): the node is checked
-    /// again, which finds the loss and keeps its quarantine on it, and the votes are refused.
+    /// (`lineage::still_checked`; design 2.6a, "A flush under a connected client"). If they do
+    /// not, the node is checked again, which finds the loss, and the votes are refused.
     pub(crate) fn still_checked(
         &self,
         client: &Client,
@@ -308,11 +306,6 @@ impl Admission {
         self.fleet.reseeded.notify_waiters();
     }
 
-    /// Notified whenever a node of the client is re-seeded.
-    pub(crate) fn reseeded_notify(&self) -> &Notify {
-        &self.fleet.reseeded
-    }
-
     /// When the node, checked and found to have lost data, is due to be re-seeded (the end
     /// of its quarantine; at once with quarantine off), while that is yet to be done.
     pub(crate) fn reseed_due(&self) -> Option<Instant> {
@@ -328,9 +321,8 @@ impl Admission {
     }
 
     /// Whether a vote (a command that changes data) may be handed to the node's client now:
-    /// only while it is connected on the very connection whose check passed (its `CLIENT ID`,
-    /// which fred drops before it queues a reconnection), and the node's votes count. Why that
-    /// keeps every vote off a connection whose check has not passed: design 4.3.
+    /// only while it is connected on the very connection whose check passed (its `CLIENT ID`),
+    /// and the node's votes count (design 4.3, "No vote is written on a connection...").
     pub(crate) fn clearance(&self, client: &Client) -> Clearance {
         if !client.is_connected() {
             return Clearance::Wait;
@@ -458,13 +450,11 @@ impl Admission {
         });
     }
 
-    /// The node's quarantine as recorded on it, of the running server: for a node that may
-    /// have lost data, recorded now if it is not yet (`node/quarantine.rs`), unless the marker
-    /// shows that it lost nothing after all (then in `marker`); for an intact node, as
-    /// `record` read it (`RUN_ID:START_MS:WAIT_MS`, and the node's clock), if it has one.
-    /// `None` where none applies (quarantine off, no record of the running server) or none
-    /// could be had (the server does not tell its run_id, or refuses the script): this
-    /// client then goes by the node's uptime and by when it saw the loss.
+    /// The node's quarantine as recorded on it, of the running server (design 2.6a, "The
+    /// quarantine is kept on the node"): for a node that may have lost data, recorded now if
+    /// it is not yet, unless the marker shows that it lost nothing after all (then in
+    /// `marker`); for an intact node, as `record` read it. `None` where none applies or none
+    /// could be had (the client then falls back on its own rules).
     async fn recorded(
         &self,
         client: &Client,

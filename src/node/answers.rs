@@ -133,7 +133,7 @@ impl Answer for Extended {
 }
 
 /// A reply of the wrong shape, reported as a protocol error.
-pub(super) fn unexpected(script: &str, reply: &Value) -> FredError {
+pub(crate) fn unexpected(script: &str, reply: &Value) -> FredError {
     FredError::new(
         ErrorKind::Protocol,
         format!("unexpected reply to the {script} script: {reply:?}"),

@@ -52,25 +52,22 @@ impl Reading {
 async fn fastest_time(client: &Client, timeout: Duration) -> Option<Reading> {
     let mut best: Option<Reading> = None;
     for _ in 0..3 {
-        if let Some(r) = time(client, timeout).await {
-            let rtt = r.received.duration_since(r.sent);
-            if best.is_none_or(|b| rtt < b.received.duration_since(b.sent)) {
-                best = Some(r);
-            }
+        let sent = Instant::now();
+        let reply = command(client, "TIME", Vec::new(), timeout).await;
+        let received = Instant::now();
+        let Some(node) = reply.ok().and_then(node_time) else {
+            continue;
+        };
+        let rtt = received.duration_since(sent);
+        if best.is_none_or(|b| rtt < b.received.duration_since(b.sent)) {
+            best = Some(Reading {
+                node,
+                sent,
+                received,
+            });
         }
     }
     best
-}
-
-async fn time(client: &Client, timeout: Duration) -> Option<Reading> {
-    let sent = Instant::now();
-    let reply = command(client, "TIME", Vec::new(), timeout).await.ok()?;
-    let received = Instant::now();
-    Some(Reading {
-        node: node_time(reply)?,
-        sent,
-        received,
-    })
 }
 
 /// `TIME`'s reply (seconds and microseconds) as a duration since the epoch; `None` for a

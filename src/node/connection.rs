@@ -26,7 +26,6 @@ use crate::node::batch::{Batcher, List, Op};
 use crate::node::client;
 use crate::node::context::{ErrorContext, LastError};
 use crate::node::subscriber::Listener;
-use crate::report::facts::Excluded;
 
 /// A connection to one Redis master.
 #[derive(Debug)]
@@ -106,14 +105,9 @@ impl Node {
     }
 
     /// Connected, and its connection checked (its votes may still not count: see
-    /// [`excluded`](Self::excluded)).
+    /// [`Admission::excluded`]).
     pub(crate) fn is_ready(&self) -> bool {
         self.is_connected() && self.admission().is_checked()
-    }
-
-    /// Why the node's votes do not count now, if they do not.
-    pub(crate) fn excluded(&self) -> Option<Excluded> {
-        self.admission().excluded()
     }
 
     pub(crate) fn admission(&self) -> &Admission {
@@ -157,7 +151,7 @@ impl Node {
                 Some((_, last)) => (NodeErrorKind::Io, format!("not connected: {last}")),
                 None => (NodeErrorKind::Io, "not connected yet".to_string()),
             }
-        } else if let Some(excluded) = self.excluded() {
+        } else if let Some(excluded) = self.admission().excluded() {
             (admission::kind(&excluded), excluded.to_string())
         } else if self.is_suspect() {
             let waited = humantime::format_duration(self.context.timeout);
@@ -216,9 +210,8 @@ impl Node {
         self.context().voted(Op::SetNx, keys, args, parse)
     }
 
-    /// All-or-nothing `SET NX PX` of every lock key, reading the fencing counters (the
-    /// ACQUIRE script): yes with the largest counter, or no if any key exists. A yes whose
-    /// counter is below `hint` has recorded the fencing token `hint` (0: none).
+    /// The ACQUIRE script: yes with what the fencing counters read as, or no if any key
+    /// exists; given a `hint` (0: none), see ACQUIRE.
     pub(crate) fn acquire(
         &self,
         keys: Vec<Key>,
@@ -338,9 +331,8 @@ impl Node {
     }
 
     /// [`release`](Self::release) without announcing the deletes (the DISCARD script): the
-    /// cleanup of an attempt that failed, whose token never held the lock. For a permit,
-    /// `tokens` is the attempt's token and the claim to keep (`""` for none), and every other
-    /// claim of the token goes, whatever its slot.
+    /// cleanup of an attempt that failed. For a permit (PERMIT_DISCARD), `tokens` is the
+    /// attempt's token and the claim to keep (`""` for none).
     pub(crate) fn discard(
         &self,
         primitive: Primitive,
@@ -366,9 +358,8 @@ impl Node {
         }
     }
 
-    /// Replaces our token `old` with `new` on every lock key, or sets `new` where no token is
-    /// there (the HANDOVER script): yes with the largest fencing counter, or no if a key holds
-    /// another token. `keys` are the lock keys, then the fencing counters to read, if any.
+    /// The HANDOVER script from `old` to `new`: yes with what the fencing counters read as, or
+    /// no if a key holds another token. `keys` are the lock keys, then the counters, if any.
     pub(crate) fn handover(
         &self,
         primitive: Primitive,
@@ -388,9 +379,8 @@ impl Node {
     }
 
     /// A vote by a script that answers nil for no, or what the fencing counters read as for
-    /// yes (ACQUIRE, PEEK, HANDOVER), sent once the node's votes count. Where the node may
-    /// have lost counters (`algo/lineage/`), an acquisition still votes, its counters untrusted;
-    /// a PEEK, whose only purpose is the counters, fails.
+    /// yes (ACQUIRE, PEEK, HANDOVER), sent once the node's votes count; where the node may
+    /// have lost counters, as design 2.6a, "Atomic use", says.
     fn counted_vote(
         &self,
         op: Op,
@@ -430,8 +420,7 @@ impl Node {
     /// Where a call reads or raises fencing counters (`keys` holds more than the `locks` lock
     /// keys), adds the node's marker and largest-counter keys, and the marker the node was
     /// checked with as the last argument (empty if it may have lost data, which no marker
-    /// equals): the script compares it with the marker the node holds when it runs. Returns
-    /// the marker sent, if any.
+    /// equals; design 2.6a, "Atomic use"). Returns the marker sent, if any.
     fn lineage_keys(
         &self,
         keys: &mut Vec<Key>,
@@ -518,11 +507,6 @@ impl Node {
             let reply = run_script_if::<Value>(&sender, script, keys, args, resend).await;
             ctx.vote(reply.and_then(parse)).await
         }
-    }
-
-    /// A reply of the wrong shape to `script`, as a protocol error.
-    pub(crate) fn unexpected(script: &str, reply: &Value) -> FredError {
-        unexpected(script, reply)
     }
 
     /// What a call's future needs of its node: one reference-counted copy, shared by every

@@ -66,7 +66,7 @@ async fn read(node: &Node, clock_window: Duration, keys: &KeySpace, seen: &mut O
     if node.admission().marker().is_none() && node.admission().is_checked() {
         seen.lost_data = Some(node.admission().lineage_why());
     }
-    seen.excluded = node.excluded();
+    seen.excluded = node.admission().excluded();
     if let Some(Excluded::SameServerAs { index }) = &seen.excluded {
         seen.same_server_as = Some(*index);
     }

@@ -166,8 +166,7 @@ pub(crate) struct Permissions {
     /// The commands that got no answer (the node is slow or gone): try again.
     pub(crate) unanswered: Vec<String>,
     /// The commands the batch script uses where the node runs them for the client
-    /// ([`Natives`], each asked once in a form that changes nothing: see [`natives`] and
-    /// design 3.3a). Elsewhere the script takes `GET`, `DEL` and `SET NX`.
+    /// ([`Natives`], each asked once in a form that changes nothing: see [`natives`]).
     pub(crate) natives: Natives,
 }
 
@@ -183,10 +182,8 @@ enum On {
 }
 
 /// Every command the scripts run (`node/scripts/`), with the arguments after the key that make
-/// it change nothing on a key that does not exist, and the keys it is run on. The test
-/// `the_probe_checks_every_command_the_scripts_run` reads the command names out of every
-/// script and fails when a script calls one that is not here (or when one here is called by
-/// no script): what the probe checks is what the scripts run.
+/// it change nothing on a key that does not exist, and the keys it is run on; held to the
+/// scripts by `the_probe_checks_every_command_the_scripts_run` (design 6.1, Permissions).
 const SCRIPTED: [(&str, &[&str], On); 6] = [
     ("EXISTS", &[], On::Lock),
     ("GET", &[], On::Both),
@@ -208,11 +205,8 @@ const SCRIPTED: [(&str, &[&str], On); 6] = [
 const OPTIONAL: [&str; 3] = ["PUBLISH", "DELIFEQ", "MSETEX"];
 
 /// Checks that the node lets the client do everything it needs, without changing anything
-/// (design 6.1, Permissions): the commands the client sends (`SET`, `EVALSHA`, `EVAL`) and
-/// every command its scripts run ([`SCRIPTED`]), each sent once in a form that the server
-/// refuses before running it (ACL) or that changes nothing once allowed, on a key that cannot
-/// exist (a random name) under the key prefix and, with fencing, its counter. Without a prefix
-/// only the commands are checked.
+/// (design 6.1, Permissions: which forms, on which keys): the commands the client sends and
+/// every command its scripts run ([`SCRIPTED`]).
 pub(crate) async fn permissions(
     client: &Client,
     timeout: Duration,
@@ -282,10 +276,9 @@ async fn send_checks(
     futures::future::join_all(sent).await
 }
 
-/// The commands the node runs that spare it work (see [`Natives`]), each counted where it
-/// answers 0 on the key `lock`, which cannot exist (`MSETEX ... XX` sets only keys that exist).
-/// Not permissions the client needs: the batch script falls back to GET and DEL where DELIFEQ
-/// fails, and to SET NX where MSETEX does (`scripts::batch`).
+/// The commands the node runs that spare it work (see [`Natives`]; not permissions the client
+/// needs), each counted where it answers 0 on the key `lock`, which cannot exist (`MSETEX ...
+/// XX` sets only keys that exist).
 async fn natives(client: &Client, lock: &str, timeout: Duration) -> Natives {
     let delifeq = command(client, "DELIFEQ", on_key(lock, &["x"]), timeout);
     let msetex = command(

@@ -1,9 +1,6 @@
-//! The record of a node's quarantine, kept on the node (design 2.6a): the first client that
-//! finds a node without a marker of its own records, in one atomic step on that node, when
-//! the node's quarantine started, by the node's clock; every client, a process started a
-//! moment ago included, reads from the node how much of it is left. A flush erases the
-//! record, and a restart or a failover makes it another server's, so any new loss starts a
-//! new wait. The rules are in `algo/lineage/`.
+//! The record of a node's quarantine, kept on the node (design 2.6a, "The quarantine is kept
+//! on the node"): written, or read, by the QUARANTINE script. The rules are in
+//! `algo/lineage/`.
 
 use std::time::Duration;
 

@@ -76,9 +76,3 @@ pub(crate) async fn seed(
     let sender = sender(node.client(), node.timeout());
     run_script_if::<i64>(&sender, &SEED, keys, args, resend).await
 }
-
-/// Checks `node` again (after a new loss was found: the record its check found is gone),
-/// which records the loss.
-pub(crate) fn recheck(node: &Node) {
-    node.admission().recheck(node.client(), false);
-}

@@ -1,13 +1,9 @@
 //! What a server offers beyond what the client needs, read from its `INFO server` (no command
 //! of its own): which server it is, and which Lua-free compare-and-delete it has, if any.
 //!
-//! Valkey 9.0 added `DELIFEQ key value`, Redis 8.4 `DELEX key IFEQ value`. The client still
-//! releases with a script on every server (design 2.4b says why: a release must also
-//! announce itself to waiters, only when it deleted, and a script is the one way to do both
-//! in one round trip); where a node runs `DELIFEQ` for the client (its check asks), the
-//! releases it gets in a batch delete with it inside the batch script, one command where
-//! `GET` and `DEL` are two (design 4.3). `doctor` reports the path each node uses and what
-//! it offers.
+//! Why the client still releases with a script on every server, and where a node's
+//! `DELIFEQ` serves inside the batch script: design 3.3a. `doctor` reports the path each node
+//! uses and what it offers.
 
 use std::fmt;
 
@@ -62,13 +58,6 @@ pub(crate) fn compare_and_delete(facts: &Facts) -> Option<ReleasePath> {
         (Some(_), _) => None,
         (None, _) => (numbers(facts.version.as_deref()?)? >= (8, 4)).then_some(ReleasePath::Delex),
     }
-}
-
-/// How the client releases on a node: a script, on every server (see the module's docs; a
-/// batch's releases use `DELIFEQ` inside it where the node runs it). `None` for a node that
-/// did not answer.
-pub(crate) fn release_path(facts: Option<&Facts>) -> Option<ReleasePath> {
-    facts.map(|_| ReleasePath::Script)
 }
 
 /// `major.minor` of a version such as `9.1.2` or `8.4.0-rc1`.
@@ -135,10 +124,7 @@ mod tests {
     }
 
     #[test]
-    fn every_node_that_answered_releases_with_the_script() {
-        let valkey = info("redis_version:7.2.4\nserver_name:valkey\nvalkey_version:9.1.2");
-        assert_eq!(release_path(Some(&valkey)), Some(ReleasePath::Script));
-        assert_eq!(release_path(None), None);
+    fn a_release_path_is_named_in_reports() {
         assert_eq!(ReleasePath::Delifeq.to_string(), "delifeq");
     }
 }

@@ -1,12 +1,8 @@
-//! Whether the RESP decoder under fred bounds the nesting depth of replies.
-//!
-//! The decoder (redis-protocol) is recursive: without a bound, a node that answers an array
-//! nested a few thousand levels deep overflows the stack of the task that decodes it, which
-//! aborts the process. This repository builds with a patched decoder that refuses more than
-//! 32 levels (`vendor/README.md`); an application that depends on the published crate gets the
-//! patch only if it applies it too. This module finds out which decoder was linked, by
-//! decoding one reply just past the bound, once per process, and says so where an application
-//! that logs nothing still sees it: once on stderr ([`print_once`]).
+//! Whether the RESP decoder under fred bounds the nesting depth of replies (design 6.2,
+//! "Nested replies": what an unbounded one lets a node do, and the patched decoder of
+//! `vendor/README.md`). This module finds out which decoder was linked, by decoding one reply
+//! just past the bound, once per process, and says so where an application that logs nothing
+//! still sees it: once on stderr ([`print_once`]).
 
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};

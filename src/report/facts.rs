@@ -1,9 +1,5 @@
 //! What the client checks about each node, and the rules that decide whether its votes
-//! count: a node that may have lost data is quarantined for the longest ttl (the rule is in
-//! `algo/lineage/`, which tells a loss from the node's marker, not from its persistence
-//! settings); a replica, a second
-//! URL for a server already configured, or a server whose ACL refuses what the client needs,
-//! never counts.
+//! count (design 6.1; a loss of data is told by `algo/lineage/`, from the node's marker).
 //!
 //! The facts come from `INFO` and `CONFIG GET` (see `node/probe.rs`); everything here is pure and
 //! unit-tested.
@@ -39,7 +35,12 @@ impl Facts {
     /// (any of them, in one text or several). Returns whether it had any `field:value`
     /// line: a reply without one is not `INFO` output.
     pub(crate) fn read_info(&mut self, info: &str) -> bool {
-        let fields = parse_info(info);
+        // `key:value` lines; section headers and blank lines are skipped.
+        let fields: HashMap<&str, &str> = info
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .filter_map(|l| l.trim_end_matches('\r').split_once(':'))
+            .collect();
         let get = |k: &str| fields.get(k).map(|v| v.to_string());
         // A field the text does not have keeps what an earlier text said.
         let set = |field: &mut Option<String>, k: &str| *field = get(k).or(field.take());
@@ -97,14 +98,6 @@ impl Facts {
             _ => None,
         }
     }
-}
-
-/// `key:value` lines of `INFO` output; section headers and blank lines are skipped.
-pub(crate) fn parse_info(info: &str) -> HashMap<&str, &str> {
-    info.lines()
-        .filter(|l| !l.starts_with('#'))
-        .filter_map(|l| l.trim_end_matches('\r').split_once(':'))
-        .collect()
 }
 
 /// Why a node's votes do not count.

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use super::capabilities;
+use super::capabilities::{self, ReleasePath};
 use super::facts::{ClockRate, Facts};
 use super::node_report::{Finding, NodeReport, Observed, Rules, Severity};
 
@@ -20,7 +20,8 @@ pub(crate) fn report(index: usize, node: &str, seen: Observed, rules: Rules) -> 
         round_trip: seen.round_trip,
         version: facts.version.clone(),
         server: capabilities::server(&facts),
-        release_path: capabilities::release_path(seen.facts.as_ref()),
+        // A script on every server that answered (design 3.3a).
+        release_path: seen.facts.as_ref().map(|_| ReleasePath::Script),
         compare_and_delete: capabilities::compare_and_delete(&facts),
         role: facts.role.as_deref().map(|r| match r {
             "slave" => "replica".to_string(),

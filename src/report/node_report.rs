@@ -196,6 +196,7 @@ mod tests {
     fn a_healthy_persistent_master_is_safe() {
         let r = report(0, "redis://a", healthy(), RULES);
         assert!(r.is_safe(), "{:?}", r.findings);
+        assert_eq!(r.release_path, Some(ReleasePath::Script));
         assert_eq!(r.verdict(), None);
         assert_eq!(r.role.as_deref(), Some("master"));
     }
@@ -241,6 +242,7 @@ mod tests {
                 r.findings
             );
             assert!(!r.is_safe());
+            assert_eq!(r.release_path.is_some(), what != "unreachable", "{what}");
         }
         let volatile = with(healthy(), |f| {
             f.read_config(&[("appendonly".into(), "no".into())])

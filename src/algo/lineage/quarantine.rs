@@ -50,22 +50,12 @@ impl Recorded {
 }
 
 /// How long a just-checked node's votes must wait, and why: `None` if they may count now.
-///
-/// Whatever the node's persistence, a node that lost data, or may have (a restart, a flush,
-/// a new server), waits the longest ttl from when the loss could have happened. Where the
-/// node keeps a record of its quarantine (`recorded`, of the running server), the record
-/// says when: every client waits out the same one, the longest wait recorded or its own
-/// longest ttl, whichever is longer, and a node re-seeded after it counts once it is over.
-/// Otherwise (a record refused by the node's ACL, or none yet), a node that restarted less
-/// than the longest ttl ago may have lost lock keys that are still valid elsewhere, unless
-/// it was provisioned empty in this very process (a fresh marker of its own run_id); and a
-/// node whose marker says it lost data waits from its start if it is younger than that,
-/// else from when this client first saw the loss (`seen_for` ago).
-///
-/// `uptime` is the node's `uptime_in_seconds`: the difference of two wall-clock times each
-/// truncated to the second, so the server may have started up to [`UPTIME_RESOLUTION`]
-/// later than it says. The wait counts from the latest start the figure allows: a server
-/// started at 100.9 s and asked at 101.1 s says 1 s, and has been up for 0.2 s.
+/// The rules, with the node's record of its quarantine (`recorded`, of the running server)
+/// and without one (from its start if young, else from when this client first saw the loss,
+/// `seen_for` ago): design 2.6a. A node provisioned empty in this very process (a fresh
+/// marker of its own run_id) never waits. `uptime` (`uptime_in_seconds`) counts from the
+/// latest start it allows ([`UPTIME_RESOLUTION`]): a server started at 100.9 s and asked at
+/// 101.1 s says 1 s, and has been up for 0.2 s.
 pub(crate) fn hold_back(
     lineage: &Lineage,
     uptime: Option<Duration>,
@@ -91,7 +81,7 @@ pub(crate) fn hold_back(
             };
             let why = format!(
                 "{why}its quarantine, kept on the node, started {} ago and lasts {}",
-                humantime::format_duration(whole_ms(recorded.elapsed)),
+                humantime::format_duration(recorded.elapsed),
                 humantime::format_duration(wait)
             );
             (!left.is_zero()).then_some((left, why))
@@ -115,29 +105,17 @@ fn young(uptime: Option<Duration>, max_ttl: Duration) -> Option<Duration> {
 }
 
 /// How long before now the quarantine of a node found to have lost data starts, when it is
-/// recorded on the node now: never before now.
-///
-/// It used to start, for a node younger than the longest ttl, at the latest start its
-/// uptime allows, on the argument that no client counts a young node's votes. That does not
-/// hold of a node provisioned empty (a fresh marker `RUN_ID:0:new`, written by the testkit or
-/// an operator), which counts from its start: a flush of it while young, dated back, ended
-/// its quarantine before the longest ttl had passed since the flush, with the keys it took
-/// still valid elsewhere (30 s longest ttl, flushed at 20 s: over 11 s after the flush; the
-/// model checker's finding). Nor, a second past the boundary, of a node counted once its
-/// first quarantine ended, whose uptime figure may be a second short. Starting from now costs
-/// a restarted node at most the time before its first check, and is never earlier than the
-/// loss it covers. `uptime` and `max_ttl` are kept for the model, which compares this rule
-/// with the ones before.
+/// recorded on the node now: never before now (why it is no longer dated back to a young
+/// node's start: design 2.6a, "A young node's record is not dated back"). `uptime` and
+/// `max_ttl` are kept for the model, which compares this rule with the ones before.
 pub(crate) fn record_age(_uptime: Option<Duration>, _max_ttl: Duration) -> Duration {
     Duration::ZERO
 }
 
 /// What a check found on a node that a loss of its data would take away: its marker, if the
 /// node was intact, and its quarantine record's `RUN_ID:START_MS`, if it had one of the
-/// running server (design 2.6a). A `FLUSHALL` breaks no connection, so a client connected
-/// before it would go on counting the node's votes; every command that carries a vote
-/// therefore reads both again, on the node, after its votes (`node/batch/`), and
-/// [`still_checked`] tells whether they still count.
+/// running server; every vote is held against it ([`still_checked`]; design 2.6a, "A flush
+/// under a connected client").
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub(crate) struct Checked {
     /// The marker, as stored, of a node found intact.
@@ -181,15 +159,9 @@ impl Checked {
 
 /// Whether the votes of a command count, given what the node held right after running them
 /// (`marker`, `record`: the values of `quorumlock:node` and `quorumlock:quarantine`, read in
-/// the same atomic step) and what its check found (`checked`).
-///
-/// They count if the node still holds the marker, or the record, that its check found: the
-/// node lost nothing since (a flush takes both with the lock keys; a restart breaks the
-/// connection, and a new connection is checked again). A re-seed since the check writes a
-/// marker and keeps the record, a client that raises the record's wait keeps its start:
-/// neither changes the answer. Where the check found neither (the node's ACL hides them, or
-/// quarantine is off and the node has no marker of its own), nothing tells a flush, and the
-/// votes count, as they did before any check of this kind.
+/// the same atomic step) and what its check found (`checked`): if the node still holds the
+/// marker, or the record, that its check found, or the check found neither (design 2.6a, "A
+/// flush under a connected client").
 pub(crate) fn still_checked(checked: &Checked, marker: Option<&str>, record: Option<&str>) -> bool {
     if !checked.tells() {
         return true;
@@ -198,11 +170,6 @@ pub(crate) fn still_checked(checked: &Checked, marker: Option<&str>, record: Opt
     let same_record = checked.record.is_some()
         && checked.record.as_deref() == record.and_then(Checked::record_of);
     same_marker || same_record
-}
-
-/// `d` to the millisecond, for messages.
-fn whole_ms(d: Duration) -> Duration {
-    Duration::from_millis(d.as_millis().try_into().unwrap_or(u64::MAX))
 }
 
 #[cfg(test)]

@@ -49,8 +49,7 @@ fn early_deadline(calls: &[Call]) -> Option<Instant> {
 }
 
 /// Awaits `command`, answering with a timeout each caller whose deadline passes before it
-/// ends (its own timeout ends at the last deadline). Under load a batch's calls were queued
-/// within a command's round trip of one another, and no timer is armed.
+/// ends (its own timeout ends at the last deadline; design 4.3, Deadlines).
 pub(super) async fn within_deadlines<T>(calls: &mut [Call], command: impl Future<Output = T>) -> T {
     tokio::pin!(command);
     while let Some(at) = early_deadline(calls) {

@@ -1,12 +1,7 @@
 //! Coalescing: script calls bound for one node while it is busy are sent together, as one
 //! call of the [batch script](crate::node::scripts::batch), when it is free again; one
-//! [`Batcher`] per node. Design 4.3 gives the rules and why each keeps a lock safe: order, no
-//! vote written on a connection whose check has not passed
-//! ([`Admission::clearance`](crate::node::admission::Admission::clearance)), a vote dropped
-//! unsent when the release of its token is queued behind it, the votes read back against
-//! what the check found
-//! ([`Admission::still_checked`](crate::node::admission::Admission::still_checked)), and
-//! every call answered by its deadline, a release sent even after it.
+//! [`Batcher`] per node. Design 4.3 gives the rules (order, the connection check, deadlines)
+//! and why each keeps a lock safe.
 //!
 //! By concept: what a call runs ([`op`]), the call and its answer ([`call`]), the queue and
 //! its task ([`queue`]), the deadlines ([`deadlines`]), the `MSETEX` groups ([`groups`]),

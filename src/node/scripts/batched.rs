@@ -120,13 +120,11 @@ if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then out[1] = 0 end
 ///
 /// The most frequent calls run inline, without their function, each with `redis.pcall` so
 /// that an error stays the call's own, announced by one letter ([`batch_header`]): `SET NX`
-/// and the release or discard of one key with one token (design 4.3, with the figures in
-/// docs/benchmarks-load.md; `inline_calls_in_a_batch_answer_as_their_scripts_do` holds each to
-/// its script). On a node that runs `MSETEX`, the `SET NX` calls the client put first
-/// (`set_together` in `node/batch/`) come as one group, `M`, their count `n`, `key token` for
-/// each, `NX PX ttl` (their keys also the first `n` of `KEYS`), set with one `MSETEX` or, where
-/// it sets none, one by one as `s` (design 3.3a, and why a key named twice never is in one;
-/// `set_nx_calls_set_together_answer_as_they_do_alone` holds them to the calls one by one).
+/// and the release or discard of one key with one token (design 4.3;
+/// `inline_calls_in_a_batch_answer_as_their_scripts_do` holds each to its script). The `SET NX`
+/// calls put first for `MSETEX` come as one group, `M`, their count `n`, `key token` for each,
+/// `NX PX ttl` (their keys also the first `n` of `KEYS`), set one by one as `s` where it sets
+/// none (design 3.3a).
 pub(crate) fn batch() -> String {
     let mut body = String::from("local scripts = {}\n");
     for (i, script) in BATCHED.iter().enumerate() {
@@ -208,10 +206,8 @@ end
 }
 
 /// The commands beside `SET`, `GET` and `DEL` that a node runs for the client, found by the
-/// connection's check ([`Permissions`](crate::node::probe::Permissions)): the batch script
-/// uses them where they spare the node work. Each is only a matter of speed: where one fails
-/// (a server without it, an ACL that refuses it), the script does what it stands for with
-/// `SET`, `GET` and `DEL`.
+/// connection's check ([`Permissions`](crate::node::probe::Permissions)), which the batch
+/// script uses where they spare the node work: only a matter of speed (design 3.3a).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Natives {
     /// `DELIFEQ key token` (Valkey 9): one compare-and-delete where `GET` and `DEL` are two.
@@ -223,12 +219,9 @@ pub(crate) struct Natives {
 
 /// How a call of script number `number` (1-based in [`BATCHED`]) with `keys` keys and `args`
 /// arguments is announced in the batch script's arguments, before its arguments: one letter
-/// for the calls the batch script runs inline, else the number and the two counts.
-///
-/// For a node that runs `DELIFEQ` ([`Natives::delifeq`]), the release and the discard of one
-/// key delete with it (`R`, `D`), else with `GET` and `DEL` (`r`, `d`); where `DELIFEQ`
-/// fails, the batch script takes `GET` and `DEL`, so the letter is only a matter of speed.
-/// (`SET NX` calls set together with `MSETEX` are announced as a group, see [`batch`].)
+/// for the calls the batch script runs inline, else the number and the two counts. The
+/// letters `R`, `D` (with `DELIFEQ`) and `r`, `d`: design 3.3a. (`SET NX` calls set together
+/// with `MSETEX` are announced as a group, see [`batch`].)
 pub(crate) fn batch_header(
     number: usize,
     keys: usize,

@@ -5,10 +5,9 @@
 
 /// Lua that sets `fence` to what the node's fencing counters among `KEYS[n+1..#KEYS-2]` read
 /// as: the largest of them and of the node's floor, 0 when there are no counters (no fencing)
-/// or none exists yet; -1 when the node's marker (`KEYS[#KEYS-1]`, `algo/lineage/`) is not the
-/// one the client checked (`ARGV[#ARGV]`): the node may have lost counters since, and what
-/// it holds says nothing. Read with one `MGET`; an error reply if a counter is not a number.
-/// A macro, so that the scripts stay string literals.
+/// or none exists yet; -1 when the node's marker (`KEYS[#KEYS-1]`) is not the one the client
+/// checked (`ARGV[#ARGV]`; design 2.6a, "Atomic use"). Read with one `MGET`; an error reply
+/// if a counter is not a number. A macro, so that the scripts stay string literals.
 macro_rules! largest_counter {
     () => {
         r"local fence = 0
@@ -93,17 +92,12 @@ return n"
     };
 }
 
-/// All-or-nothing acquisition of `n` keys, reading their fencing counters and, given a hint,
-/// recording a fencing token in the same round.
-///
-/// `ARGV = [token, ttl_ms, n, hint, marker]`. If any lock key exists, sets nothing and returns
-/// nil. Otherwise sets every lock key to the token with the ttl and returns what the fencing
-/// counters read as (`largest_counter!`: -1 when the marker is not `marker`), as they were
-/// before this call; and if that is below `hint`, raises every counter, and the node's
-/// largest, to `hint` (`raise_counters!`): the token `hint` is then recorded here, as FENCE
-/// would record it (`engine/fencing.rs`). A hint of 0 records nothing. The counters are read
-/// with one `MGET`; one key is set with one `SET NX PX`, several after one `EXISTS` of them
-/// all, so that the server does little more than for a bare `SET NX`.
+/// ACQUIRE (design 3.1's table), which given a hint also records a fencing token in the same
+/// round. `ARGV = [token, ttl_ms, n, hint, marker]`. The counters read as `largest_counter!`
+/// says (-1 when the marker is not `marker`), as they were before this call; if that is below
+/// `hint`, every counter, and the node's largest, is raised to `hint` (`raise_counters!`): the
+/// token `hint` is then recorded here, as FENCE would record it (`engine/fencing.rs`). A hint
+/// of 0 records nothing.
 pub(crate) const ACQUIRE: &str = concat!(
     "local n = tonumber(ARGV[3])\n",
     largest_counter!(),
@@ -122,11 +116,8 @@ if fence >= 0 and #KEYS > n and fence < tonumber(ARGV[4]) then
 return fence"
 );
 
-/// Reads the fencing counters of a lock we hold: -1 if the node's marker is not the one the
-/// client checked; else, while every lock key holds our token, what the counters read as
-/// (0 when none exists yet); nil if the lock is not ours here. Changes nothing.
-///
-/// `ARGV = [token, n, marker]`.
+/// PEEK (design 3.1's table), -1 first if the node's marker is not the one the client
+/// checked. `ARGV = [token, n, marker]`.
 pub(crate) const PEEK: &str = concat!(
     r"local n = tonumber(ARGV[2])
 if redis.call('get', KEYS[#KEYS - 1]) ~= ARGV[3] then return -1 end
@@ -138,12 +129,9 @@ end
     "return fence"
 );
 
-/// Records a fencing token: -1 if the node's marker is not the one the client checked (it
-/// may have lost counters: a token recorded there would not count); else, while every lock
-/// key still holds our token, raises each fencing counter, and the node's largest, to at
-/// least `ARGV[2]` (never lowers one).
-///
-/// `ARGV = [token, fence, n, marker]`. Returns 1 if recorded, 0 if the lock is not ours here.
+/// FENCE (design 3.1's table), the node's largest counter raised too; -1 first if the node's
+/// marker is not the one the client checked (it may have lost counters: a token recorded
+/// there would not count). `ARGV = [token, fence, n, marker]`.
 pub(crate) const FENCE: &str = concat!(
     r"local n = tonumber(ARGV[3])
 if redis.call('get', KEYS[#KEYS - 1]) ~= ARGV[4] then return -1 end
@@ -155,11 +143,8 @@ end
     "return 1"
 );
 
-/// Compare-and-pexpire: if every lock key holds our token, resets their ttl and returns 1.
-/// Changes nothing and returns 0 if any holds another token, 2 if none does but some are
-/// missing (the node restarted empty, or missed the acquisition).
-///
-/// `ARGV = [token, ttl_ms, n]`.
+/// EXTEND (design 3.1's table): keys missing means the node restarted empty, or missed the
+/// acquisition. `ARGV = [token, ttl_ms, n]`.
 pub(crate) const EXTEND: &str = r"local n = tonumber(ARGV[3])
 local missing = false
 for i = 1, n do
@@ -172,12 +157,9 @@ for i = 1, n do
 end
 return 1";
 
-/// Restores a lock on a node that lost it: unless a lock key holds another token, sets every
-/// lock key to our token with the ttl, raises the fencing counters (and the node's largest)
-/// to at least our fencing token, and returns 1; otherwise changes nothing and returns 0.
-/// Sent only after an extension succeeded on a majority that held the lock all along.
+/// RESTORE (design 3.1's table) on a node that lost the lock, sent only after an extension
+/// succeeded on a majority that held it all along; the node's largest counter is raised too.
 /// Raising never harms, so the node's marker is not checked.
-///
 /// `ARGV = [token, ttl_ms, n, fence]` (`fence` is 0 without fencing).
 pub(crate) const RESTORE: &str = concat!(
     r"local n = tonumber(ARGV[3])
@@ -193,13 +175,9 @@ end
     "return 1"
 );
 
-/// Compare-and-delete: deletes each key that holds our token, and for each announces the
-/// release on the key's channel (`quorumlock:released:` + the key) with the SHA1 of the token,
-/// for the clients that wait for it (`engine/waiters.rs`). `ARGV = [token, its SHA1, ...]`
-/// ([`release_args`]; the client hashes each token once, rather than every node on every
-/// release): a key is deleted if it holds any of the tokens (a handover that failed releases
-/// the old token and the new one at once, `engine/handover.rs`). Returns how many keys were
-/// deleted. The announcement is a `pcall`: a user whose ACL forbids `PUBLISH` still releases.
+/// RELEASE (design 3.1's table; its announcement, `announce!`, design 2.4a).
+/// `ARGV = [token, its SHA1, ...]` ([`release_args`]; the client hashes each token once,
+/// rather than every node on every release).
 pub(crate) const RELEASE: &str =
     compare_and_delete!("2", concat!("      ", announce!("KEYS[i]", "ARGV[j + 1]")));
 
@@ -215,22 +193,13 @@ pub(crate) fn release_args(tokens: &[fred::types::Value]) -> Vec<fred::types::Va
     args
 }
 
-/// Compare-and-delete without the announcement: RELEASE's twin for the cleanup of an attempt
-/// that failed. Such a token never held the lock, so its deletes free nothing that a waiter
-/// waits for; announcing them would wake every waiter of the key after each failed attempt,
-/// and while a holder keeps the key on a bare majority, the waiters' attempts would then wake
-/// one another without pause (design 2.4a). `ARGV = [token, ...]`; returns how many keys were
-/// deleted.
+/// DISCARD (design 3.1's table): RELEASE without the announcement, for the cleanup of an
+/// attempt that failed (why it must not announce: design 2.4a). `ARGV = [token, ...]`.
 pub(crate) const DISCARD: &str = compare_and_delete!("1", "");
 
-/// Hands a lock over from one token to the next, atomically, without the key ever being free
-/// (`engine/handover.rs`): unless a lock key holds a token other than the old one, sets every lock key
-/// to the new token with the ttl and returns the largest fencing counter among `KEYS[n+1..]`
-/// (0 when there are none or they do not exist yet), as ACQUIRE does; otherwise changes nothing
-/// and returns nil. On a node where the old token is gone (expired) and no other holds the
-/// key, this is ACQUIRE for the new token; where the old token is there, it is RELEASE of the
-/// old token followed by ACQUIRE of the new one with nothing in between.
-///
+/// HANDOVER (design 3.1's table, 2.4b; `engine/handover.rs`): where the old token is gone
+/// (expired) and no other holds the key, ACQUIRE for the new token; where the old token is
+/// there, its RELEASE followed by ACQUIRE of the new one with nothing in between.
 /// `ARGV = [old token, new token, ttl_ms, n, marker]`.
 pub(crate) const HANDOVER: &str = concat!(
     r"local n = tonumber(ARGV[4])

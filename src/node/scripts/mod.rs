@@ -1,11 +1,10 @@
 //! The Lua scripts, in one place (design 3.1: what each does, and why none can touch a lock
 //! that is not ours; the EVALSHA call and its EVAL fallback on NOSCRIPT).
 //!
-//! Every script takes the lock keys first (`KEYS[1..n]`) and, when it reads or raises fencing
-//! counters, the matching counters after them (`KEYS[n+1..2n]`), then the node's marker and
-//! its largest counter (`quorumlock:node`, `quorumlock:hwm`: `algo/lineage/`); `n` is passed as
-//! an argument, and the scripts that read counters take the marker the client checked as
-//! their last argument.
+//! After the keys of design 3.1 (`KEYS[1..n]`, then the counters `KEYS[n+1..2n]`) come the
+//! node's marker and its largest counter (`quorumlock:node`, `quorumlock:hwm`: `algo/lineage/`);
+//! `n` is passed as an argument, and the scripts that read counters take the marker the
+//! client checked as their last argument.
 //!
 //! The bodies live by kind: the locks' ([`lock`]), the semaphores' and read-write locks'
 //! ([`permit`]), the records beside them ([`records`]: a leader's identity, a node's marker

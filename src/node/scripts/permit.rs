@@ -14,13 +14,9 @@ macro_rules! node_now {
     };
 }
 
-/// Lua that gives the claim `undated` (if any) its expiry in the node's milliseconds: `now`
-/// plus the key's PTTL. A claim recorded on a key that did not exist is scored `+inf` and
-/// expires with the key (design 2.9: the first claim on a new key costs no `TIME`). Such a
-/// claim is the only one on its key: every script that adds a claim to an existing key, or
-/// lengthens the key, runs this first (with `undated` found among the claims `all`, read
-/// `withscores`, by `undated!`), so that the key's expiry is never the claim's once another
-/// claim shares the key. A refusal changes nothing, not even that.
+/// Lua that gives the claim `undated` (if any, found by `undated!`), the one that expires with
+/// its key, its expiry in the node's milliseconds: `now` plus the key's PTTL. Which scripts run
+/// it first, and why: design 2.9, "A claim that expires with its key".
 macro_rules! date_claim {
     () => {
         "if undated then redis.call('zadd', KEYS[1], now + redis.call('pttl', KEYS[1]), undated) end\n"
@@ -44,9 +40,7 @@ macro_rules! prune_claims {
 }
 
 /// Lua that makes the semaphore key `KEYS[1]` live at least `$ms` milliseconds more (never
-/// shortens it): set after a claim was recorded or extended to `now + $ms`, so that the key
-/// never goes before a live claim. The key outlives its last claim by at most a ttl, and
-/// goes with the last release (`PERMIT_RELEASE`).
+/// shortens it): set after a claim was recorded or extended to `now + $ms` (design 2.9).
 macro_rules! keep_key {
     ($ms:literal) => {
         concat!(
@@ -73,21 +67,14 @@ if type(held) ~= 'string' or tonumber(held) <= now then return ",
     };
 }
 
-/// Takes a permit of the semaphore `KEYS[1]` (design 2.9): one sorted set per semaphore, a
-/// member `slot:token` per claim scored with its expiry in the node's milliseconds, and the
-/// member `#` scored `-N` recording the number of permits. Drops the expired claims, then
-/// records the first slot free here in the client's preference order (`start`, `start +
-/// step`, ... modulo `N`, `step` prime to `N`), and returns it with 1 if another slot is
-/// still free here, 0 if not (`{slot, free}`: a waiter behind it may attempt at once, or
-/// should wait for a release). Returns nil if every slot is claimed; -1 if the key holds
-/// something other than a semaphore (a lock's token, another program's value); -2 if it is
-/// a read-write lock; `-2 - M` if it is a semaphore of `M ≠ N` permits. Changes nothing in those three cases.
-///
-/// A key that does not exist (the common case of a semaphore nobody holds: the last release
-/// deletes it) costs neither a read of the claims nor the node's clock: `TYPE`, `ZADD`,
-/// `PEXPIRE`, the claim scored `+inf` so that it expires with the key (`date_claim!`).
-///
-/// `ARGV = [token, ttl_ms, N, start, step]`.
+/// Takes a permit of the semaphore `KEYS[1]` (design 2.9: its sorted set, and the key that
+/// does not exist yet). Drops the expired claims, then records the first slot free here in the
+/// client's preference order (`start`, `start + step`, ... modulo `N`, `step` prime to `N`),
+/// and returns it with 1 if another slot is still free here, 0 if not (`{slot, free}`: a
+/// waiter behind it may attempt at once, or should wait for a release). Returns nil if every
+/// slot is claimed; -1 if the key holds something other than a semaphore; -2 if it is a
+/// read-write lock; `-2 - M` if it is a semaphore of `M ≠ N` permits. Changes nothing in
+/// those three cases. `ARGV = [token, ttl_ms, N, start, step]`.
 pub(crate) const PERMIT_ACQUIRE: &str = concat!(
     r"local n = tonumber(ARGV[3])
 local start, step = tonumber(ARGV[4]), tonumber(ARGV[5])
@@ -137,8 +124,7 @@ return false"
 /// EXTEND for a permit: if the claim `ARGV[1]` (`slot:token`) is recorded and not expired,
 /// moves its expiry to the node's now + `ARGV[2]` ms and returns 1; returns 2 if it is
 /// missing (expired, released, or never recorded here), 0 if the key holds something other
-/// than a semaphore. A claim that expires with its key (`date_claim!`) is the key's only
-/// one: the key's ttl is set instead, without the node's clock.
+/// than a semaphore. A claim that expires with its key sets the key's ttl (design 2.9).
 /// `ARGV = [claim, ttl_ms, 1]`, as EXTEND's.
 pub(crate) const PERMIT_EXTEND: &str = concat!(
     r"local held = redis.pcall('zscore', KEYS[1], ARGV[1])
@@ -161,8 +147,7 @@ redis.call('zadd', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
 /// the semaphore's channel with the claim's SHA1, as a lock's release is (two claims: a
 /// handover that failed releases the old claim and the new one). Returns how many claims
 /// were removed. The last claim's release deletes the key (expired claims are dropped
-/// first). A claim that expires with its key (`date_claim!`) is the key's only one: its
-/// release deletes the key without the node's clock (`ZSCORE`, `DEL`, `PUBLISH`).
+/// first), as does that of a claim that expires with its key (design 2.9).
 pub(crate) const PERMIT_RELEASE: &str = concat!(
     r"local held = {}
 for j = 1, #ARGV, 2 do
@@ -323,19 +308,12 @@ end
 return out"
 );
 
-/// Takes a side of the read-write lock `KEYS[1]` (design 2.9): one sorted set, its record
-/// member `#rw` scored -1, a member `r:token` per reader and `w:token` for the writer, each
-/// scored with its expiry in the node's milliseconds, and `i:waiter` per writer waiting
-/// (an intent, scored with its own expiry). A reader (`ARGV[3] = 'r'`) is recorded while
-/// no live writer and no other writer's intent is there; a writer (`'w'`) while no live
-/// claim of either kind is there, and otherwise records (or renews) its intent, so that
-/// readers arriving after it wait (writers go first). Returns `{0, room}` when recorded
-/// (`room` 1 for a reader when another reader may follow at once), nil when refused; -1 if
-/// the key holds something other than a read-write lock, `-2 - M` if a semaphore of `M`
-/// permits. A writer recorded drops its own intent. A key that does not exist costs
-/// `TYPE`, `ZADD`, `PEXPIRE`, as PERMIT_ACQUIRE's (the claim expires with the key).
-///
-/// `ARGV = [token, ttl_ms, 'r' or 'w', waiter, intent_ttl_ms]`.
+/// Takes a side of the read-write lock `KEYS[1]` (design 2.9, "Read-write lock": its sorted
+/// set, who is recorded when, a refused writer's intent): a reader if `ARGV[3] = 'r'`, the
+/// writer if `'w'`. Returns `{0, room}` when recorded (`room` 1 for a reader when another
+/// reader may follow at once), nil when refused; -1 if the key holds something other than a
+/// read-write lock, `-2 - M` if a semaphore of `M` permits. A writer recorded drops its own
+/// intent. `ARGV = [token, ttl_ms, 'r' or 'w', waiter, intent_ttl_ms]`.
 pub(crate) const RW_ACQUIRE: &str = concat!(
     r"local kind = redis.call('type', KEYS[1])['ok']
 if kind == 'none' then
