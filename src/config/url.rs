@@ -48,10 +48,6 @@ pub struct NodeUrl {
 impl NodeUrl {
     /// Parses `redis://[[user]:password@]host[:port][/db]` or the same with `rediss://`.
     ///
-    /// A user name without a password (`redis://app@host`, `redis://app:@host`) is refused:
-    /// the client would not authenticate at all, so the connection would quietly run as
-    /// Redis's `default` user, while redis-cli reads the same URL as a password alone.
-    ///
     /// # Errors
     /// [`ConfigError::InvalidUrl`], [`ConfigError::UnsupportedScheme`],
     /// [`ConfigError::UserWithoutPassword`], or [`ConfigError::TlsUnavailable`] for
@@ -148,11 +144,7 @@ impl NodeUrl {
     }
 
     /// Whether the two URLs name one server, as far as the URLs alone tell, without any
-    /// lookup: the same port, and the same host, one address spelled two ways (an
-    /// IPv4-mapped IPv6 address and its IPv4 address), or `localhost` and the loopback
-    /// address it resolves to (`127.0.0.1` or `::1`). Anything else (a host name and its
-    /// address, a server listening on several addresses) only the servers' run_ids show,
-    /// once connected.
+    /// lookup: as [`ConfigError::DuplicateNode`] says.
     pub(crate) fn names_the_same_server_as(&self, other: &NodeUrl) -> bool {
         if self.port != other.port {
             return false;
