@@ -122,15 +122,10 @@ impl Lock {
         /// that it cannot (the nodes not heard from by then still get the delete, in the
         /// background).
         ///
-        /// When another caller of this [`RedLock`](crate::RedLock) waits for the same resource (one
-        /// resource, in [`lock`](crate::RedLock::lock) or
-        /// [`lock_with`](crate::RedLock::lock_with)), the lock is handed straight to it instead:
-        /// one round replaces our token with a new one for the waiter on every node, the key is
-        /// never free in between, and the waiter gets its lock without an attempt of its own (see
-        /// [`Stats::handed_over`](crate::Stats::handed_over)). `Released` then counts the nodes
-        /// that took the new token. After 16 handovers in a row, a release deletes the key, so that
-        /// the waiters of other clients get their chance. A handover that fails falls back to the
-        /// delete.
+        /// When another caller of this [`RedLock`](crate::RedLock) waits for the same resource, the
+        /// lock is handed straight to it instead, the key never free in between
+        /// ([`Stats::handed_over`](crate::Stats::handed_over); docs/design.md, section 2.4b, gives
+        /// the rules): `Released` then counts the nodes that took the waiter's new token.
         ///
         /// # Errors
         /// - [`Error::NotHeld`](crate::Error::NotHeld) if so many nodes answered that our token was
