@@ -179,90 +179,83 @@ where
 /// The calls of a held handle of this module ([`Lock`], [`Permit`], [`RwGuard`]) that pass
 /// on to the async handle it wraps (its field `inner`), blocking on the client's runtime
 /// (its field `driver`): written once, named in the docs by `$noun` and the async type's
-/// path `$path`. Invoked inside the handle's `impl` block with the calls it has; those that
-/// do not block come from `held_face!`.
+/// path `$path`. Invoked inside the handle's `impl` block; the calls that do not block come
+/// from `held_face!`.
 macro_rules! held_calls {
-    ($noun:literal, $path:literal; $($call:ident),+ $(,)?) => {
-        $( $crate::api::blocking::held_calls!(@ $call, $noun, $path); )+
-    };
-    (@ fencing_token, $noun:literal, $path:literal) => {
+    ($noun:literal, $path:literal) => {
         #[doc = concat!("The fencing token; see [`", $path, "::fencing_token`].")]
         ///
         /// # Errors
         #[doc = concat!(
-            "As [`",
-            $path,
-            "::fencing_token`]; [`Error::Config`](crate::Error::Config) with",
-        )]
+                    "As [`",
+                    $path,
+                    "::fencing_token`]; [`Error::Config`](crate::Error::Config) with",
+                )]
         /// [`ConfigError::ThreadStart`](crate::ConfigError::ThreadStart) if the call needed a
         /// helper thread and none could start.
         pub fn fencing_token(&self) -> Result<u64, $crate::error::Error> {
             self.driver.block_on(self.inner.fencing_token())?
         }
-    };
-    (@ extend, $noun:literal, $path:literal) => {
+
         #[doc = concat!(
-            "Extends the ",
-            $noun,
-            " by its ttl, measured from now; see [`",
-            $path,
-            "::extend`].",
-        )]
+                    "Extends the ",
+                    $noun,
+                    " by its ttl, measured from now; see [`",
+                    $path,
+                    "::extend`].",
+                )]
         ///
         /// # Errors
         #[doc = concat!(
-            "As [`",
-            $path,
-            "::extend`], and as [`fencing_token`](Self::fencing_token).",
-        )]
+                    "As [`",
+                    $path,
+                    "::extend`], and as [`fencing_token`](Self::fencing_token).",
+                )]
         pub fn extend(&mut self) -> Result<std::time::Duration, $crate::error::Error> {
             self.driver.block_on(self.inner.extend())?
         }
-    };
-    (@ extend_for, $noun:literal, $path:literal) => {
+
         #[doc = concat!(
-            "Extends the ",
-            $noun,
-            " to `ttl` from now; see [`",
-            $path,
-            "::extend_for`].",
-        )]
+                    "Extends the ",
+                    $noun,
+                    " to `ttl` from now; see [`",
+                    $path,
+                    "::extend_for`].",
+                )]
         ///
         /// # Errors
         #[doc = concat!(
-            "As [`",
-            $path,
-            "::extend_for`], and as [`fencing_token`](Self::fencing_token).",
-        )]
+                    "As [`",
+                    $path,
+                    "::extend_for`], and as [`fencing_token`](Self::fencing_token).",
+                )]
         pub fn extend_for(
             &mut self,
             ttl: std::time::Duration,
         ) -> Result<std::time::Duration, $crate::error::Error> {
             self.driver.block_on(self.inner.extend_for(ttl))?
         }
-    };
-    (@ release, $noun:literal, $path:literal) => {
+
         #[doc = concat!("Releases the ", $noun, " on every node and waits for a majority; see")]
         #[doc = concat!("[`", $path, "::release`].")]
         ///
         /// # Errors
         #[doc = concat!(
-            "As [`",
-            $path,
-            "::release`], and as [`fencing_token`](Self::fencing_token) (the",
-        )]
+                    "As [`",
+                    $path,
+                    "::release`], and as [`fencing_token`](Self::fencing_token) (the",
+                )]
         #[doc = concat!($noun, " is then released in the background).")]
         pub fn release(self) -> Result<$crate::engine::held::Released, $crate::error::Error> {
             let Self { inner, driver, .. } = self;
             driver.block_on(inner.release())?
         }
-    };
-    (@ keep_alive, $noun:literal, $path:literal) => {
+
         #[doc = concat!(
-            "Keeps the ",
-            $noun,
-            " alive on the client's runtime thread, while the caller's",
-        )]
+                    "Keeps the ",
+                    $noun,
+                    " alive on the client's runtime thread, while the caller's",
+                )]
         #[doc = concat!("thread does what it likes; see [`", $path, "::keep_alive`].")]
         ///
         /// # Errors
