@@ -345,7 +345,7 @@ impl RedLockBuilder {
         }
         Ttl::new(self.ttl, self.drift_factor)?;
         let max_ttl = self.max_ttl.unwrap_or(self.ttl);
-        Ttl::new(max_ttl, self.drift_factor)?;
+        let longest = Ttl::new(max_ttl, self.drift_factor)?;
         if self.ttl > max_ttl {
             return Err(ConfigError::TtlAboveMax {
                 ttl: self.ttl,
@@ -368,10 +368,7 @@ impl RedLockBuilder {
             }
         }
         // Against the longest lock: the node timeout serves every lock up to max_ttl.
-        crate::config::checks::check_node_timeout(
-            self.node_timeout,
-            &Ttl::new(max_ttl, self.drift_factor)?,
-        )?;
+        crate::config::checks::check_node_timeout(self.node_timeout, &longest)?;
         self.retry.validate()?;
         // TLS settings are ours for URLs only: a fred configuration or client has its own.
         let rediss = (nodes.iter().zip(&sources))
