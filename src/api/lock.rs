@@ -108,9 +108,8 @@ impl Lock {
         /// # Errors
         /// - [`Error::Expired`](crate::Error::Expired) if the validity had already run out (nothing
         ///   is sent): an extension cannot make up for the time the lock was not safely held.
-        /// - [`Error::NotHeld`](crate::Error::NotHeld) if so many nodes answered that our token is
-        ///   not there (another token, or missing) that it is not on a majority; the lock is lost
-        ///   and its validity becomes zero. A node that failed to answer never counts towards it.
+        /// - [`Error::NotHeld`](crate::Error::NotHeld) when the lock is lost (as that variant
+        ///   says); its validity becomes zero.
         /// - [`Error::NoQuorum`](crate::Error::NoQuorum) (too few nodes answered to tell either
         ///   way) or [`Error::ValidityExpired`](crate::Error::ValidityExpired): the lock keeps its
         ///   previous validity, or less if the nodes that did extend were given a shorter ttl.
@@ -128,9 +127,8 @@ impl Lock {
         /// the rules): `Released` then counts the nodes that took the waiter's new token.
         ///
         /// # Errors
-        /// - [`Error::NotHeld`](crate::Error::NotHeld) if so many nodes answered that our token was
-        ///   not there that it was not on a majority (the lock had expired, or was lost): with five
-        ///   nodes, three. A node that failed to answer never counts towards it.
+        /// - [`Error::NotHeld`](crate::Error::NotHeld) when the lock had expired or was lost (as
+        ///   that variant says: with five nodes, three answered that our token was not there).
         /// - [`Error::NoQuorum`](crate::Error::NoQuorum) if too few nodes answered to tell either
         ///   way (timeouts, connection errors, each listed); our keys on those nodes are deleted
         ///   when the delete gets through, or expire after the ttl.

@@ -74,12 +74,10 @@ impl Semaphore {
     /// among this client's callers, as [`RedLock::lock`](crate::RedLock::lock) does.
     ///
     /// # Errors
-    /// - [`Error::Taken`] when every permit stayed taken until the retries ran out.
-    /// - [`Error::NoQuorum`], [`Error::ValidityExpired`] as for a lock.
-    /// - [`Error::KindMismatch`] when the name is used as a lock, or as a semaphore of
-    ///   another number of permits, on more nodes than a majority may do without (on fewer,
-    ///   those nodes count as refusals).
-    /// - [`Error::ShutDown`] once the client is [shut down](crate::RedLock::shutdown).
+    /// As [`RedLock::lock`](crate::RedLock::lock) ([`Error::Taken`] when every permit stayed
+    /// taken); [`Error::KindMismatch`] when the name is used as a lock, or as a semaphore of
+    /// another number of permits, on more nodes than a majority may do without (on fewer,
+    /// those nodes count as refusals).
     ///
     /// # Cancel safety
     /// If this future is dropped during an attempt, the claims that attempt may have made are
