@@ -281,6 +281,16 @@ pub(crate) fn redact(raw: &str) -> String {
     }
 }
 
+/// `text` as an error may quote it: by shape ([`redact`]) when it may hold credentials (a
+/// URL in the wrong field or variable).
+pub(crate) fn quoted(text: &str) -> String {
+    if text.contains([':', '@']) {
+        redact(text)
+    } else {
+        text.to_string()
+    }
+}
+
 /// A string that is not a usable URL, by shape: a known scheme with the separator as typed
 /// (`redis:/`, `redis//`), `***@` if there is an `@`, and what follows the last `@` (or a
 /// well-formed `scheme://`, without one) if it looks like `host[:port][/db]`, else `***`.
