@@ -4,12 +4,10 @@
 //!
 //! [`RedLock`] starts a Tokio runtime of its own, on a thread of its own, and every call
 //! blocks the caller's thread until the async operation it wraps has finished there. The
-//! keeper of a [`KeptLock`] runs on that thread too, so a kept lock is extended, and its loss
-//! noticed, while the caller's thread blocks in its own work, for as long as it likes: the
-//! workaround of a current-thread runtime and `block_on` stops the keeper whenever the
-//! caller's thread blocks (see [`crate::KeptLock`], "What the keeper needs"). Its
-//! semaphores ([`Semaphore`], [`Permit`]) and read-write locks ([`RwLock`], [`RwGuard`]) are
-//! the async ones with blocking calls in the same way.
+//! keeper of a [`KeptLock`] runs on that thread too, so a kept lock is kept however long the
+//! caller's thread blocks (docs/design.md, section 3.4a). Its semaphores ([`Semaphore`],
+//! [`Permit`]) and read-write locks ([`RwLock`], [`RwGuard`]) are the async ones with
+//! blocking calls in the same way.
 //!
 //! ```no_run
 //! use quorumlock::blocking;
@@ -187,10 +185,10 @@ macro_rules! held_calls {
         ///
         /// # Errors
         #[doc = concat!(
-                    "As [`",
-                    $path,
-                    "::fencing_token`]; [`Error::Config`](crate::Error::Config) with",
-                )]
+                            "As [`",
+                            $path,
+                            "::fencing_token`]; [`Error::Config`](crate::Error::Config) with",
+                        )]
         /// [`ConfigError::ThreadStart`](crate::ConfigError::ThreadStart) if the call needed a
         /// helper thread and none could start.
         pub fn fencing_token(&self) -> Result<u64, $crate::error::Error> {
@@ -198,37 +196,37 @@ macro_rules! held_calls {
         }
 
         #[doc = concat!(
-                    "Extends the ",
-                    $noun,
-                    " by its ttl, measured from now; see [`",
-                    $path,
-                    "::extend`].",
-                )]
+                            "Extends the ",
+                            $noun,
+                            " by its ttl, measured from now; see [`",
+                            $path,
+                            "::extend`].",
+                        )]
         ///
         /// # Errors
         #[doc = concat!(
-                    "As [`",
-                    $path,
-                    "::extend`], and as [`fencing_token`](Self::fencing_token).",
-                )]
+                            "As [`",
+                            $path,
+                            "::extend`], and as [`fencing_token`](Self::fencing_token).",
+                        )]
         pub fn extend(&mut self) -> Result<std::time::Duration, $crate::error::Error> {
             self.driver.block_on(self.inner.extend())?
         }
 
         #[doc = concat!(
-                    "Extends the ",
-                    $noun,
-                    " to `ttl` from now; see [`",
-                    $path,
-                    "::extend_for`].",
-                )]
+                            "Extends the ",
+                            $noun,
+                            " to `ttl` from now; see [`",
+                            $path,
+                            "::extend_for`].",
+                        )]
         ///
         /// # Errors
         #[doc = concat!(
-                    "As [`",
-                    $path,
-                    "::extend_for`], and as [`fencing_token`](Self::fencing_token).",
-                )]
+                            "As [`",
+                            $path,
+                            "::extend_for`], and as [`fencing_token`](Self::fencing_token).",
+                        )]
         pub fn extend_for(
             &mut self,
             ttl: std::time::Duration,
@@ -241,10 +239,10 @@ macro_rules! held_calls {
         ///
         /// # Errors
         #[doc = concat!(
-                    "As [`",
-                    $path,
-                    "::release`], and as [`fencing_token`](Self::fencing_token) (the",
-                )]
+                            "As [`",
+                            $path,
+                            "::release`], and as [`fencing_token`](Self::fencing_token) (the",
+                        )]
         #[doc = concat!($noun, " is then released in the background).")]
         pub fn release(self) -> Result<$crate::engine::held::Released, $crate::error::Error> {
             let Self { inner, driver, .. } = self;
@@ -252,10 +250,10 @@ macro_rules! held_calls {
         }
 
         #[doc = concat!(
-                    "Keeps the ",
-                    $noun,
-                    " alive on the client's runtime thread, while the caller's",
-                )]
+                            "Keeps the ",
+                            $noun,
+                            " alive on the client's runtime thread, while the caller's",
+                        )]
         #[doc = concat!("thread does what it likes; see [`", $path, "::keep_alive`].")]
         ///
         /// # Errors
