@@ -121,13 +121,6 @@ impl Driver {
         run_blocking(&self.handle, work)
     }
 
-    /// Runs `start` in the runtime's context, so that what it spawns (a client's keeper, the
-    /// first time) runs on the runtime thread.
-    fn entered<T>(&self, start: impl FnOnce() -> T) -> T {
-        let _entered = self.handle.enter();
-        start()
-    }
-
     /// Blocks until `handle`'s lock is lost or `within` has passed: why it was lost, or `None`.
     fn wait_lost(
         &self,
@@ -263,7 +256,12 @@ macro_rules! held_calls {
             keep: $crate::config::KeepAlive,
         ) -> Result<$crate::api::blocking::KeptLock, $crate::error::Error> {
             let Self { inner, driver, .. } = self;
-            let kept = driver.entered(|| inner.keep_alive(keep))?;
+            // In the runtime's context, so that what it spawns (a client's keeper, the first
+            // time) runs on the runtime thread.
+            let kept = {
+                let _entered = driver.handle.enter();
+                inner.keep_alive(keep)
+            }?;
             Ok($crate::api::blocking::KeptLock::new(kept, driver))
         }
     };
