@@ -177,49 +177,30 @@ macro_rules! held_calls {
         #[doc = concat!("The fencing token; see [`", $path, "::fencing_token`].")]
         ///
         /// # Errors
-        #[doc = concat!(
-                            "As [`",
-                            $path,
-                            "::fencing_token`]; [`Error::Config`](crate::Error::Config) with",
-                        )]
+        #[doc = concat!("As [`", $path, "::fencing_token`];")]
+        /// [`Error::Config`](crate::Error::Config) with
         /// [`ConfigError::ThreadStart`](crate::ConfigError::ThreadStart) if the call needed a
         /// helper thread and none could start.
         pub fn fencing_token(&self) -> Result<u64, $crate::error::Error> {
             self.driver.block_on(self.inner.fencing_token())?
         }
 
-        #[doc = concat!(
-                            "Extends the ",
-                            $noun,
-                            " by its ttl, measured from now; see [`",
-                            $path,
-                            "::extend`].",
-                        )]
+        #[doc = concat!("Extends the ", $noun, " by its ttl, measured from now; see")]
+        #[doc = concat!("[`", $path, "::extend`].")]
         ///
         /// # Errors
-        #[doc = concat!(
-                            "As [`",
-                            $path,
-                            "::extend`], and as [`fencing_token`](Self::fencing_token).",
-                        )]
+        #[doc = concat!("As [`", $path, "::extend`], and as")]
+        /// [`fencing_token`](Self::fencing_token).
         pub fn extend(&mut self) -> Result<std::time::Duration, $crate::error::Error> {
             self.driver.block_on(self.inner.extend())?
         }
 
-        #[doc = concat!(
-                            "Extends the ",
-                            $noun,
-                            " to `ttl` from now; see [`",
-                            $path,
-                            "::extend_for`].",
-                        )]
+        #[doc = concat!("Extends the ", $noun, " to `ttl` from now; see")]
+        #[doc = concat!("[`", $path, "::extend_for`].")]
         ///
         /// # Errors
-        #[doc = concat!(
-                            "As [`",
-                            $path,
-                            "::extend_for`], and as [`fencing_token`](Self::fencing_token).",
-                        )]
+        #[doc = concat!("As [`", $path, "::extend_for`], and as")]
+        /// [`fencing_token`](Self::fencing_token).
         pub fn extend_for(
             &mut self,
             ttl: std::time::Duration,
@@ -231,23 +212,16 @@ macro_rules! held_calls {
         #[doc = concat!("[`", $path, "::release`].")]
         ///
         /// # Errors
-        #[doc = concat!(
-                            "As [`",
-                            $path,
-                            "::release`], and as [`fencing_token`](Self::fencing_token) (the",
-                        )]
-        #[doc = concat!($noun, " is then released in the background).")]
+        #[doc = concat!("As [`", $path, "::release`], and as")]
+        #[doc = concat!("[`fencing_token`](Self::fencing_token) (the ", $noun, " is then released")]
+        /// in the background).
         pub fn release(self) -> Result<$crate::engine::held::Released, $crate::error::Error> {
             let Self { inner, driver, .. } = self;
             driver.block_on(inner.release())?
         }
 
-        #[doc = concat!(
-                            "Keeps the ",
-                            $noun,
-                            " alive on the client's runtime thread, while the caller's",
-                        )]
-        #[doc = concat!("thread does what it likes; see [`", $path, "::keep_alive`].")]
+        #[doc = concat!("Keeps the ", $noun, " alive on the client's runtime thread, while the")]
+        #[doc = concat!("caller's thread does what it likes; see [`", $path, "::keep_alive`].")]
         ///
         /// # Errors
         #[doc = concat!("As [`", $path, "::keep_alive`].")]
