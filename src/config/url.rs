@@ -110,6 +110,28 @@ impl NodeUrl {
         Ok(url)
     }
 
+    /// The address of a node given as a client library configuration or client, written as
+    /// a URL without credentials: for messages, and for telling whether two nodes name one
+    /// server. Never connected to (the node's own configuration is).
+    pub(crate) fn of_server(host: &str, port: u16, tls: bool, db: Option<u8>) -> NodeUrl {
+        let host = host.to_ascii_lowercase();
+        let shown_host = if host.contains(':') && !host.starts_with('[') {
+            format!("[{host}]")
+        } else {
+            host
+        };
+        let scheme = if tls { "rediss" } else { "redis" };
+        let db = db.map(|db| format!("/{db}")).unwrap_or_default();
+        let raw = format!("{scheme}://{shown_host}:{port}{db}");
+        NodeUrl {
+            redacted: raw.clone(),
+            raw,
+            host: shown_host,
+            port,
+            tls,
+        }
+    }
+
     /// The URL as given, with `redis` for its scheme.
     pub(crate) fn as_plain(&self) -> String {
         match self.raw.find(':') {
@@ -362,30 +384,6 @@ fn host_like(s: &str) -> &str {
         s
     } else {
         "***"
-    }
-}
-
-impl NodeUrl {
-    /// The address of a node given as a client library configuration or client, written as
-    /// a URL without credentials: for messages, and for telling whether two nodes name one
-    /// server. Never connected to (the node's own configuration is).
-    pub(crate) fn of_server(host: &str, port: u16, tls: bool, db: Option<u8>) -> NodeUrl {
-        let host = host.to_ascii_lowercase();
-        let shown_host = if host.contains(':') && !host.starts_with('[') {
-            format!("[{host}]")
-        } else {
-            host
-        };
-        let scheme = if tls { "rediss" } else { "redis" };
-        let db = db.map(|db| format!("/{db}")).unwrap_or_default();
-        let raw = format!("{scheme}://{shown_host}:{port}{db}");
-        NodeUrl {
-            redacted: raw.clone(),
-            raw,
-            host: shown_host,
-            port,
-            tls,
-        }
     }
 }
 
