@@ -88,9 +88,8 @@ impl RedLockBuilder {
     }
 
     /// Adds one node URL.
-    pub fn node(mut self, url: impl Into<String>) -> Self {
-        self.nodes.push(Given::Url(GivenUrl(url.into())));
-        self
+    pub fn node(self, url: impl Into<String>) -> Self {
+        self.nodes([url])
     }
 
     /// Adds node URLs: `redis://[[user]:password@]host[:port][/db]`, or `rediss://` for TLS.
