@@ -120,11 +120,9 @@ impl RedLock {
     /// however long one waits (too few are connected and checked, or too many do not count
     /// for other reasons: replicas, refused permissions, a server listed twice).
     ///
-    /// A node that may have lost data (restarted, flushed, new, replaced) is quarantined for
-    /// the longest ttl (design 2.6a). The quarantine is kept on the node itself, so every
-    /// client reads the same end: a process that has just started waits what is left of it,
-    /// not a quarantine of its own. This is what to wait for before the first attempt of a
-    /// short-lived process after a loss:
+    /// A node that may have lost data is quarantined for the longest ttl, an end every client
+    /// reads from the node itself (docs/design.md, section 2.6a). This is what to wait for
+    /// before the first attempt of a short-lived process after a loss:
     ///
     /// ```no_run
     /// # async fn f() -> Result<(), quorumlock::Error> {

@@ -163,13 +163,10 @@ impl RedLockBuilder {
     }
 
     /// Adds a node from a fred configuration (address, credentials, TLS, RESP version, as
-    /// the application already has them): quorumlock builds its own client from it, as it
-    /// would from a URL, with its own connection settings (timeouts, reconnection forever,
-    /// no re-send after a reconnect) and connects it in the background. The configuration's
-    /// `fail_fast` is ignored (a node may be down at start). The TLS settings of this
-    /// builder ([`tls_ca_file`](Self::tls_ca_file),
-    /// [`tls_client_cert`](Self::tls_client_cert)) apply to URLs only: a configuration's TLS
-    /// is its own.
+    /// the application already has them): quorumlock builds, owns and connects its own client
+    /// from it, as from a URL (docs/design.md, section 4.0a, says what it takes from the
+    /// configuration). The TLS settings of this builder ([`tls_ca_file`](Self::tls_ca_file),
+    /// [`tls_client_cert`](Self::tls_client_cert)) apply to URLs only.
     ///
     /// [`build`](Self::build) refuses a cluster or sentinel configuration with
     /// [`ConfigError::UnsuitableNode`].
