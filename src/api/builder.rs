@@ -24,7 +24,16 @@ impl RedLockBuilder {
         if tokio::runtime::Handle::try_current().is_err() {
             return Err(ConfigError::NoRuntime);
         }
-        config.announce_findings();
+        // What `Config::findings` found, said as its docs describe.
+        for finding in config.findings() {
+            tracing::warn!(severity = %finding.severity, "{}", finding.message);
+        }
+        if config.decoder_warning {
+            let bounded = crate::report::decoder::decoder_is_bounded();
+            if let Some(finding) = crate::report::decoder::finding(bounded) {
+                crate::report::decoder::print_once(&finding);
+            }
+        }
         Ok(RedLock(Coordinator::connect(config, true)?))
     }
 

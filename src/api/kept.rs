@@ -29,11 +29,8 @@ use crate::error::{Error, LostReason};
 /// blocks the thread for longer than the validity left (a `std::thread::sleep`, a long
 /// computation, a blocking read) stops the keeper: the lock expires on the nodes and
 /// another client can take it, with no signal possible meanwhile. When the thread runs
-/// again, the first call on the lock (`lost()`, [`is_held`](Self::is_held),
-/// [`validity`](Self::validity), [`fencing_token`](Self::fencing_token),
-/// [`release`](Self::release), [`run`](Self::run), on any handle) reports the loss, with
-/// [`LostReason::KeeperLate`], before the keeper has run; nothing reports the lock as held
-/// after its validity ended, and the keeper, once it runs, never extends such a lock.
+/// again, the first call on the lock, on any handle, reports the loss
+/// ([`LostReason::KeeperLate`]; docs/design.md, section 3.5).
 #[derive(Debug)]
 #[must_use = "a kept lock is released as soon as it is dropped"]
 pub struct KeptLock(pub(super) Kept);

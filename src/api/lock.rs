@@ -108,9 +108,8 @@ impl Lock {
         /// # Errors
         /// - [`Error::Expired`](crate::Error::Expired) if the validity had already run out (nothing
         ///   is sent): an extension cannot make up for the time the lock was not safely held.
-        /// - [`Error::NotHeld`](crate::Error::NotHeld) if so many nodes answered that our token is
-        ///   not there (another token, or missing) that it is not on a majority; the lock is lost
-        ///   and its validity becomes zero. A node that failed to answer never counts towards it.
+        /// - [`Error::NotHeld`](crate::Error::NotHeld) when the lock is lost (as that variant
+        ///   says); its validity becomes zero.
         /// - [`Error::NoQuorum`](crate::Error::NoQuorum) (too few nodes answered to tell either
         ///   way) or [`Error::ValidityExpired`](crate::Error::ValidityExpired): the lock keeps its
         ///   previous validity, or less if the nodes that did extend were given a shorter ttl.
@@ -122,20 +121,14 @@ impl Lock {
         /// that it cannot (the nodes not heard from by then still get the delete, in the
         /// background).
         ///
-        /// When another caller of this [`RedLock`](crate::RedLock) waits for the same resource (one
-        /// resource, in [`lock`](crate::RedLock::lock) or
-        /// [`lock_with`](crate::RedLock::lock_with)), the lock is handed straight to it instead:
-        /// one round replaces our token with a new one for the waiter on every node, the key is
-        /// never free in between, and the waiter gets its lock without an attempt of its own (see
-        /// [`Stats::handed_over`](crate::Stats::handed_over)). `Released` then counts the nodes
-        /// that took the new token. After 16 handovers in a row, a release deletes the key, so that
-        /// the waiters of other clients get their chance. A handover that fails falls back to the
-        /// delete.
+        /// When another caller of this [`RedLock`](crate::RedLock) waits for the same resource, the
+        /// lock is handed straight to it instead, the key never free in between
+        /// ([`Stats::handed_over`](crate::Stats::handed_over); docs/design.md, section 2.4b, gives
+        /// the rules): `Released` then counts the nodes that took the waiter's new token.
         ///
         /// # Errors
-        /// - [`Error::NotHeld`](crate::Error::NotHeld) if so many nodes answered that our token was
-        ///   not there that it was not on a majority (the lock had expired, or was lost): with five
-        ///   nodes, three. A node that failed to answer never counts towards it.
+        /// - [`Error::NotHeld`](crate::Error::NotHeld) when the lock had expired or was lost (as
+        ///   that variant says: with five nodes, three answered that our token was not there).
         /// - [`Error::NoQuorum`](crate::Error::NoQuorum) if too few nodes answered to tell either
         ///   way (timeouts, connection errors, each listed); our keys on those nodes are deleted
         ///   when the delete gets through, or expire after the ttl.

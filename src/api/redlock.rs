@@ -98,12 +98,9 @@ impl RedLock {
     ///
     /// This is what a short-lived process wants before its first attempt: one frozen or
     /// unreachable node does not hold it up. The other nodes go on connecting in the
-    /// background and count from the moment their own check passes. An attempt made
-    /// meanwhile queues its command for a node still connecting as for any other: it waits
-    /// in the node's queue for the connection and its check, up to the node timeout (it is
-    /// never written before the check passed), and counts as one failed node, like a node
-    /// that is down. Another failure then loses the attempt rather than waiting for the slow
-    /// nodes, as always.
+    /// background and count from the moment their own check passes; meanwhile an attempt's
+    /// command waits for such a node's check in its queue, up to the node timeout, and counts
+    /// as one failed node (docs/design.md, section 4.3).
     ///
     /// ```no_run
     /// # async fn f() -> Result<(), quorumlock::Error> {
@@ -123,11 +120,9 @@ impl RedLock {
     /// however long one waits (too few are connected and checked, or too many do not count
     /// for other reasons: replicas, refused permissions, a server listed twice).
     ///
-    /// A node that may have lost data (restarted, flushed, new, replaced) is quarantined for
-    /// the longest ttl (design 2.6a). The quarantine is kept on the node itself, so every
-    /// client reads the same end: a process that has just started waits what is left of it,
-    /// not a quarantine of its own. This is what to wait for before the first attempt of a
-    /// short-lived process after a loss:
+    /// A node that may have lost data is quarantined for the longest ttl, an end every client
+    /// reads from the node itself (docs/design.md, section 2.6a). This is what to wait for
+    /// before the first attempt of a short-lived process after a loss:
     ///
     /// ```no_run
     /// # async fn f() -> Result<(), quorumlock::Error> {
@@ -251,13 +246,10 @@ impl RedLock {
 
     /// Locks several resources at once for `ttl`, retrying by `retry`.
     ///
-    /// Each node sets either all of the keys or none (one script call per node), and the
-    /// lock is granted when a majority set all of them, with the same validity rule as for
-    /// one resource. Two clients locking overlapping sets in any order cannot deadlock: no
-    /// node ever holds part of a set for one client while waiting for the rest, and a failed
-    /// attempt releases what it got before retrying after a random pause. With fencing on,
-    /// the lock's one fencing token is greater than every earlier token of each of the
-    /// resources.
+    /// Each node sets either all of the keys or none, and the lock is granted as for one
+    /// resource; two clients locking overlapping sets in any order cannot deadlock
+    /// (docs/design.md, section 2.7). With fencing on, the lock's one fencing token is
+    /// greater than every earlier token of each of the resources.
     ///
     /// # Errors
     /// As [`lock`](Self::lock); also [`Error::Config`] for an empty list, an empty or
@@ -291,24 +283,17 @@ impl RedLock {
     }
 
     /// Ends this client cleanly, as a process about to exit should: releases every lock the
-    /// client holds, waits for the nodes, and makes every later lock call fail with
+    /// client holds, waits for the nodes (up to twice the node timeout, as
+    /// [`settle`](Self::settle)), and makes every later lock call fail with
     /// [`Error::ShutDown`]. Returns what it released and whether the nodes settled.
     ///
-    /// It releases (compare-and-delete on every node, as a dropped lock does) each lock of
-    /// this client still held: [`Lock`]s, whoever holds them now; kept locks
-    /// ([`KeptLock`](crate::KeptLock), [`Leadership`]), whose handles
-    /// then see them no longer kept (`lost()` resolves); and locks a release handed over to
-    /// a waiting caller that had not taken them yet. Then it waits, up to twice the node
-    /// timeout, for every command this client still has in flight, those releases included
-    /// ([`settle`](Self::settle)). It affects every clone of this `RedLock`.
-    ///
-    /// After it, the locks it released report it: [`Lock::is_valid`] is false, and
-    /// [`Lock::extend`], [`Lock::fencing_token`], [`Lock::release`] and
-    /// [`Lock::keep_alive`] fail with [`Error::ShutDown`] without sending anything; dropping
-    /// them sends nothing more. Lock calls fail with [`Error::ShutDown`]: a new call at once,
-    /// a call waiting for a release when it wakes (shutdown wakes them all), and a call
-    /// whose attempt was in flight releases the lock it got. Calling it again releases
-    /// nothing more.
+    /// It affects every clone of this `RedLock`, and releases, as a dropped lock is released,
+    /// every lock of the client: [`Lock`]s, whoever holds them now, kept locks
+    /// ([`KeptLock`](crate::KeptLock), [`Leadership`]), and locks handed over to a waiting
+    /// caller not yet taken. The locks it released then report it ([`Lock::is_valid`] is
+    /// false, their calls fail with [`Error::ShutDown`] without sending anything), as do the
+    /// lock calls under way. docs/design.md, section 3.4, gives each step. Calling it again
+    /// releases nothing more.
     ///
     /// ```no_run
     /// # async fn f() -> Result<(), quorumlock::Error> {

@@ -17,10 +17,8 @@ use crate::error::Error;
 /// Each side is held as a lock is (a majority, validity left) and has what a lock has:
 /// extension, keep-alive with the loss signal, waiting for a release without polling,
 /// release on drop and shutdown, and a fencing token (a writer's is above every earlier
-/// token of the lock; readers held at once may share one). A node records a writer only
-/// while it holds no live claim of either side, and a reader only while it holds no live
-/// writer: any reader majority and any writer majority share a node, so a writer is never
-/// held beside a reader or another writer (docs/design.md, section 2.9).
+/// token of the lock; readers held at once may share one). A writer is never held beside a
+/// reader or another writer (docs/design.md, section 2.9, gives the argument).
 ///
 /// **Writers first.** A writer refused because others hold leaves an intent on the nodes,
 /// renewed by each of its attempts and dropped when its call ends: readers arriving after it

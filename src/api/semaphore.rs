@@ -25,12 +25,8 @@ use crate::error::Error;
 /// section 2.9, gives the counter-example and the argument). Permits whose holder died
 /// expire by the nodes' own clocks.
 ///
-/// A resource name is one kind of thing for every client: asking for a semaphore where a
-/// lock is held, or with another number of permits than its holders use, fails with
-/// [`Error::KindMismatch`] and changes nothing, once the other kind is on more nodes than a
-/// majority may do without (on fewer, those nodes refuse, as nodes whose slots are all
-/// taken do, and the others may grant the permit). A *lock* asked where a semaphore is held
-/// fails the same way, at its first refusal.
+/// A resource name is one kind of thing, with one number of permits, for every client: see
+/// [`Error::KindMismatch`].
 ///
 /// ```
 /// # #[cfg(feature = "testkit")]
@@ -78,12 +74,10 @@ impl Semaphore {
     /// among this client's callers, as [`RedLock::lock`](crate::RedLock::lock) does.
     ///
     /// # Errors
-    /// - [`Error::Taken`] when every permit stayed taken until the retries ran out.
-    /// - [`Error::NoQuorum`], [`Error::ValidityExpired`] as for a lock.
-    /// - [`Error::KindMismatch`] when the name is used as a lock, or as a semaphore of
-    ///   another number of permits, on more nodes than a majority may do without: nothing
-    ///   was changed on any node. On fewer, those nodes count as refusals.
-    /// - [`Error::ShutDown`] once the client is [shut down](crate::RedLock::shutdown).
+    /// As [`RedLock::lock`](crate::RedLock::lock) ([`Error::Taken`] when every permit stayed
+    /// taken); [`Error::KindMismatch`] when the name is used as a lock, or as a semaphore of
+    /// another number of permits, on more nodes than a majority may do without (on fewer,
+    /// those nodes count as refusals).
     ///
     /// # Cancel safety
     /// If this future is dropped during an attempt, the claims that attempt may have made are

@@ -88,26 +88,21 @@ impl RedLockBuilder {
     }
 
     /// Adds one node URL.
-    pub fn node(mut self, url: impl Into<String>) -> Self {
-        self.nodes.push(Given::Url(GivenUrl(url.into())));
-        self
+    pub fn node(self, url: impl Into<String>) -> Self {
+        self.nodes([url])
     }
 
     /// Adds node URLs: `redis://[[user]:password@]host[:port][/db]`, or `rediss://` for TLS.
     /// Each must be a different, independent Redis master.
     ///
     /// [`build`](Self::build) refuses two URLs that name one server as far as the URLs show
-    /// ([`ConfigError::DuplicateNode`]): the same host and port, one address spelled two
-    /// ways, or `localhost` with `127.0.0.1` or `[::1]` on one port. It resolves no names:
-    /// a host name and its address, or `127.0.0.1` and `[::1]` (which can be two servers),
-    /// are refused only by [`connect`](Self::connect), which compares the servers' run_ids.
+    /// ([`ConfigError::DuplicateNode`]), and [`connect`](Self::connect) two that reach one
+    /// server ([`ConfigError::SameServer`], by the servers' run_ids).
     ///
     /// With a password and no user name (`redis://:password@host`) the client
     /// authenticates as the `default` user; with both, as that ACL user. A user name
-    /// without a password (`redis://app@host`) is refused by [`build`](Self::build) with
-    /// [`ConfigError::UserWithoutPassword`]: the client would not authenticate at all (the
-    /// connection would quietly run as `default`), and redis-cli reads the same URL as a
-    /// password alone.
+    /// without a password (`redis://app@host`) is refused by [`build`](Self::build):
+    /// [`ConfigError::UserWithoutPassword`] says why.
     pub fn nodes<I, S>(mut self, urls: I) -> Self
     where
         I: IntoIterator<Item = S>,
@@ -129,23 +124,13 @@ impl RedLockBuilder {
     /// registered on it. The client's own settings (address, credentials, TLS, RESP
     /// version, reconnect policy) are used as they are.
     ///
-    /// What quorumlock still does and owns:
-    /// - every command it sends carries its own options: the
-    ///   [`node_timeout`](Self::node_timeout), and no re-send after a reconnect (a replayed
-    ///   `SET NX` would report our own lock as taken), whatever the client's defaults;
-    /// - each (re)connection is checked before the node's votes count, as for any node
-    ///   (`INFO`, the ACL probe, the quarantine of a restarted server);
-    /// - its subscriber connection for release messages (opened the first time a caller
-    ///   waits for a lock), made from the client's configuration and closed with the
-    ///   [`RedLock`](crate::RedLock).
-    ///
-    /// The connection is shared: the application's commands and the lock's are pipelined
-    /// on it in the order they are sent, so a slow command of the application (a large
-    /// `KEYS`, a blocking `BLPOP`) delays the lock's commands to that node, which may then
-    /// fail on the node timeout. Commands that change the connection's state (`SELECT`,
-    /// `CLIENT REPLY OFF`, `MULTI` without `EXEC`, `SUBSCRIBE` on a RESP2 client) break the
-    /// lock's commands; give the lock its own client (or a
-    /// [`fred_config`](Self::fred_config)) if the application does any of that.
+    /// What quorumlock still owns: the options of every command it sends (the
+    /// [`node_timeout`](Self::node_timeout), no re-send after a reconnect), the check of each
+    /// (re)connection, and its subscriber for release messages. The connection is shared: a
+    /// slow command of the application delays the lock's commands, and one that changes the
+    /// connection's state (`SELECT`, ...) breaks them; give the lock its own client (or a
+    /// [`fred_config`](Self::fred_config)) then. docs/design.md, section 4.0a, lists each
+    /// concern and who owns it.
     ///
     /// [`build`](Self::build) refuses ([`ConfigError::UnsuitableNode`]) a client of a
     /// cluster or sentinel deployment (not independent masters), and one without a
@@ -178,13 +163,10 @@ impl RedLockBuilder {
     }
 
     /// Adds a node from a fred configuration (address, credentials, TLS, RESP version, as
-    /// the application already has them): quorumlock builds its own client from it, as it
-    /// would from a URL, with its own connection settings (timeouts, reconnection forever,
-    /// no re-send after a reconnect) and connects it in the background. The configuration's
-    /// `fail_fast` is ignored (a node may be down at start). The TLS settings of this
-    /// builder ([`tls_ca_file`](Self::tls_ca_file),
-    /// [`tls_client_cert`](Self::tls_client_cert)) apply to URLs only: a configuration's TLS
-    /// is its own.
+    /// the application already has them): quorumlock builds, owns and connects its own client
+    /// from it, as from a URL (docs/design.md, section 4.0a, says what it takes from the
+    /// configuration). The TLS settings of this builder ([`tls_ca_file`](Self::tls_ca_file),
+    /// [`tls_client_cert`](Self::tls_client_cert)) apply to URLs only.
     ///
     /// [`build`](Self::build) refuses a cluster or sentinel configuration with
     /// [`ConfigError::UnsuitableNode`].
@@ -217,22 +199,12 @@ impl RedLockBuilder {
     ///
     /// [`build`](Self::build) refuses a timeout at least as long as the validity of the
     /// longest lock, [`max_ttl`](Self::max_ttl) less its drift allowance
-    /// ([`ConfigError::NodeTimeoutOutlastsLocks`]): a round decided by an answer that needed
-    /// the whole timeout would then have no validity left for any lock the client may take,
-    /// so the timeout could never let a slow node count, only cost its wait. `ttl(50ms)` with
-    /// the default 100 ms, or `node_timeout(10s)` with the default ttl, are refused. Measured
-    /// against `max_ttl` rather than the ttl because the timeout serves every lock up to it
-    /// ([`RedLock::lock_with`](crate::RedLock::lock_with), [`Lock::extend_for`](crate::Lock::extend_for)) and the
-    /// releases, whose late answers still clean up.
-    ///
-    /// Accepted with a warning ([`Config::findings`], logged by [`build`](Self::build)): a
-    /// timeout over a tenth of the validity of a lock of the [`ttl`](Self::ttl) (each round
-    /// that waits for a slow node loses that share of the lock's life), and over half of it
-    /// (a round that waits it out leaves the holder less than it took, and a kept lock,
-    /// extended when half its ttl is left and signalled lost a tenth before the end, is lost
-    /// to one slow node). The same warnings name fewer than three nodes (no node may fail)
-    /// and an even number of nodes (no more tolerance than one node fewer). docs/design.md,
-    /// section 6.1, gives the argument.
+    /// ([`ConfigError::NodeTimeoutOutlastsLocks`]: `ttl(50ms)` with the default 100 ms, or
+    /// `node_timeout(10s)` with the default ttl). It accepts with a warning
+    /// ([`Config::findings`], logged by [`build`](Self::build)) a timeout over a tenth, or
+    /// over half, of the validity of a lock of the [`ttl`](Self::ttl), as it does fewer than
+    /// three nodes and an even number of nodes. docs/design.md, section 6.1, gives the
+    /// argument for each.
     pub fn node_timeout(mut self, timeout: Duration) -> Self {
         self.node_timeout = timeout;
         self
@@ -261,10 +233,9 @@ impl RedLockBuilder {
     /// Whether locks hand out a fencing token when asked
     /// ([`Lock::fencing_token`](crate::Lock::fencing_token)): a number greater than every
     /// token handed out for the resource before, for storage to reject writes from a holder
-    /// whose lock has expired. Costs nothing until a token is asked for; the first call on a
-    /// lock records it on a majority (two parallel round trips for the client's first token,
-    /// then one, the acquisitions reading the counters from then on). Keeps one small counter
-    /// key per resource on every node (`quorumlock:fence:` + the lock's key, without expiry).
+    /// whose lock has expired. Costs nothing until a token is asked for (what it costs then:
+    /// see [`Lock::fencing_token`](crate::Lock::fencing_token)). Keeps one small counter key
+    /// per resource on every node (`quorumlock:fence:` + the lock's key, without expiry).
     /// Defaults to on.
     pub fn fencing(mut self, on: bool) -> Self {
         self.fencing = on;
@@ -275,10 +246,8 @@ impl RedLockBuilder {
     /// marker is missing or was written by another server process (a restart, a flush, a
     /// failover), whatever its persistence settings, or that is younger than
     /// [`max_ttl`](Self::max_ttl). Its votes do not count until `max_ttl` has passed since
-    /// it may have lost data (design 2.6a). This is the delayed-restart rule of the Redlock
-    /// algorithm, enforced by the client: a node that came back empty could otherwise grant a
-    /// lock that another client still holds. It costs availability (a restarted node is out
-    /// for up to `max_ttl`), never safety. Defaults to on; turn it off only when restarts are
+    /// it may have lost data: the Redlock algorithm's delayed restart, enforced by the client
+    /// (docs/design.md, section 2.6a). Defaults to on; turn it off only when restarts are
     /// delayed by other means (a node's fencing counters are then re-seeded at once).
     pub fn quarantine(mut self, on: bool) -> Self {
         self.quarantine = on;
@@ -372,7 +341,7 @@ impl RedLockBuilder {
         }
         Ttl::new(self.ttl, self.drift_factor)?;
         let max_ttl = self.max_ttl.unwrap_or(self.ttl);
-        Ttl::new(max_ttl, self.drift_factor)?;
+        let longest = Ttl::new(max_ttl, self.drift_factor)?;
         if self.ttl > max_ttl {
             return Err(ConfigError::TtlAboveMax {
                 ttl: self.ttl,
@@ -395,10 +364,7 @@ impl RedLockBuilder {
             }
         }
         // Against the longest lock: the node timeout serves every lock up to max_ttl.
-        crate::config::checks::check_node_timeout(
-            self.node_timeout,
-            &Ttl::new(max_ttl, self.drift_factor)?,
-        )?;
+        crate::config::checks::check_node_timeout(self.node_timeout, &longest)?;
         self.retry.validate()?;
         // TLS settings are ours for URLs only: a fred configuration or client has its own.
         let rediss = (nodes.iter().zip(&sources))

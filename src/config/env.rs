@@ -7,7 +7,7 @@ use std::time::Duration;
 use crate::algo::schedule::RetryLimit;
 use crate::config::given::Given;
 use crate::config::tls::TlsFiles;
-use crate::config::url::{redact, GivenUrl};
+use crate::config::url::{quoted, GivenUrl};
 use crate::config::RedLockBuilder;
 use crate::error::ConfigError;
 
@@ -147,12 +147,7 @@ pub(crate) fn not_utf8(var: &'static str) -> ConfigError {
 }
 
 fn env_error(var: &'static str, value: &str, reason: String) -> ConfigError {
-    // A value that may hold credentials (a URL in the wrong variable) is shown by shape.
-    let value = if value.contains([':', '@']) {
-        redact(value)
-    } else {
-        value.to_string()
-    };
+    let value = quoted(value);
     ConfigError::Env { var, value, reason }
 }
 

@@ -214,7 +214,7 @@ mod humantime_opt {
 
     use serde::{de, Deserialize, Deserializer, Serializer};
 
-    use crate::config::url::redact;
+    use crate::config::url::quoted;
 
     pub(super) fn serialize<S: Serializer>(
         value: &Option<Duration>,
@@ -235,12 +235,7 @@ mod humantime_opt {
         humantime::parse_duration(text.trim())
             .map(Some)
             .map_err(|e| {
-                // A value that may hold credentials (a URL in the wrong field) is shown by shape.
-                let shown = if text.contains([':', '@']) {
-                    redact(&text)
-                } else {
-                    text.clone()
-                };
+                let shown = quoted(&text);
                 de::Error::custom(format!(
                     "invalid duration `{shown}` ({e}): write e.g. \"250ms\", \"10s\", \"1m\""
                 ))

@@ -124,20 +124,6 @@ impl Config {
         found
     }
 
-    /// Says what [`findings`](Self::findings) found, when a client is built, as its docs
-    /// describe.
-    pub(crate) fn announce_findings(&self) {
-        for finding in self.findings() {
-            tracing::warn!(severity = %finding.severity, "{}", finding.message);
-        }
-        if self.decoder_warning {
-            let bounded = crate::report::decoder::decoder_is_bounded();
-            if let Some(finding) = crate::report::decoder::finding(bounded) {
-                crate::report::decoder::print_once(&finding);
-            }
-        }
-    }
-
     /// Checks a ttl for use with this configuration.
     pub(crate) fn check_ttl(&self, ttl: Duration) -> Result<Ttl, ConfigError> {
         let checked = Ttl::new(ttl, self.drift_factor)?;

@@ -48,10 +48,6 @@ pub struct NodeUrl {
 impl NodeUrl {
     /// Parses `redis://[[user]:password@]host[:port][/db]` or the same with `rediss://`.
     ///
-    /// A user name without a password (`redis://app@host`, `redis://app:@host`) is refused:
-    /// the client would not authenticate at all, so the connection would quietly run as
-    /// Redis's `default` user, while redis-cli reads the same URL as a password alone.
-    ///
     /// # Errors
     /// [`ConfigError::InvalidUrl`], [`ConfigError::UnsupportedScheme`],
     /// [`ConfigError::UserWithoutPassword`], or [`ConfigError::TlsUnavailable`] for
@@ -114,6 +110,28 @@ impl NodeUrl {
         Ok(url)
     }
 
+    /// The address of a node given as a client library configuration or client, written as
+    /// a URL without credentials: for messages, and for telling whether two nodes name one
+    /// server. Never connected to (the node's own configuration is).
+    pub(crate) fn of_server(host: &str, port: u16, tls: bool, db: Option<u8>) -> NodeUrl {
+        let host = host.to_ascii_lowercase();
+        let shown_host = if host.contains(':') && !host.starts_with('[') {
+            format!("[{host}]")
+        } else {
+            host
+        };
+        let scheme = if tls { "rediss" } else { "redis" };
+        let db = db.map(|db| format!("/{db}")).unwrap_or_default();
+        let raw = format!("{scheme}://{shown_host}:{port}{db}");
+        NodeUrl {
+            redacted: raw.clone(),
+            raw,
+            host: shown_host,
+            port,
+            tls,
+        }
+    }
+
     /// The URL as given, with `redis` for its scheme.
     pub(crate) fn as_plain(&self) -> String {
         match self.raw.find(':') {
@@ -148,11 +166,7 @@ impl NodeUrl {
     }
 
     /// Whether the two URLs name one server, as far as the URLs alone tell, without any
-    /// lookup: the same port, and the same host, one address spelled two ways (an
-    /// IPv4-mapped IPv6 address and its IPv4 address), or `localhost` and the loopback
-    /// address it resolves to (`127.0.0.1` or `::1`). Anything else (a host name and its
-    /// address, a server listening on several addresses) only the servers' run_ids show,
-    /// once connected.
+    /// lookup: as [`ConfigError::DuplicateNode`] says.
     pub(crate) fn names_the_same_server_as(&self, other: &NodeUrl) -> bool {
         if self.port != other.port {
             return false;
@@ -289,6 +303,16 @@ pub(crate) fn redact(raw: &str) -> String {
     }
 }
 
+/// `text` as an error may quote it: by shape ([`redact`]) when it may hold credentials (a
+/// URL in the wrong field or variable).
+pub(crate) fn quoted(text: &str) -> String {
+    if text.contains([':', '@']) {
+        redact(text)
+    } else {
+        text.to_string()
+    }
+}
+
 /// A string that is not a usable URL, by shape: a known scheme with the separator as typed
 /// (`redis:/`, `redis//`), `***@` if there is an `@`, and what follows the last `@` (or a
 /// well-formed `scheme://`, without one) if it looks like `host[:port][/db]`, else `***`.
@@ -360,30 +384,6 @@ fn host_like(s: &str) -> &str {
         s
     } else {
         "***"
-    }
-}
-
-impl NodeUrl {
-    /// The address of a node given as a client library configuration or client, written as
-    /// a URL without credentials: for messages, and for telling whether two nodes name one
-    /// server. Never connected to (the node's own configuration is).
-    pub(crate) fn of_server(host: &str, port: u16, tls: bool, db: Option<u8>) -> NodeUrl {
-        let host = host.to_ascii_lowercase();
-        let shown_host = if host.contains(':') && !host.starts_with('[') {
-            format!("[{host}]")
-        } else {
-            host
-        };
-        let scheme = if tls { "rediss" } else { "redis" };
-        let db = db.map(|db| format!("/{db}")).unwrap_or_default();
-        let raw = format!("{scheme}://{shown_host}:{port}{db}");
-        NodeUrl {
-            redacted: raw.clone(),
-            raw,
-            host: shown_host,
-            port,
-            tls,
-        }
     }
 }
 

@@ -251,11 +251,10 @@ pub enum LostReason {
         limit: Duration,
     },
     /// The keeper did not run in time: the lock's validity ended before it could extend the
-    /// lock or signal its loss, because no thread of the runtime it runs on was free (blocking
-    /// work on the runtime's threads, such as a `std::thread::sleep` or a long computation
-    /// outside `spawn_blocking`; or a runtime that stopped). Another client may have taken
+    /// lock or signal its loss, because no thread of its runtime was free (see
+    /// [`KeptLock`](crate::KeptLock), "What the keeper needs"). Another client may have taken
     /// the lock meanwhile. Noticed by the first call on the lock (any handle) or by the
-    /// keeper, whichever comes first once the runtime runs again; see [`KeptLock`](crate::KeptLock).
+    /// keeper, whichever comes first once the runtime runs again.
     KeeperLate {
         /// How long the validity had been over when the loss was noticed.
         late: Duration,

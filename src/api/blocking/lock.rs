@@ -33,9 +33,7 @@ impl Lock {
         token, ttl, valid_until, validity, is_valid, acquired_on, failures, leave,
     );
 
-    super::held_calls!("lock", "crate::Lock";
-        fencing_token, extend, extend_for, release, keep_alive,
-    );
+    super::held_calls!("lock", "crate::Lock");
 }
 
 /// A lock kept alive on the client's runtime thread: [`crate::KeptLock`] with blocking calls.

@@ -4,12 +4,10 @@
 //!
 //! [`RedLock`] starts a Tokio runtime of its own, on a thread of its own, and every call
 //! blocks the caller's thread until the async operation it wraps has finished there. The
-//! keeper of a [`KeptLock`] runs on that thread too, so a kept lock is extended, and its loss
-//! noticed, while the caller's thread blocks in its own work, for as long as it likes: the
-//! workaround of a current-thread runtime and `block_on` stops the keeper whenever the
-//! caller's thread blocks (see [`crate::KeptLock`], "What the keeper needs"). Its
-//! semaphores ([`Semaphore`], [`Permit`]) and read-write locks ([`RwLock`], [`RwGuard`]) are
-//! the async ones with blocking calls in the same way.
+//! keeper of a [`KeptLock`] runs on that thread too, so a kept lock is kept however long the
+//! caller's thread blocks (docs/design.md, section 3.4a). Its semaphores ([`Semaphore`],
+//! [`Permit`]) and read-write locks ([`RwLock`], [`RwGuard`]) are the async ones with
+//! blocking calls in the same way.
 //!
 //! ```no_run
 //! use quorumlock::blocking;
@@ -123,13 +121,6 @@ impl Driver {
         run_blocking(&self.handle, work)
     }
 
-    /// Runs `start` in the runtime's context, so that what it spawns (a client's keeper, the
-    /// first time) runs on the runtime thread.
-    fn entered<T>(&self, start: impl FnOnce() -> T) -> T {
-        let _entered = self.handle.enter();
-        start()
-    }
-
     /// Blocks until `handle`'s lock is lost or `within` has passed: why it was lost, or `None`.
     fn wait_lost(
         &self,
@@ -179,91 +170,58 @@ where
 /// The calls of a held handle of this module ([`Lock`], [`Permit`], [`RwGuard`]) that pass
 /// on to the async handle it wraps (its field `inner`), blocking on the client's runtime
 /// (its field `driver`): written once, named in the docs by `$noun` and the async type's
-/// path `$path`. Invoked inside the handle's `impl` block with the calls it has; those that
-/// do not block come from `held_face!`.
+/// path `$path`. Invoked inside the handle's `impl` block; the calls that do not block come
+/// from `held_face!`.
 macro_rules! held_calls {
-    ($noun:literal, $path:literal; $($call:ident),+ $(,)?) => {
-        $( $crate::api::blocking::held_calls!(@ $call, $noun, $path); )+
-    };
-    (@ fencing_token, $noun:literal, $path:literal) => {
+    ($noun:literal, $path:literal) => {
         #[doc = concat!("The fencing token; see [`", $path, "::fencing_token`].")]
         ///
         /// # Errors
-        #[doc = concat!(
-            "As [`",
-            $path,
-            "::fencing_token`]; [`Error::Config`](crate::Error::Config) with",
-        )]
+        #[doc = concat!("As [`", $path, "::fencing_token`];")]
+        /// [`Error::Config`](crate::Error::Config) with
         /// [`ConfigError::ThreadStart`](crate::ConfigError::ThreadStart) if the call needed a
         /// helper thread and none could start.
         pub fn fencing_token(&self) -> Result<u64, $crate::error::Error> {
             self.driver.block_on(self.inner.fencing_token())?
         }
-    };
-    (@ extend, $noun:literal, $path:literal) => {
-        #[doc = concat!(
-            "Extends the ",
-            $noun,
-            " by its ttl, measured from now; see [`",
-            $path,
-            "::extend`].",
-        )]
+
+        #[doc = concat!("Extends the ", $noun, " by its ttl, measured from now; see")]
+        #[doc = concat!("[`", $path, "::extend`].")]
         ///
         /// # Errors
-        #[doc = concat!(
-            "As [`",
-            $path,
-            "::extend`], and as [`fencing_token`](Self::fencing_token).",
-        )]
+        #[doc = concat!("As [`", $path, "::extend`], and as")]
+        /// [`fencing_token`](Self::fencing_token).
         pub fn extend(&mut self) -> Result<std::time::Duration, $crate::error::Error> {
             self.driver.block_on(self.inner.extend())?
         }
-    };
-    (@ extend_for, $noun:literal, $path:literal) => {
-        #[doc = concat!(
-            "Extends the ",
-            $noun,
-            " to `ttl` from now; see [`",
-            $path,
-            "::extend_for`].",
-        )]
+
+        #[doc = concat!("Extends the ", $noun, " to `ttl` from now; see")]
+        #[doc = concat!("[`", $path, "::extend_for`].")]
         ///
         /// # Errors
-        #[doc = concat!(
-            "As [`",
-            $path,
-            "::extend_for`], and as [`fencing_token`](Self::fencing_token).",
-        )]
+        #[doc = concat!("As [`", $path, "::extend_for`], and as")]
+        /// [`fencing_token`](Self::fencing_token).
         pub fn extend_for(
             &mut self,
             ttl: std::time::Duration,
         ) -> Result<std::time::Duration, $crate::error::Error> {
             self.driver.block_on(self.inner.extend_for(ttl))?
         }
-    };
-    (@ release, $noun:literal, $path:literal) => {
+
         #[doc = concat!("Releases the ", $noun, " on every node and waits for a majority; see")]
         #[doc = concat!("[`", $path, "::release`].")]
         ///
         /// # Errors
-        #[doc = concat!(
-            "As [`",
-            $path,
-            "::release`], and as [`fencing_token`](Self::fencing_token) (the",
-        )]
-        #[doc = concat!($noun, " is then released in the background).")]
+        #[doc = concat!("As [`", $path, "::release`], and as")]
+        #[doc = concat!("[`fencing_token`](Self::fencing_token) (the ", $noun, " is then released")]
+        /// in the background).
         pub fn release(self) -> Result<$crate::engine::held::Released, $crate::error::Error> {
             let Self { inner, driver, .. } = self;
             driver.block_on(inner.release())?
         }
-    };
-    (@ keep_alive, $noun:literal, $path:literal) => {
-        #[doc = concat!(
-            "Keeps the ",
-            $noun,
-            " alive on the client's runtime thread, while the caller's",
-        )]
-        #[doc = concat!("thread does what it likes; see [`", $path, "::keep_alive`].")]
+
+        #[doc = concat!("Keeps the ", $noun, " alive on the client's runtime thread, while the")]
+        #[doc = concat!("caller's thread does what it likes; see [`", $path, "::keep_alive`].")]
         ///
         /// # Errors
         #[doc = concat!("As [`", $path, "::keep_alive`].")]
@@ -272,7 +230,12 @@ macro_rules! held_calls {
             keep: $crate::config::KeepAlive,
         ) -> Result<$crate::api::blocking::KeptLock, $crate::error::Error> {
             let Self { inner, driver, .. } = self;
-            let kept = driver.entered(|| inner.keep_alive(keep))?;
+            // In the runtime's context, so that what it spawns (a client's keeper, the first
+            // time) runs on the runtime thread.
+            let kept = {
+                let _entered = driver.handle.enter();
+                inner.keep_alive(keep)
+            }?;
             Ok($crate::api::blocking::KeptLock::new(kept, driver))
         }
     };

@@ -145,7 +145,5 @@ impl RwGuard {
         token, ttl, valid_until, validity, is_valid, acquired_on, failures,
     );
 
-    super::held_calls!("side", "crate::RwGuard";
-        fencing_token, extend, extend_for, release, keep_alive,
-    );
+    super::held_calls!("side", "crate::RwGuard");
 }

@@ -147,7 +147,5 @@ impl Permit {
         token, ttl, valid_until, validity, is_valid, acquired_on, failures, leave,
     );
 
-    super::held_calls!("permit", "crate::Permit";
-        fencing_token, extend, extend_for, release, keep_alive,
-    );
+    super::held_calls!("permit", "crate::Permit");
 }
