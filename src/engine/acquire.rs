@@ -194,17 +194,13 @@ pub(crate) async fn attempt<K: ClaimKind>(
         // until at least start + ttl (less the drift allowance).
         let held = Held::new(Acquisition {
             machinery: Arc::clone(client),
-            name: target.name.clone(),
-            resources: target.resources.clone(),
-            keys: target.keys.clone(),
+            target: target.clone(),
             token,
-            fencing: grant.fencing,
+            grant,
             ttl: ttl.ttl,
             valid_until: start + ttl.usable,
             acquired_on: tally.yes,
             failures: round.failures,
-            handovers: grant.handovers,
-            member: grant.member,
         });
         return Ok((held, room));
     }
