@@ -42,17 +42,11 @@ pub struct Stats {
     pub handed_over: u64,
 }
 
+/// One count per [`Event`], in its order.
 #[derive(Debug, Default)]
-pub(crate) struct Counters {
-    attempts: AtomicU64,
-    acquired: AtomicU64,
-    taken: AtomicU64,
-    woken: AtomicU64,
-    paused: AtomicU64,
-    handed_over: AtomicU64,
-}
+pub(crate) struct Counters([AtomicU64; 6]);
 
-/// What to count.
+/// What to count (its discriminant is its place in [`Counters`]).
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Event {
     Attempt,
@@ -87,25 +81,19 @@ impl Counters {
                     .increment(1)
             }
         }
-        let counter = match event {
-            Event::Attempt => &self.attempts,
-            Event::Acquired => &self.acquired,
-            Event::Taken => &self.taken,
-            Event::Woken => &self.woken,
-            Event::Paused => &self.paused,
-            Event::HandedOver => &self.handed_over,
-        };
-        counter.fetch_add(1, Ordering::Relaxed);
+        self.0[event as usize].fetch_add(1, Ordering::Relaxed);
     }
 
     pub(crate) fn read(&self) -> Stats {
+        let [attempts, acquired, taken, woken, paused, handed_over] =
+            self.0.each_ref().map(|n| n.load(Ordering::Relaxed));
         Stats {
-            attempts: self.attempts.load(Ordering::Relaxed),
-            acquired: self.acquired.load(Ordering::Relaxed),
-            taken: self.taken.load(Ordering::Relaxed),
-            woken: self.woken.load(Ordering::Relaxed),
-            paused: self.paused.load(Ordering::Relaxed),
-            handed_over: self.handed_over.load(Ordering::Relaxed),
+            attempts,
+            acquired,
+            taken,
+            woken,
+            paused,
+            handed_over,
         }
     }
 }
