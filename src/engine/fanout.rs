@@ -226,14 +226,6 @@ impl Fanout {
         drop(InBackgroundOnDrop(pending, Arc::clone(&self.background)));
     }
 
-    /// Starts a silent delete of an attempt's keys on every node without waiting for it
-    /// (needs a runtime; a no-op without one, the keys then expire after their ttl).
-    pub(crate) fn discard_detached(&self, primitive: Primitive, keys: Vec<Key>, args: Vec<Value>) {
-        self.detached(u64::MAX, |node| {
-            node.discard(primitive, keys.clone(), args.clone())
-        });
-    }
-
     /// Starts a release of `key` on every node without waiting for it (needs a runtime; a
     /// no-op without one, the keys then expire after their ttl).
     pub(crate) fn release_detached(&self, primitive: Primitive, keys: Vec<Key>, value: Value) {
@@ -417,12 +409,11 @@ impl<'a> CleanupOnDrop<'a> {
 
 impl Drop for CleanupOnDrop<'_> {
     fn drop(&mut self) {
+        // A silent delete on every node, not waited for (without a runtime, the keys expire).
         if self.armed {
-            self.fanout.discard_detached(
-                self.primitive,
-                self.keys.to_vec(),
-                std::mem::take(&mut self.args),
-            );
+            self.fanout.detached(u64::MAX, |node| {
+                node.discard(self.primitive, self.keys.to_vec(), self.args.clone())
+            });
         }
     }
 }
