@@ -103,21 +103,10 @@ impl<'a> ClaimCensus<'a> {
         ClaimCensus { client }
     }
 
-    /// Reads the holders of the semaphore `name` of `permits`, at `key`, on every node, and
-    /// puts together what they record.
-    pub(crate) async fn holders(
-        &self,
-        name: &str,
-        key: &str,
-        permits: u32,
-    ) -> Result<Vec<PermitHolder>, Error> {
-        self.census(name, key, Some(permits)).await
-    }
-
     /// Reads the readers, writer and waiting writers of the read-write lock `name`, at
     /// `key`, on every node.
     pub(crate) async fn rw_holders(&self, name: &str, key: &str) -> Result<Vec<RwHolder>, Error> {
-        let found = self.census(name, key, None).await?;
+        let found = self.holders(name, key, None).await?;
         Ok(found
             .into_iter()
             .map(|h| RwHolder {
@@ -152,10 +141,10 @@ impl<'a> ClaimCensus<'a> {
         slots::kind_in_the_way(&Tally::presuming(self.client.node_list().len(), 0), found)
     }
 
-    /// The claims of the sorted set at `key` on every node, put together: a semaphore of
-    /// `permits`, or a read-write lock (`None`; slots 0, 1 and 2 are readers, writers and
-    /// intents).
-    async fn census(
+    /// The claims of the sorted set at `key` on every node, put together: the holders of the
+    /// semaphore `name` of `permits`, or of a read-write lock (`None`; slots 0, 1 and 2 are
+    /// readers, writers and intents).
+    pub(crate) async fn holders(
         &self,
         name: &str,
         key: &str,
