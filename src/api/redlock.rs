@@ -60,12 +60,12 @@ impl RedLock {
     /// What this client has done since it was built: attempts, acquisitions, contention, and
     /// how its waits between attempts ended.
     pub fn stats(&self) -> Stats {
-        self.0.stats()
+        self.0.machinery().counters.read()
     }
 
     /// How many nodes are configured.
     pub fn nodes(&self) -> usize {
-        self.0.nodes()
+        self.0.node_list().len()
     }
 
     /// How many nodes must agree: a strict majority of those configured.

@@ -25,7 +25,6 @@ use crate::node::probe::KeySpace;
 use crate::node::scripts::release_args;
 use crate::node::{Acquired, Node, Primitive, SetNx};
 use crate::report::facts::Excluded;
-use crate::stats::Stats;
 
 #[derive(Debug, Clone)]
 pub(crate) struct Coordinator {
@@ -82,16 +81,8 @@ impl Coordinator {
         self.machinery.node_list()
     }
 
-    pub(crate) fn stats(&self) -> Stats {
-        self.machinery().counters.read()
-    }
-
-    pub(crate) fn nodes(&self) -> usize {
-        self.node_list().len()
-    }
-
     pub(crate) fn quorum(&self) -> usize {
-        quorum(self.nodes())
+        quorum(self.node_list().len())
     }
 
     pub(crate) fn connected_nodes(&self) -> usize {

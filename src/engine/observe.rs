@@ -50,7 +50,7 @@ pub(crate) async fn leader(client: &Coordinator, name: &str) -> Result<Option<Le
     let mut seen: Vec<((u64, String), usize)> = Vec::new();
     let mut failures = Vec::new();
     // Those that answered are its yes: a majority of them must.
-    let mut tally = Tally::presuming(client.nodes(), 0);
+    let mut tally = Tally::presuming(client.node_list().len(), 0);
     for answer in answers {
         match answer {
             Err(e) => failures.push(e),
