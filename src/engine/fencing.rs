@@ -103,14 +103,9 @@ fn no_token(error: Error) -> Error {
 const RESEED_TIMEOUTS: u32 = 3;
 
 /// Waits while fewer than a majority of `nodes` have fencing counters known to be complete
-/// and a re-seed that would add one is due (design 2.6a): a process that has just started, on
-/// nodes whose quarantine (kept on the nodes) is over or off, then gets its token once its
-/// own re-seeds are done, a few round trips, rather than a refusal while they are in flight.
-///
-/// Briefly: for re-seeds due within [`RESEED_TIMEOUTS`] node timeouts from now, and for
-/// that long at most, and never more than half of what is left until `until` (the lock's
-/// validity). A re-seed that cannot finish (too few nodes answer its survey) must not use up
-/// the holder's validity: the rounds that follow then refuse as before.
+/// and a re-seed that would add one is due, briefly (design 2.6a, "What a refusal looks
+/// like"): for re-seeds due within [`RESEED_TIMEOUTS`] node timeouts from now, and for that
+/// long at most, and never more than half of what is left until `until` (the validity).
 async fn reseeds_due(nodes: &[Node], until: Instant) {
     let Some(first) = nodes.first() else { return };
     let quorum = crate::algo::quorum::quorum(nodes.len());
