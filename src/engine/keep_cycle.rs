@@ -119,13 +119,6 @@ impl<L: Extendable> KeptEntry<L> {
         self.schedule.lost_at(self.lock.valid_until(), now)
     }
 
-    /// How much earlier than due an extension may start, to share a wake-up: a tenth of the
-    /// time between two extensions, at most [`COALESCE_MAX`](crate::algo::schedule::COALESCE_MAX); none for a retry, which keeps
-    /// its `retry_delay`.
-    fn early(&self) -> Duration {
-        self.schedule.early(self.ttl, self.last_error.is_some())
-    }
-
     /// The first wake-up, when the lock is handed over.
     pub(crate) fn first(&self, now: Instant) -> Next {
         Next::Wake(self.next_try.min(self.lost_at(now)))
@@ -152,7 +145,9 @@ impl<L: Extendable> KeptEntry<L> {
             self.give_up(now);
             return Next::Idle;
         }
-        if self.hold_reached || now + self.early() < self.next_try {
+        // An extension may start a little early, to share a wake-up (`KeepSchedule::early`).
+        let early = self.schedule.early(self.ttl, self.last_error.is_some());
+        if self.hold_reached || now + early < self.next_try {
             return Next::Wake(self.next_try.min(lost_at));
         }
         // How long to extend for: the ttl, cut down to the hold limit.

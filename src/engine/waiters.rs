@@ -102,10 +102,6 @@ impl Ticket {
         self.handed.lock().ok().and_then(|mut handed| handed.take())
     }
 
-    fn has_handed(&self) -> bool {
-        self.handed.lock().is_ok_and(|handed| handed.is_some())
-    }
-
     /// Leaves [`wait`], unless a release claimed this waiter.
     fn stop_waiting(&self) -> bool {
         self.state
@@ -365,7 +361,7 @@ pub(crate) async fn wait(ticket: &Ticket, pause: Duration, deadline: Option<Inst
         let notified = ticket.notify.notified();
         tokio::pin!(notified);
         notified.as_mut().enable();
-        if ticket.has_handed() {
+        if ticket.handed.lock().is_ok_and(|handed| handed.is_some()) {
             ticket.state.store(BUSY, Ordering::SeqCst);
             return Woken::Handed;
         }
