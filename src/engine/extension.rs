@@ -189,6 +189,12 @@ impl Extendable for Held {
 }
 
 impl Ident {
+    /// The fencing token handed out so far, 0 if none: what a restore raises the counters
+    /// to.
+    fn handed_fence(&self) -> u64 {
+        self.fencing.as_ref().and_then(Fencing::handed).unwrap_or(0)
+    }
+
     /// Sets our keys again on the nodes in `mask`, in the background (the RESTORE script),
     /// and raises their fencing counters to the fencing token handed out, if one was.
     ///
@@ -198,8 +204,7 @@ impl Ident {
     /// queueing happen in one poll; a release that starts on another thread between the two
     /// is the one case left, with that cost and no other.
     fn restore(self: &Arc<Self>, mask: u64, ttl_ms: i64) {
-        let fence = self.fencing.as_ref().and_then(Fencing::handed).unwrap_or(0);
-        let value = self.value();
+        let (fence, value) = (self.handed_fence(), self.value());
         self.machinery.fanout.detached(mask, |node| {
             let restored =
                 node.restore(self.keys.to_vec(), self.locks, value.clone(), ttl_ms, fence);
