@@ -117,7 +117,7 @@ impl Held {
                 let Some(key) = key.as_str() else { continue };
                 for hash in args.iter().skip(1).step_by(2) {
                     if let Some(hash) = hash.as_str() {
-                        ident.machinery.wakeups.released(key, &hash);
+                        ident.machinery.wakeups.seen(key, &hash, true);
                     }
                 }
             }

@@ -127,7 +127,7 @@ impl<L: Extendable> KeptEntry<L> {
     /// The entry's timer fired (or falls in the coalescing window of a wake-up at `now`).
     pub(crate) fn fire(&mut self, now: Instant) -> Next {
         let lost_at = self.lost_at(now);
-        if self.phase != Phase::Lost && self.status.is_lost() {
+        if self.phase != Phase::Lost && self.status.0.status().lost.is_some() {
             // A handle found the validity over before this wake-up (`LostReason::KeeperLate`).
             self.phase = Phase::Lost;
         }
@@ -339,11 +339,6 @@ impl Publisher {
         status.valid_until = valid_until;
         status.extensions += 1;
         true
-    }
-
-    /// Whether the loss was published (by the keeper, or by a handle).
-    pub(crate) fn is_lost(&self) -> bool {
-        self.0.status().lost.is_some()
     }
 
     /// An extension failed: the validity is at most `valid_until` (never moved later).

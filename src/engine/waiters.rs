@@ -230,17 +230,12 @@ impl Wakeups {
         Some((Arc::clone(head), ttl))
     }
 
-    /// This client saw its release of `key` confirmed by a majority: wakes the head of the
-    /// queue, and the release's messages from the nodes wake nobody after that.
-    pub(crate) fn released(&self, key: &str, payload: &str) {
-        self.seen(key, payload, true);
-    }
-
     /// A node announced a release of `key`. The first message of a release wakes the head of
     /// the queue at once (the other nodes delete at about the same time); the message that
     /// shows a majority deleted wakes it again, in case the first attempt came too early.
-    /// Other messages wake nobody.
-    fn seen(&self, key: &str, payload: &str, confirmed: bool) {
+    /// Other messages wake nobody. `confirmed`: this client saw its release confirmed by a
+    /// majority, which wakes the head, and the release's messages wake nobody after that.
+    pub(crate) fn seen(&self, key: &str, payload: &str, confirmed: bool) {
         let Ok(mut keys) = self.keys.lock() else {
             return;
         };
@@ -454,7 +449,7 @@ mod tests {
         let a = wakeups.join("k", None, None, || {});
         wakeups.message("quorumlock:released:other", "x");
         wakeups.message("elsewhere:k", "x");
-        wakeups.released("k2", "x");
+        wakeups.seen("k2", "x", true);
         assert_eq!(wait(&a, Duration::from_secs(1), None).await, Woken::Paused);
     }
 }
