@@ -118,7 +118,9 @@ pub(crate) trait ClaimKind {
     fn primitive(&self) -> Primitive;
 
     /// What a grant without some nodes warns of (`lock`, `permit`); `None`: no warning.
-    fn noun(&self) -> Option<&'static str>;
+    fn noun(&self) -> Option<&'static str> {
+        None
+    }
 
     /// The token the attempt claims with: a fresh one, unless the kind has one.
     fn token(&mut self) -> Result<Token, Error> {
@@ -126,9 +128,11 @@ pub(crate) trait ClaimKind {
     }
 
     /// What the DISCARD script gets to drop the attempt's claims of `value` when it is
-    /// refused or cancelled; `None`: nothing is discarded (a handover's tokens go with the
-    /// release that follows it).
-    fn discard(&self, value: &Value) -> Option<Vec<Value>>;
+    /// refused or cancelled (by default, the token alone); `None`: nothing is discarded (a
+    /// handover's tokens go with the release that follows it).
+    fn discard(&self, value: &Value) -> Option<Vec<Value>> {
+        Some(vec![value.clone()])
+    }
 
     /// Sends the round for `token`: what each node is sent, and when the round is decided.
     fn send(

@@ -228,10 +228,6 @@ impl ClaimKind for Locking {
         Some("lock")
     }
 
-    fn discard(&self, value: &Value) -> Option<Vec<Value>> {
-        Some(vec![value.clone()])
-    }
-
     async fn send(
         &mut self,
         client: &Machinery,

@@ -228,10 +228,6 @@ impl ClaimKind for HandingOver<'_> {
         self.ident.primitive()
     }
 
-    fn noun(&self) -> Option<&'static str> {
-        None
-    }
-
     fn token(&mut self) -> Result<Token, Error> {
         self.token.take().map_or_else(Token::generate, Ok)
     }
