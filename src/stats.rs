@@ -1,14 +1,6 @@
 //! Counters of what a client did, for services to export and benches to read; with the
-//! `metrics` feature, the same events through the [`metrics`](https://docs.rs/metrics) facade:
-//!
-//! | name | kind | labels |
-//! |---|---|---|
-//! | `quorumlock_lock_attempts_total` | counter | `outcome`: `acquired`, `taken`, `failed` |
-//! | `quorumlock_lock_waits_total` | counter | `ended`: `released`, `paused`, `handed_over` |
-//! | `quorumlock_lock_wait_seconds` | histogram | `outcome`: `acquired`, `gave_up` (from the call to its end) |
-//! | `quorumlock_node_errors_total` | counter | `node` (index), `kind` (`NodeErrorKind`, lower case) |
-//! | `quorumlock_extension_failures_total` | counter | (a kept lock's extension that failed and is retried) |
-//! | `quorumlock_locks_lost_total` | counter | `reason`: `not_held`, `not_extended`, `hold_limit`, `keeper_late` |
+//! `metrics` feature, the same events through the [`metrics`](https://docs.rs/metrics) facade
+//! (their names, kinds and labels: the table in docs/operations.md, "What to monitor").
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
