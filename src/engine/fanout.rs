@@ -78,12 +78,8 @@ impl Fanout {
     /// undecided command is handed to the background: a per-node future that finds it set
     /// knows that its answer will not be counted, and can act on it itself.
     ///
-    /// `stake` says when the round is decided (see [`Stake`]). Only a round that takes a
-    /// lock presumes suspect nodes failed until they answer, once a no has been seen
-    /// (design 2.2a): there a no means another holder. On a lock we hold, a no ("missing",
-    /// "not ours") can come from a node that merely missed the acquisition or earlier
-    /// extensions while the suspects still hold our keys, and the round waits until the
-    /// answers alone tell whether a majority confirmed or our token is gone.
+    /// `stake` says when the round is decided (see [`Stake`]), and whether suspect nodes are
+    /// presumed failed once a no has been seen: only where it takes a lock (design 2.2a).
     pub(crate) async fn round_marking<T, F, Fut>(
         &self,
         decided: Option<&AtomicBool>,
