@@ -1,18 +1,9 @@
 //! The one acquisition path of every claim (a lock, a permit, a read-write lock's side, a
-//! handover), in the layers of the algorithm's description:
-//!
-//! - the loop ([`Acquiring::run`]): an attempt after another until one is granted, retrying with jitter
-//!   as the caller's [`Retry`] says. Callers of one client that find a resource taken wait
-//!   in line for its release (`engine/waiters.rs`), and only the head of the line attempts;
-//!   a release by this client may hand the claim straight to the head
-//!   (`engine/handover.rs`).
-//! - one attempt ([`attempt`]), whatever the claim's kind: it draws a token, sends one round
-//!   over what the acquisition claims ([`Resources`]), judges it by the grant rule
-//!   ([`verdict::timed`]), and ends in one of three ways, written here once: a [`Held`]
-//!   claim, [`Error::ValidityExpired`] ([`expired`]), or a refusal ([`lost`]) whose claims
-//!   are discarded silently on every node. What differs between kinds is a [`ClaimKind`]:
-//!   what each node is sent, how the answers are read, and what a granted claim holds.
-//! - the round itself, sent to every node at once, is `engine/fanout.rs`'s.
+//! handover): the loop ([`Acquiring::run`]), which retries as the caller's [`Retry`] says
+//! and waits in this client's line (`engine/waiters.rs`); one [`attempt`] of any
+//! [`ClaimKind`], whose three ends (a [`Held`] claim, [`expired`], or a refusal, [`lost`],
+//! discarded silently on every node) are written here once. Where it sits on a `lock()`'s
+//! way down: ARCHITECTURE.md ("One `lock()`, top to bottom").
 
 use std::future::Future;
 use std::sync::Arc;

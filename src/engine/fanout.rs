@@ -2,10 +2,8 @@
 //! its outcome is decided ([`Fanout::round`]), the silent discard of an attempt's claims,
 //! commands sent without waiting for them, and the background completion of the calls still
 //! in flight when a round is decided or dropped ([`Background`]), which
-//! [`RedLock::settle`](crate::RedLock::settle) waits for.
-//!
-//! Each node's command runs under its own timeout (`node/connection.rs`). Imports `node/`,
-//! `algo/`, `error` and `config` only: nothing above it in the engine.
+//! [`RedLock::settle`](crate::RedLock::settle) waits for. Each node's command runs under its
+//! own timeout (`node/connection.rs`); what it may import: ARCHITECTURE.md.
 
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

@@ -1,11 +1,7 @@
-//! A held claim, in one place: what it claims ([`Keys`], and a [`Member`] where the claim is
-//! a member of a sorted set, a permit's [`PermitSlot`] or a read-write lock's side), its
-//! [`Token`] (128 bits from the operating system's CSPRNG, one per acquisition attempt), its
-//! fencing state ([`Fencing`]) and what an acquisition round says of it ([`granted`]), what
-//! a round on it says ([`confirmed`], [`unheld`], whose success is [`Released`]), and
-//! [`Held`] itself: how long it can be relied on, how it is extended, released or handed on.
-//! The rounds that record a fencing token when its holder asks for one, and why they are
-//! safe, are in `engine/fencing.rs` (design 2.6).
+//! A held claim, in one place: what it claims ([`Keys`], a [`Member`]), its [`Token`], its
+//! fencing state ([`Fencing`], [`granted`]), what a round on it says ([`confirmed`],
+//! [`unheld`], [`Released`]), and [`Held`] itself (ARCHITECTURE.md, its `engine/` row). The
+//! rounds that record a fencing token are in `engine/fencing.rs` (design 2.6).
 //!
 //! The retry jitter uses a separate fast RNG (`rand::rng()`), so that nothing about a token
 //! can be learned from timing and no token draws from a userspace generator.

@@ -1,9 +1,6 @@
-//! What a held claim needs of its client, and no more: the fan-out of rounds to the nodes
-//! (`engine/fanout.rs`) and the registries the claim is entered in or reads (held locks,
-//! waiters, fencing hints, the keeper), with the settings its rounds check. A
-//! [`Coordinator`](crate::engine::coordinator::Coordinator) keeps one, and so does every
-//! held claim, and the client's counters are here for its acquisitions; its nodes' fleet stays
-//! with the coordinator.
+//! What a held claim needs of its client, and no more: the fan-out, the registries a claim is
+//! entered in or reads, the settings and the counters (ARCHITECTURE.md, its `engine/` row),
+//! kept by the [`Coordinator`](crate::engine::coordinator::Coordinator) and every held claim.
 //!
 //! Here too the registry of held locks ([`Holdings`]) and the clean end it serves
 //! ([`Machinery::shut_down`]; why a process needs it, and what the registry costs: design
