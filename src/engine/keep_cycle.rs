@@ -14,10 +14,8 @@ use tokio::sync::Notify;
 use crate::algo::schedule::KeepSchedule;
 use crate::error::{Error, LostReason, NodeError};
 
-/// What the keeper keeps: a held claim, extended by rounds that run detached from it
-/// ([`extension`](Self::extension)) and whose outcome is then applied to it
-/// ([`settle_extension`](Self::settle_extension)). A held lock, a permit, a read-write
-/// lock's side: `Held` (`engine/extension.rs`).
+/// What the keeper keeps: a held claim (a lock, a permit, a read-write lock's side: `Held`,
+/// in `engine/extension.rs`), whose extensions run detached from it (below).
 pub(crate) trait Extendable: Send + 'static {
     /// An extension round that has run, detached from its claim.
     type Extension: Send + 'static;
