@@ -38,8 +38,7 @@ impl Tally {
 
     /// Counts one node's answer.
     pub fn record(&mut self, ballot: Ballot) -> Decision {
-        self.0.record(ballot);
-        self.decision()
+        self.0.record(ballot)
     }
 
     /// Whether the round is decided.

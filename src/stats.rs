@@ -1,14 +1,6 @@
 //! Counters of what a client did, for services to export and benches to read; with the
-//! `metrics` feature, the same events through the [`metrics`](https://docs.rs/metrics) facade:
-//!
-//! | name | kind | labels |
-//! |---|---|---|
-//! | `quorumlock_lock_attempts_total` | counter | `outcome`: `acquired`, `taken`, `failed` |
-//! | `quorumlock_lock_waits_total` | counter | `ended`: `released`, `paused`, `handed_over` |
-//! | `quorumlock_lock_wait_seconds` | histogram | `outcome`: `acquired`, `gave_up` (from the call to its end) |
-//! | `quorumlock_node_errors_total` | counter | `node` (index), `kind` (`NodeErrorKind`, lower case) |
-//! | `quorumlock_extension_failures_total` | counter | (a kept lock's extension that failed and is retried) |
-//! | `quorumlock_locks_lost_total` | counter | `reason`: `not_held`, `not_extended`, `hold_limit`, `keeper_late` |
+//! `metrics` feature, the same events through the [`metrics`](https://docs.rs/metrics) facade
+//! (their names, kinds and labels: the table in docs/operations.md, "What to monitor").
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -42,17 +34,11 @@ pub struct Stats {
     pub handed_over: u64,
 }
 
+/// One count per [`Event`], in its order.
 #[derive(Debug, Default)]
-pub(crate) struct Counters {
-    attempts: AtomicU64,
-    acquired: AtomicU64,
-    taken: AtomicU64,
-    woken: AtomicU64,
-    paused: AtomicU64,
-    handed_over: AtomicU64,
-}
+pub(crate) struct Counters([AtomicU64; 6]);
 
-/// What to count.
+/// What to count (its discriminant is its place in [`Counters`]).
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Event {
     Attempt,
@@ -87,25 +73,19 @@ impl Counters {
                     .increment(1)
             }
         }
-        let counter = match event {
-            Event::Attempt => &self.attempts,
-            Event::Acquired => &self.acquired,
-            Event::Taken => &self.taken,
-            Event::Woken => &self.woken,
-            Event::Paused => &self.paused,
-            Event::HandedOver => &self.handed_over,
-        };
-        counter.fetch_add(1, Ordering::Relaxed);
+        self.0[event as usize].fetch_add(1, Ordering::Relaxed);
     }
 
     pub(crate) fn read(&self) -> Stats {
+        let [attempts, acquired, taken, woken, paused, handed_over] =
+            self.0.each_ref().map(|n| n.load(Ordering::Relaxed));
         Stats {
-            attempts: self.attempts.load(Ordering::Relaxed),
-            acquired: self.acquired.load(Ordering::Relaxed),
-            taken: self.taken.load(Ordering::Relaxed),
-            woken: self.woken.load(Ordering::Relaxed),
-            paused: self.paused.load(Ordering::Relaxed),
-            handed_over: self.handed_over.load(Ordering::Relaxed),
+            attempts,
+            acquired,
+            taken,
+            woken,
+            paused,
+            handed_over,
         }
     }
 }

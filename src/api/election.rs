@@ -22,33 +22,33 @@ pub struct Leadership(pub(super) Leading);
 impl Leadership {
     /// The election's name (the lock's resource).
     pub fn name(&self) -> &str {
-        self.0.name()
+        self.0.kept.resource()
     }
 
     /// The term: the lock's fencing token, recorded on a majority before the campaign
     /// returned, greater than the term of every earlier leader of this election.
     pub fn term(&self) -> u64 {
-        self.0.term()
+        self.0.term
     }
 
     /// The identity observers see.
     pub fn identity(&self) -> &str {
-        self.0.identity()
+        &self.0.identity
     }
 
     /// Whether this process still leads: the lock is neither lost nor expired.
     pub fn is_leader(&self) -> bool {
-        self.0.is_leader()
+        self.0.kept.is_held()
     }
 
     /// The instant until which the leadership can be relied on, as of the last extension.
     pub fn valid_until(&self) -> Instant {
-        self.0.valid_until()
+        self.0.kept.valid_until()
     }
 
     /// A cloneable view of the lock, with its loss signal.
     pub fn handle(&self) -> LockHandle {
-        LockHandle(self.0.handle())
+        LockHandle(self.0.kept.handle())
     }
 
     /// Resolves when the leadership is lost, at least the keep-alive margin before its
@@ -57,7 +57,7 @@ impl Leadership {
     /// # Cancel safety
     /// Cancel-safe: dropping the future changes nothing.
     pub fn lost(&self) -> impl Future<Output = LostReason> + Send + 'static {
-        self.0.lost()
+        self.0.kept.lost()
     }
 
     /// Gives the leadership up: releases the lock, which wakes the waiting candidates at

@@ -60,12 +60,12 @@ impl RedLock {
     /// What this client has done since it was built: attempts, acquisitions, contention, and
     /// how its waits between attempts ended.
     pub fn stats(&self) -> Stats {
-        self.0.stats()
+        self.0.machinery().counters.read()
     }
 
     /// How many nodes are configured.
     pub fn nodes(&self) -> usize {
-        self.0.nodes()
+        self.0.node_list().len()
     }
 
     /// How many nodes must agree: a strict majority of those configured.
@@ -153,7 +153,7 @@ impl RedLock {
     /// released in a background task; any key left behind (the runtime shut down) expires
     /// after the ttl.
     pub async fn lock(&self, resource: &str) -> Result<Lock, Error> {
-        self.0.lock(resource).await.map(Lock)
+        self.lock_all(&[resource]).await
     }
 
     /// A semaphore of `permits` permits on the resource `name`: at most `permits` holders
@@ -191,7 +191,8 @@ impl RedLock {
     /// # Errors
     /// As [`lock`](Self::lock).
     pub async fn try_lock(&self, resource: &str) -> Result<Lock, Error> {
-        self.0.try_lock(resource).await.map(Lock)
+        self.lock_with(resource, self.config().ttl, Retry::none())
+            .await
     }
 
     /// Locks `resource` for `ttl`, retrying by `retry`.
@@ -205,7 +206,7 @@ impl RedLock {
         ttl: Duration,
         retry: Retry,
     ) -> Result<Lock, Error> {
-        self.0.lock_with(resource, ttl, retry).await.map(Lock)
+        self.lock_all_with(&[resource], ttl, retry).await
     }
 
     /// Runs `work` while holding `resource`, kept alive with [`KeepAlive::new`](crate::KeepAlive::new)'s defaults,
@@ -241,7 +242,8 @@ impl RedLock {
     /// # Errors
     /// As [`lock_all_with`](Self::lock_all_with).
     pub async fn lock_all<S: AsRef<str>>(&self, resources: &[S]) -> Result<Lock, Error> {
-        self.0.lock_all(resources).await.map(Lock)
+        self.lock_all_with(resources, self.config().ttl, self.config().retry)
+            .await
     }
 
     /// Locks several resources at once for `ttl`, retrying by `retry`.

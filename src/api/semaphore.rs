@@ -185,7 +185,7 @@ impl Semaphore {
     pub async fn holders(&self) -> Result<Vec<PermitHolder>, Error> {
         let spec = &self.spec;
         ClaimCensus::of(self.client.machinery())
-            .holders(spec.name(), spec.key(), spec.permits())
+            .holders(spec.name(), spec.key(), Some(spec.permits()))
             .await
     }
 }

@@ -1,18 +1,9 @@
 //! The one acquisition path of every claim (a lock, a permit, a read-write lock's side, a
-//! handover), in the layers of the algorithm's description:
-//!
-//! - the loop ([`Acquiring::run`]): an attempt after another until one is granted, retrying with jitter
-//!   as the caller's [`Retry`] says. Callers of one client that find a resource taken wait
-//!   in line for its release (`engine/waiters.rs`), and only the head of the line attempts;
-//!   a release by this client may hand the claim straight to the head
-//!   (`engine/handover.rs`).
-//! - one attempt ([`attempt`]), whatever the claim's kind: it draws a token, sends one round
-//!   over what the acquisition claims ([`Resources`]), judges it by the grant rule
-//!   ([`verdict::timed`]), and ends in one of three ways, written here once: a [`Held`]
-//!   claim, [`Error::ValidityExpired`] ([`expired`]), or a refusal ([`lost`]) whose claims
-//!   are discarded silently on every node. What differs between kinds is a [`ClaimKind`]:
-//!   what each node is sent, how the answers are read, and what a granted claim holds.
-//! - the round itself, sent to every node at once, is `engine/fanout.rs`'s.
+//! handover): the loop ([`Acquiring::run`]), which retries as the caller's [`Retry`] says
+//! and waits in this client's line (`engine/waiters.rs`); one [`attempt`] of any
+//! [`ClaimKind`], whose three ends (a [`Held`] claim, [`expired`], or a refusal, [`lost`],
+//! discarded silently on every node) are written here once. Where it sits on a `lock()`'s
+//! way down: ARCHITECTURE.md ("One `lock()`, top to bottom").
 
 use std::future::Future;
 use std::sync::Arc;
@@ -118,7 +109,9 @@ pub(crate) trait ClaimKind {
     fn primitive(&self) -> Primitive;
 
     /// What a grant without some nodes warns of (`lock`, `permit`); `None`: no warning.
-    fn noun(&self) -> Option<&'static str>;
+    fn noun(&self) -> Option<&'static str> {
+        None
+    }
 
     /// The token the attempt claims with: a fresh one, unless the kind has one.
     fn token(&mut self) -> Result<Token, Error> {
@@ -126,9 +119,11 @@ pub(crate) trait ClaimKind {
     }
 
     /// What the DISCARD script gets to drop the attempt's claims of `value` when it is
-    /// refused or cancelled; `None`: nothing is discarded (a handover's tokens go with the
-    /// release that follows it).
-    fn discard(&self, value: &Value) -> Option<Vec<Value>>;
+    /// refused or cancelled (by default, the token alone); `None`: nothing is discarded (a
+    /// handover's tokens go with the release that follows it).
+    fn discard(&self, value: &Value) -> Option<Vec<Value>> {
+        Some(vec![value.clone()])
+    }
 
     /// Sends the round for `token`: what each node is sent, and when the round is decided.
     fn send(
@@ -194,17 +189,13 @@ pub(crate) async fn attempt<K: ClaimKind>(
         // until at least start + ttl (less the drift allowance).
         let held = Held::new(Acquisition {
             machinery: Arc::clone(client),
-            name: target.name.clone(),
-            resources: target.resources.clone(),
-            keys: target.keys.clone(),
+            target: target.clone(),
             token,
-            fencing: grant.fencing,
+            grant,
             ttl: ttl.ttl,
             valid_until: start + ttl.usable,
             acquired_on: tally.yes,
             failures: round.failures,
-            handovers: grant.handovers,
-            member: grant.member,
         });
         return Ok((held, room));
     }

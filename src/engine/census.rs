@@ -9,9 +9,9 @@ use std::time::Duration;
 
 use fred::types::{Key, Value};
 
-use crate::algo::quorum::{quorum, Tally};
+use crate::algo::quorum::Tally;
 use crate::algo::slots;
-use crate::engine::held::Access;
+use crate::engine::held::{self, Access};
 use crate::engine::machinery::Machinery;
 use crate::error::{Error, FoundKind, NodeError};
 use crate::node::scripts::PERMIT_HOLDERS;
@@ -103,21 +103,10 @@ impl<'a> ClaimCensus<'a> {
         ClaimCensus { client }
     }
 
-    /// Reads the holders of the semaphore `name` of `permits`, at `key`, on every node, and
-    /// puts together what they record.
-    pub(crate) async fn holders(
-        &self,
-        name: &str,
-        key: &str,
-        permits: u32,
-    ) -> Result<Vec<PermitHolder>, Error> {
-        self.census(name, key, Some(permits)).await
-    }
-
     /// Reads the readers, writer and waiting writers of the read-write lock `name`, at
     /// `key`, on every node.
     pub(crate) async fn rw_holders(&self, name: &str, key: &str) -> Result<Vec<RwHolder>, Error> {
-        let found = self.census(name, key, None).await?;
+        let found = self.holders(name, key, None).await?;
         Ok(found
             .into_iter()
             .map(|h| RwHolder {
@@ -152,10 +141,10 @@ impl<'a> ClaimCensus<'a> {
         slots::kind_in_the_way(&Tally::presuming(self.client.node_list().len(), 0), found)
     }
 
-    /// The claims of the sorted set at `key` on every node, put together: a semaphore of
-    /// `permits`, or a read-write lock (`None`; slots 0, 1 and 2 are readers, writers and
-    /// intents).
-    async fn census(
+    /// The claims of the sorted set at `key` on every node, put together: the holders of the
+    /// semaphore `name` of `permits`, or of a read-write lock (`None`; slots 0, 1 and 2 are
+    /// readers, writers and intents).
+    pub(crate) async fn holders(
         &self,
         name: &str,
         key: &str,
@@ -173,7 +162,8 @@ impl<'a> ClaimCensus<'a> {
         let mut failures = Vec::new();
         let mut claims = Vec::new();
         let mut others = Vec::new();
-        let mut answered = 0;
+        // Those that answered are its yes: a census needs a majority of them.
+        let mut nodes = Tally::presuming(self.client.nodes(), 0);
         for answer in answers {
             match answer {
                 Err(e) => failures.push(e),
@@ -182,32 +172,25 @@ impl<'a> ClaimCensus<'a> {
                 // (`slots::kind_in_the_way`), as for an acquisition.
                 Ok(Record::Other(found)) => {
                     others.push(found);
-                    answered += 1;
+                    nodes.yes += 1;
                 }
-                Ok(Record::Empty) => answered += 1,
+                Ok(Record::Empty) => nodes.yes += 1,
                 Ok(Record::Claims(found)) => {
-                    answered += 1;
+                    nodes.yes += 1;
                     claims.extend(found);
                 }
             }
         }
-        let nodes = Tally::presuming(self.client.node_list().len(), 0);
         if let Some(found) = slots::kind_in_the_way(&nodes, others) {
             return Err(Error::KindMismatch {
                 resource: name.to_string(),
                 found,
             });
         }
-        let quorum = quorum(self.client.nodes());
-        if answered < quorum {
-            return Err(Error::NoQuorum {
-                resource: name.to_string(),
-                needed: quorum,
-                agreed: answered,
-                failures,
-            });
+        if nodes.yes < nodes.quorum() {
+            return Err(held::unheld(name, nodes, failures, false));
         }
-        Ok(tally(claims, quorum))
+        Ok(tally(claims, nodes.quorum()))
     }
 }
 

@@ -25,7 +25,6 @@ use crate::node::probe::KeySpace;
 use crate::node::scripts::release_args;
 use crate::node::{Acquired, Node, Primitive, SetNx};
 use crate::report::facts::Excluded;
-use crate::stats::Stats;
 
 #[derive(Debug, Clone)]
 pub(crate) struct Coordinator {
@@ -82,16 +81,8 @@ impl Coordinator {
         self.machinery.node_list()
     }
 
-    pub(crate) fn stats(&self) -> Stats {
-        self.machinery().counters.read()
-    }
-
-    pub(crate) fn nodes(&self) -> usize {
-        self.node_list().len()
-    }
-
     pub(crate) fn quorum(&self) -> usize {
-        quorum(self.nodes())
+        quorum(self.node_list().len())
     }
 
     pub(crate) fn connected_nodes(&self) -> usize {
@@ -153,38 +144,17 @@ impl Coordinator {
         (counted, pending)
     }
 
-    pub(crate) async fn lock(&self, resource: &str) -> Result<Held, Error> {
-        self.lock_all(&[resource]).await
-    }
-
-    pub(crate) async fn try_lock(&self, resource: &str) -> Result<Held, Error> {
-        self.lock_with(resource, self.config().ttl, Retry::none())
-            .await
-    }
-
-    pub(crate) async fn lock_with(
-        &self,
-        resource: &str,
-        ttl: Duration,
-        retry: Retry,
-    ) -> Result<Held, Error> {
-        self.lock_all_with(&[resource], ttl, retry).await
-    }
-
     pub(crate) async fn with_lock<F, Fut, T>(&self, resource: &str, work: F) -> Result<T, Error>
     where
         F: FnOnce(KeptHandle) -> Fut,
         Fut: Future<Output = T>,
     {
-        let keep = KeepAlive::new();
-        keep.check(self.config().ttl)?;
-        self.lock(resource).await?.keep_alive(keep)?.run(work).await
-    }
-
-    pub(crate) async fn lock_all<S: AsRef<str>>(&self, resources: &[S]) -> Result<Held, Error> {
-        let config = self.config();
-        self.lock_all_with(resources, config.ttl, config.retry)
-            .await
+        let (keep, config) = (KeepAlive::new(), self.config());
+        keep.check(config.ttl)?;
+        let lock = self
+            .lock_all_with(&[resource], config.ttl, config.retry)
+            .await?;
+        lock.keep_alive(keep)?.run(work).await
     }
 
     pub(crate) async fn lock_all_with<S: AsRef<str>>(
@@ -256,10 +226,6 @@ impl ClaimKind for Locking {
 
     fn noun(&self) -> Option<&'static str> {
         Some("lock")
-    }
-
-    fn discard(&self, value: &Value) -> Option<Vec<Value>> {
-        Some(vec![value.clone()])
     }
 
     async fn send(

@@ -3,7 +3,7 @@
 //! identity beside the lock; `engine/observe.rs` reads who leads.
 
 use std::future::Future;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use fred::types::{Key, Value};
 use futures::future::{FutureExt, RemoteHandle};
@@ -15,49 +15,20 @@ use crate::config::Retry;
 use crate::engine::coordinator::Coordinator;
 use crate::engine::held::{self, Released};
 use crate::engine::kept::{Kept, KeptHandle};
-use crate::error::LostReason;
 use crate::error::{ConfigError, Error};
 use crate::node::scripts::IDENTIFY;
 
 #[derive(Debug)]
 pub(crate) struct Leading {
-    kept: Kept,
-    term: u64,
-    identity: String,
+    pub(crate) kept: Kept,
+    pub(crate) term: u64,
+    pub(crate) identity: String,
     /// Rewrites the identity record while the lock is kept; dropped, it ends the task that
     /// does.
     refresher: RemoteHandle<()>,
 }
 
 impl Leading {
-    pub(crate) fn name(&self) -> &str {
-        self.kept.resource()
-    }
-
-    pub(crate) fn term(&self) -> u64 {
-        self.term
-    }
-
-    pub(crate) fn identity(&self) -> &str {
-        &self.identity
-    }
-
-    pub(crate) fn is_leader(&self) -> bool {
-        self.kept.is_held()
-    }
-
-    pub(crate) fn valid_until(&self) -> Instant {
-        self.kept.valid_until()
-    }
-
-    pub(crate) fn handle(&self) -> KeptHandle {
-        self.kept.handle()
-    }
-
-    pub(crate) fn lost(&self) -> impl Future<Output = LostReason> + Send + 'static {
-        self.kept.lost()
-    }
-
     pub(crate) async fn resign(self) -> Result<Released, Error> {
         drop(self.refresher);
         self.kept.release().await
@@ -113,7 +84,7 @@ impl Leading {
             .jitter(candidacy.retry_jitter);
         let (lock_key, identity_key) = election_keys(client, name);
         loop {
-            let lock = match client.lock_with(name, ttl, retry).await {
+            let lock = match client.lock_all_with(&[name], ttl, retry).await {
                 Ok(lock) => lock,
                 Err(e) if e.is_retryable() => continue,
                 Err(e) => return Err(e),

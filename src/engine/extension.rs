@@ -85,9 +85,7 @@ impl Extendable for Held {
         Held::validity(self)
     }
 
-    /// The checks of [`extend_for`](Held::extend_for), then its round as a future that
-    /// does not borrow the lock, so that a keeper can drive many at once while it keeps
-    /// the locks; [`settle_extension`](Self::settle_extension) applies its outcome.
+    /// The checks of [`extend_for`](Held::extend_for), then its round (see the trait).
     fn extension(
         &self,
         ttl: Duration,
@@ -151,8 +149,6 @@ impl Extendable for Held {
         })
     }
 
-    /// Judges an extension round made by [`extension`](Self::extension) of this lock, and
-    /// moves the validity as [`extend_for`](Held::extend_for) documents.
     fn settle_extension(&mut self, extension: Extension) -> Result<Duration, Error> {
         let Extension {
             ttl,

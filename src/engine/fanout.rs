@@ -2,10 +2,8 @@
 //! its outcome is decided ([`Fanout::round`]), the silent discard of an attempt's claims,
 //! commands sent without waiting for them, and the background completion of the calls still
 //! in flight when a round is decided or dropped ([`Background`]), which
-//! [`RedLock::settle`](crate::RedLock::settle) waits for.
-//!
-//! Each node's command runs under its own timeout (`node/connection.rs`). Imports `node/`,
-//! `algo/`, `error` and `config` only: nothing above it in the engine.
+//! [`RedLock::settle`](crate::RedLock::settle) waits for. Each node's command runs under its
+//! own timeout (`node/connection.rs`); what it may import: ARCHITECTURE.md.
 
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -78,12 +76,8 @@ impl Fanout {
     /// undecided command is handed to the background: a per-node future that finds it set
     /// knows that its answer will not be counted, and can act on it itself.
     ///
-    /// `stake` says when the round is decided (see [`Stake`]). Only a round that takes a
-    /// lock presumes suspect nodes failed until they answer, once a no has been seen
-    /// (design 2.2a): there a no means another holder. On a lock we hold, a no ("missing",
-    /// "not ours") can come from a node that merely missed the acquisition or earlier
-    /// extensions while the suspects still hold our keys, and the round waits until the
-    /// answers alone tell whether a majority confirmed or our token is gone.
+    /// `stake` says when the round is decided (see [`Stake`]), and whether suspect nodes are
+    /// presumed failed once a no has been seen: only where it takes a lock (design 2.2a).
     pub(crate) async fn round_marking<T, F, Fut>(
         &self,
         decided: Option<&AtomicBool>,
@@ -224,14 +218,6 @@ impl Fanout {
             .map(|node| self.counted(node, op(node)))
             .collect();
         drop(InBackgroundOnDrop(pending, Arc::clone(&self.background)));
-    }
-
-    /// Starts a silent delete of an attempt's keys on every node without waiting for it
-    /// (needs a runtime; a no-op without one, the keys then expire after their ttl).
-    pub(crate) fn discard_detached(&self, primitive: Primitive, keys: Vec<Key>, args: Vec<Value>) {
-        self.detached(u64::MAX, |node| {
-            node.discard(primitive, keys.clone(), args.clone())
-        });
     }
 
     /// Starts a release of `key` on every node without waiting for it (needs a runtime; a
@@ -417,12 +403,11 @@ impl<'a> CleanupOnDrop<'a> {
 
 impl Drop for CleanupOnDrop<'_> {
     fn drop(&mut self) {
+        // A silent delete on every node, not waited for (without a runtime, the keys expire).
         if self.armed {
-            self.fanout.discard_detached(
-                self.primitive,
-                self.keys.to_vec(),
-                std::mem::take(&mut self.args),
-            );
+            self.fanout.detached(u64::MAX, |node| {
+                node.discard(self.primitive, self.keys.to_vec(), self.args.clone())
+            });
         }
     }
 }

@@ -1,23 +1,7 @@
-//! Fencing tokens, recorded on a majority only when the holder asks for one (design 2.6).
-//!
-//! A fencing token `f` is handed out only after a script raised the resource's counter to at
-//! least `f` on a majority of nodes, each of which held our token when it did, and only if
-//! the lock was still valid at the end of that round. `f` is above every counter on a
-//! majority, read either by the acquisition itself (the ACQUIRE script: several resources,
-//! or a client whose locks have had their token asked for before) or, after a bare
-//! `SET NX`, by the PEEK script in a round of its own just before the round that records it.
-//!
-//! Which round records it:
-//! - **the acquisition's**, when the client guessed well: a client whose tokens are asked
-//!   for sends its ACQUIRE a hint, one more than the last token it knows of for the
-//!   resource (`Hints`, in `engine/machinery.rs`), and each node that grants the lock with
-//!   its counters below the hint raises them to it. If a majority did, `hint` is recorded there and above
-//!   everything that was handed out before (each earlier token is on a majority, which
-//!   shares a node with ours, whose counter was below the hint), and asking for the token
-//!   sends nothing. One round for the lock and its token, where another client did not
-//!   fence the resource since this one last did;
-//! - otherwise **a FENCE round** when the token is asked for: `f` is one more than the
-//!   largest counter the acquisition (or PEEK) read on its majority.
+//! Fencing tokens, recorded on a majority only when the holder asks for one: by the
+//! acquisition's own round where its hint (`Hints`, in `engine/machinery.rs`) was recorded,
+//! else by a FENCE round (after a PEEK round where a bare `SET NX` read no counters). The
+//! protocol, and why every token handed out is above every earlier one: design 2.6.
 
 use std::time::Instant;
 
@@ -119,14 +103,9 @@ fn no_token(error: Error) -> Error {
 const RESEED_TIMEOUTS: u32 = 3;
 
 /// Waits while fewer than a majority of `nodes` have fencing counters known to be complete
-/// and a re-seed that would add one is due (design 2.6a): a process that has just started, on
-/// nodes whose quarantine (kept on the nodes) is over or off, then gets its token once its
-/// own re-seeds are done, a few round trips, rather than a refusal while they are in flight.
-///
-/// Briefly: for re-seeds due within [`RESEED_TIMEOUTS`] node timeouts from now, and for
-/// that long at most, and never more than half of what is left until `until` (the lock's
-/// validity). A re-seed that cannot finish (too few nodes answer its survey) must not use up
-/// the holder's validity: the rounds that follow then refuse as before.
+/// and a re-seed that would add one is due, briefly (design 2.6a, "What a refusal looks
+/// like"): for re-seeds due within [`RESEED_TIMEOUTS`] node timeouts from now, and for that
+/// long at most, and never more than half of what is left until `until` (the validity).
 async fn reseeds_due(nodes: &[Node], until: Instant) {
     let Some(first) = nodes.first() else { return };
     let quorum = crate::algo::quorum::quorum(nodes.len());

@@ -1,31 +1,8 @@
 //! Releasing a held claim ([`Held::release`]): handed straight to the next caller of this
-//! client waiting for it where one waits, else deleted on every node with the RELEASE script,
-//! which announces it to the waiters of every client.
-//!
-//! Without a handover, a release deletes the key (RELEASE), the next waiter is woken and sets
-//! it again with its own token (`SET NX`): two commands per node, a release message from every
-//! node, and a moment in which the key is free, when the waiters of other clients are woken
-//! too and attempt in vain. With one, the releaser replaces its token with a new one for the
-//! waiter in one script per node (HANDOVER), and the waiter gets a [`Lock`](crate::Lock) it made no attempt
-//! for.
-//!
-//! Why this grants nobody a lock that another holds (design 2.4b): on each node, HANDOVER is
-//! exactly RELEASE of the old token followed at once by ACQUIRE of the new one (SET NX, or the
-//! ACQUIRE script that also reads the fencing counters), with nothing in between; it changes
-//! nothing where another token holds the key. The releaser stops relying on its lock when it
-//! calls `release`, as with any release. The new lock is granted by the rule of every
-//! acquisition: a majority set the new token, in a round that started at `start`, and the
-//! lock is valid until `start + ttl - drift` if that is still ahead when the round is
-//! decided. Its fencing counters are read on that majority as an attempt reads them.
-//!
-//! A handover that does not get a majority leaves no lock: the releaser then deletes both
-//! tokens everywhere (RELEASE takes both) and the waiter, woken, attempts as usual. A release
-//! cancelled half-way does the same in the background ([`ClaimedWaiter`]).
-//!
-//! Fairness across clients: the key is never free while a client hands it on among its own
-//! waiters, so the waiters of other clients see no release. After [`MAX_HANDOVERS`] handovers
-//! in a row, a release deletes the key and wakes this client's next waiter only by the nodes'
-//! release messages, as it wakes every other client's: they then race on equal terms.
+//! client waiting for it where one waits (HANDOVER, claim kind [`HandingOver`]), else deleted
+//! on every node with the RELEASE script, which announces it to the waiters of every client.
+//! The steps, why a handover grants nobody a lock another holds, what a failed or cancelled
+//! one leaves ([`ClaimedWaiter`]) and the bound [`MAX_HANDOVERS`]: design 2.4b.
 
 use std::sync::Arc;
 
@@ -140,7 +117,7 @@ impl Held {
                 let Some(key) = key.as_str() else { continue };
                 for hash in args.iter().skip(1).step_by(2) {
                     if let Some(hash) = hash.as_str() {
-                        ident.machinery.wakeups.released(key, &hash);
+                        ident.machinery.wakeups.seen(key, &hash, true);
                     }
                 }
             }
@@ -249,10 +226,6 @@ impl ClaimKind for HandingOver<'_> {
 
     fn primitive(&self) -> Primitive {
         self.ident.primitive()
-    }
-
-    fn noun(&self) -> Option<&'static str> {
-        None
     }
 
     fn token(&mut self) -> Result<Token, Error> {

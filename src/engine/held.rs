@@ -1,11 +1,7 @@
-//! A held claim, in one place: what it claims ([`Keys`], and a [`Member`] where the claim is
-//! a member of a sorted set, a permit's [`PermitSlot`] or a read-write lock's side), its
-//! [`Token`] (128 bits from the operating system's CSPRNG, one per acquisition attempt), its
-//! fencing state ([`Fencing`]) and what an acquisition round says of it ([`granted`]), what
-//! a round on it says ([`confirmed`], [`unheld`], whose success is [`Released`]), and
-//! [`Held`] itself: how long it can be relied on, how it is extended, released or handed on.
-//! The rounds that record a fencing token when its holder asks for one, and why they are
-//! safe, are in `engine/fencing.rs` (design 2.6).
+//! A held claim, in one place: what it claims ([`Keys`], a [`Member`]), its [`Token`], its
+//! fencing state ([`Fencing`], [`granted`]), what a round on it says ([`confirmed`],
+//! [`unheld`], [`Released`]), and [`Held`] itself (ARCHITECTURE.md, its `engine/` row). The
+//! rounds that record a fencing token are in `engine/fencing.rs` (design 2.6).
 //!
 //! The retry jitter uses a separate fast RNG (`rand::rng()`), so that nothing about a token
 //! can be learned from timing and no token draws from a userspace generator.
@@ -21,6 +17,7 @@ use rand::TryRngCore;
 
 use crate::algo::quorum::Tally;
 use crate::algo::verdict::{self, Confirmation};
+use crate::engine::acquire::{Grant, Resources};
 use crate::engine::fanout::Round;
 use crate::engine::machinery::{Hints, Machinery, Registration};
 use crate::error::{Error, NodeError};
@@ -278,17 +275,13 @@ pub(crate) fn recorded(round: &Round<Acquired>, hint: u64) -> Option<u64> {
 #[derive(Debug)]
 pub(crate) struct Acquisition {
     pub(crate) machinery: Arc<Machinery>,
-    pub(crate) name: String,
-    pub(crate) resources: Vec<String>,
-    pub(crate) keys: Keys,
+    pub(crate) target: Resources,
     pub(crate) token: Token,
-    pub(crate) fencing: Option<Fencing>,
+    pub(crate) grant: Grant,
     pub(crate) ttl: Duration,
     pub(crate) valid_until: Instant,
     pub(crate) acquired_on: usize,
     pub(crate) failures: Vec<NodeError>,
-    pub(crate) handovers: u32,
-    pub(crate) member: Option<Member>,
 }
 
 /// What never changes in a lock, stored compactly and shared by the lock and, once it is
@@ -427,49 +420,34 @@ pub(crate) struct Held {
 
 impl Held {
     pub(crate) fn new(acquired: Acquisition) -> Held {
-        let Acquisition {
-            machinery,
-            name,
-            resources,
-            keys,
-            token,
-            fencing,
-            ttl,
-            valid_until,
-            acquired_on,
-            failures,
-            handovers,
-            member,
-        } = acquired;
+        let Acquisition { target, grant, .. } = acquired;
         // One resource's name is the joined name: do not keep it twice.
-        let joined = match resources.as_slice() {
-            [only] if *only == name => None,
-            _ => Some(name.into_boxed_str()),
+        let joined = match target.resources.as_slice() {
+            [only] if *only == target.name => None,
+            _ => Some(target.name.into_boxed_str()),
         };
         // Entered in the client's registry, for its shutdown (a weak pointer: the registry
         // never keeps a lock alive).
-        let ident = Arc::new_cyclic(|me| {
-            let entry = machinery.held.enter(&token, me.clone());
-            Ident {
-                machinery,
-                joined,
-                resources: resources.into_boxed_slice(),
-                keys: keys.all.into_boxed_slice(),
-                locks: keys.locks,
-                token,
-                fencing,
-                handovers,
-                member,
-                released: AtomicBool::new(false),
-                entry,
-            }
+        let machinery = acquired.machinery;
+        let ident = Arc::new_cyclic(|me| Ident {
+            entry: machinery.held.enter(&acquired.token, me.clone()),
+            machinery,
+            joined,
+            resources: target.resources.into_boxed_slice(),
+            keys: target.keys.all.into_boxed_slice(),
+            locks: target.keys.locks,
+            token: acquired.token,
+            fencing: grant.fencing,
+            handovers: grant.handovers,
+            member: grant.member,
+            released: AtomicBool::new(false),
         });
         Held {
             ident,
-            ttl,
-            valid_until,
-            acquired_on,
-            failures: failures.into_boxed_slice(),
+            ttl: acquired.ttl,
+            valid_until: acquired.valid_until,
+            acquired_on: acquired.acquired_on,
+            failures: acquired.failures.into_boxed_slice(),
         }
     }
 

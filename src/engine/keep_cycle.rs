@@ -14,10 +14,8 @@ use tokio::sync::Notify;
 use crate::algo::schedule::KeepSchedule;
 use crate::error::{Error, LostReason, NodeError};
 
-/// What the keeper keeps: a held claim, extended by rounds that run detached from it
-/// ([`extension`](Self::extension)) and whose outcome is then applied to it
-/// ([`settle_extension`](Self::settle_extension)). A held lock, a permit, a read-write
-/// lock's side: `Held` (`engine/extension.rs`).
+/// What the keeper keeps: a held claim (a lock, a permit, a read-write lock's side: `Held`,
+/// in `engine/extension.rs`), whose extensions run detached from it (below).
 pub(crate) trait Extendable: Send + 'static {
     /// An extension round that has run, detached from its claim.
     type Extension: Send + 'static;
@@ -119,13 +117,6 @@ impl<L: Extendable> KeptEntry<L> {
         self.schedule.lost_at(self.lock.valid_until(), now)
     }
 
-    /// How much earlier than due an extension may start, to share a wake-up: a tenth of the
-    /// time between two extensions, at most [`COALESCE_MAX`](crate::algo::schedule::COALESCE_MAX); none for a retry, which keeps
-    /// its `retry_delay`.
-    fn early(&self) -> Duration {
-        self.schedule.early(self.ttl, self.last_error.is_some())
-    }
-
     /// The first wake-up, when the lock is handed over.
     pub(crate) fn first(&self, now: Instant) -> Next {
         Next::Wake(self.next_try.min(self.lost_at(now)))
@@ -134,7 +125,7 @@ impl<L: Extendable> KeptEntry<L> {
     /// The entry's timer fired (or falls in the coalescing window of a wake-up at `now`).
     pub(crate) fn fire(&mut self, now: Instant) -> Next {
         let lost_at = self.lost_at(now);
-        if self.phase != Phase::Lost && self.status.is_lost() {
+        if self.phase != Phase::Lost && self.status.0.status().lost.is_some() {
             // A handle found the validity over before this wake-up (`LostReason::KeeperLate`).
             self.phase = Phase::Lost;
         }
@@ -152,7 +143,9 @@ impl<L: Extendable> KeptEntry<L> {
             self.give_up(now);
             return Next::Idle;
         }
-        if self.hold_reached || now + self.early() < self.next_try {
+        // An extension may start a little early, to share a wake-up (`KeepSchedule::early`).
+        let early = self.schedule.early(self.ttl, self.last_error.is_some());
+        if self.hold_reached || now + early < self.next_try {
             return Next::Wake(self.next_try.min(lost_at));
         }
         // How long to extend for: the ttl, cut down to the hold limit.
@@ -344,11 +337,6 @@ impl Publisher {
         status.valid_until = valid_until;
         status.extensions += 1;
         true
-    }
-
-    /// Whether the loss was published (by the keeper, or by a handle).
-    pub(crate) fn is_lost(&self) -> bool {
-        self.0.status().lost.is_some()
     }
 
     /// An extension failed: the validity is at most `valid_until` (never moved later).

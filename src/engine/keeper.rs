@@ -1,12 +1,7 @@
-//! The keeper: one task per client that extends every lock the client keeps alive.
-//!
-//! A service may keep 100,000 locks. A task and a timer per lock would cost memory per lock
-//! and make each extension its own wake-up and its own round trips. Here the kept locks wait
-//! in one timer heap; a wake-up extends every lock that is due and those due a little later
-//! (the coalescing window), and drives their rounds concurrently, in one
-//! `FuturesUnordered` inside this task, so that each node gets them together (and can batch
-//! them: `node/connection.rs`). The task starts with the client's first kept lock and ends when the
-//! client keeps none; the kept locks talk to it over a channel.
+//! The keeper: one task per client that extends every lock the client keeps alive, from one
+//! timer heap, driving the rounds of the extensions due together (design 3.5: why not a task
+//! per lock, the coalescing window). It starts with the client's first kept lock and ends
+//! when the client keeps none; the kept locks talk to it over a channel.
 //!
 //! Every timer in the heap is a hint: when it fires, the lock's state decides what is due
 //! (`engine/keep_cycle.rs`). A lock has one current timer (its sequence number is in the

@@ -49,10 +49,15 @@ impl KeptHandle {
             None if self.shared.is_closed() => released(),
             None => return self.lock.valid(self.shared.status().valid_until),
         };
-        Err(Error::Lost {
+        Err(self.lost_error(reason))
+    }
+
+    /// [`Error::Lost`] for this lock, with `reason`.
+    fn lost_error(&self, reason: LostReason) -> Error {
+        Error::Lost {
             resource: self.lock.name().to_string(),
             reason,
-        })
+        }
     }
 
     pub(crate) fn valid_until(&self) -> Instant {
@@ -143,10 +148,7 @@ impl Kept {
             None => Err(self.gone()),
         };
         match lost {
-            Some(reason) => Err(Error::Lost {
-                resource: self.resource().to_string(),
-                reason,
-            }),
+            Some(reason) => Err(self.lost_error(reason)),
             None => released,
         }
     }
@@ -157,10 +159,7 @@ impl Kept {
         let lock = self.stop().await;
         match (lost, lock) {
             // Dropped: released in the background.
-            (Some(reason), _) => Err(Error::Lost {
-                resource: self.resource().to_string(),
-                reason,
-            }),
+            (Some(reason), _) => Err(self.lost_error(reason)),
             (None, Some(lock)) => Ok(lock),
             (None, None) => Err(self.gone()),
         }
@@ -172,13 +171,10 @@ impl Kept {
         if self.handle.lock.machinery.held.is_shut() {
             return Error::ShutDown;
         }
-        Error::Lost {
-            resource: self.resource().to_string(),
-            reason: LostReason::NotExtended {
-                last_error: Some("the keep-alive task failed".into()),
-                failures: Vec::new(),
-            },
-        }
+        self.lost_error(LostReason::NotExtended {
+            last_error: Some("the keep-alive task failed".into()),
+            failures: Vec::new(),
+        })
     }
 
     pub(crate) async fn run<F, Fut, T>(mut self, work: F) -> Result<T, Error>
@@ -210,10 +206,7 @@ impl Kept {
         outcome.map_err(|reason| match reason {
             // The client's shutdown took the lock from the keeper (and released it).
             _ if shut && self.handle.shared.is_closed() => Error::ShutDown,
-            reason => Error::Lost {
-                resource: self.resource().to_string(),
-                reason,
-            },
+            reason => self.lost_error(reason),
         })
     }
 

@@ -1,19 +1,10 @@
-//! What a held claim needs of its client, and no more: the fan-out of rounds to the nodes
-//! (`engine/fanout.rs`) and the registries the claim is entered in or reads (held locks,
-//! waiters, fencing hints, the keeper), with the settings its rounds check. A
-//! [`Coordinator`](crate::engine::coordinator::Coordinator) keeps one, and so does every
-//! held claim, and the client's counters are here for its acquisitions; its nodes' fleet stays
-//! with the coordinator.
+//! What a held claim needs of its client, and no more: the fan-out, the registries a claim is
+//! entered in or reads, the settings and the counters (ARCHITECTURE.md, its `engine/` row),
+//! kept by the [`Coordinator`](crate::engine::coordinator::Coordinator) and every held claim.
 //!
 //! Here too the registry of held locks ([`Holdings`]) and the clean end it serves
-//! ([`Machinery::shut_down`]). Without a shutdown, a process that ends with a lock held
-//! leaves the lock's keys on the nodes for the rest of their ttl: a dropped `Lock` releases
-//! in a background task, and the runtime's end (`#[tokio::main]` returning) cancels that task
-//! before it sends anything. Every held lock is entered in the registry when it is made
-//! (acquired, or handed over by a release) and removed when its release starts; the registry
-//! costs one uncontended mutex (one of 16, picked by the token's first hex digit) and one slot
-//! in a vector per acquisition and per release, and a weak pointer per held lock; it never
-//! keeps a lock alive.
+//! ([`Machinery::shut_down`]; why a process needs it, and what the registry costs: design
+//! 3.4).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};

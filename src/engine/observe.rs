@@ -7,8 +7,10 @@ use std::time::Duration;
 use fred::types::{Key, Value};
 use futures::Stream;
 
+use crate::algo::quorum::Tally;
 use crate::engine::coordinator::Coordinator;
 use crate::engine::election::{election_keys, parse_record};
+use crate::engine::held;
 use crate::error::{ConfigError, Error, NodeError};
 use crate::node::scripts::OBSERVE;
 use crate::node::Node;
@@ -47,12 +49,13 @@ pub(crate) async fn leader(client: &Coordinator, name: &str) -> Result<Option<Le
     .await;
     let mut seen: Vec<((u64, String), usize)> = Vec::new();
     let mut failures = Vec::new();
-    let mut answered = 0;
+    // Those that answered are its yes: a majority of them must.
+    let mut tally = Tally::presuming(client.node_list().len(), 0);
     for answer in answers {
         match answer {
             Err(e) => failures.push(e),
             Ok(view) => {
-                answered += 1;
+                tally.yes += 1;
                 let Some(leader) = view else { continue };
                 match seen.iter_mut().find(|(l, _)| *l == leader) {
                     Some((_, n)) => *n += 1,
@@ -61,18 +64,12 @@ pub(crate) async fn leader(client: &Coordinator, name: &str) -> Result<Option<Le
             }
         }
     }
-    let quorum = client.quorum();
-    if answered < quorum {
-        return Err(Error::NoQuorum {
-            resource: name.to_string(),
-            needed: quorum,
-            agreed: answered,
-            failures,
-        });
+    if tally.yes < tally.quorum() {
+        return Err(held::unheld(name, tally, failures, false));
     }
     Ok(seen
         .into_iter()
-        .find(|(_, n)| *n >= quorum)
+        .find(|(_, n)| *n >= tally.quorum())
         .map(|((term, identity), nodes)| Leader {
             identity,
             term,

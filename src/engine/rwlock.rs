@@ -1,15 +1,9 @@
-//! Read-write locks (design 2.9): many readers or one writer, writers first.
-//!
-//! A side is a [`Held`] whose claim is `r:token` or `w:token` in the lock's sorted set, run
-//! through the lock's rounds with the semaphores' scripts (extension, release, fencing,
-//! keep-alive, shutdown). The acquisition is the semaphores' claim kind
-//! ([`Seat`], in `engine/acquire.rs`'s one attempt) with the RW_ACQUIRE script, in the lock's
-//! loop (`Acquiring`, there too). A writer refused because others hold records an intent on
-//! the nodes that refused it, which keeps new readers out until the writer is through; each
-//! of its attempts renews the intent, so its pauses are at most a third of the ttl, and the
-//! intent is dropped everywhere once the writer's call ends, however it ends: announced as a
-//! release when the writer ends without the write side, so that readers waiting for it
-//! attempt at once.
+//! Read-write locks (design 2.9: many readers or one writer, writers first, a refused
+//! writer's intent keeping new readers out). A side is a [`Held`] whose claim is `r:token` or
+//! `w:token` in the lock's sorted set, run through the lock's rounds with the semaphores'
+//! scripts; it is taken by the semaphores' claim kind ([`Seat`]) with the RW_ACQUIRE script,
+//! in the lock's loop (`Acquiring`), and a writer's intent is dropped when its call ends
+//! ([`Intent`]).
 
 use std::sync::Arc;
 use std::time::Duration;

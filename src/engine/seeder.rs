@@ -1,12 +1,6 @@
-//! Re-seeding nodes that may have lost data (design 2.6a; the rules are in `algo/lineage/`).
-//!
-//! A node found without a marker of its own is re-seeded once its quarantine ends: every
-//! node is surveyed (its marker, its largest fencing counter, its clock), the floor is
-//! decided from the answers (`lineage::floor`), and the SEED script writes a marker of the
-//! node's own run_id with that floor, if nobody changed the marker meanwhile. From then on
-//! the node's fencing counters count again. Until then, where fewer than a majority of nodes
-//! have counters known to be complete, `fencing_token()` refuses with
-//! `Error::FencingUnavailable`.
+//! Re-seeding nodes that may have lost data (design 2.6a; the rules are in `algo/lineage/`):
+//! a node found without a marker of its own is surveyed with the others once its quarantine
+//! ends, and the SEED script writes its marker with the floor decided from the answers.
 
 use std::sync::Weak;
 use std::time::Duration;

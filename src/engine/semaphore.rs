@@ -1,14 +1,8 @@
-//! Semaphores (design 2.9): at most `N` holders of a resource across every client, each
-//! holding one of `N` slots the way a lock is held.
-//!
-//! A permit is a [`Held`] whose claim is `slot:token` in the semaphore's sorted set instead
-//! of a lock key: extension, release, fencing, keep-alive and shutdown run the lock's rounds
-//! with the semaphore's scripts (`node::Primitive::Permit`). Only the acquisition differs:
-//! every node records the first slot free in the attempt's preference order
-//! (`algo::slots`), and the permit is granted on a slot that a majority recorded, with the
-//! lock's validity rule: a claim kind of its own ([`Seat`]) in the one attempt of every claim
-//! (`engine/acquire.rs`). The acquisition loop, waiting in line for a release included, is
-//! the lock's (`Acquiring`, there too).
+//! Semaphores (design 2.9: `N` slots, each held the way a lock is, a permit granted on a slot
+//! a majority recorded). A permit is a [`Held`] whose claim is `slot:token` in the
+//! semaphore's sorted set, run through the lock's rounds with the semaphore's scripts
+//! (`node::Primitive::Permit`); only its acquisition differs: a claim kind of its own
+//! ([`Seat`]) in the one attempt of every claim, in the lock's loop (`engine/acquire.rs`).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

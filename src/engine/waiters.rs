@@ -1,26 +1,8 @@
-//! Waiting for a release instead of polling, in line.
-//!
-//! A release deletes our keys with the RELEASE script, which also publishes, for each key it
-//! deleted, a message on the key's release channel (`quorumlock:released:` + the key) whose
-//! payload is the SHA1 of the released token (never the token).
-//!
-//! Within one client, the callers waiting for a key form a queue, first come first served.
-//! Only the head of the queue makes attempts: after a failed one it waits for a release (a
-//! message from a node, or a release made by this client) or its retry pause, whichever comes
-//! first. The others wait for their turn and make no attempt. A release wakes the head alone,
-//! so one release costs one attempt, not one per waiter; a caller that arrives while others
-//! wait joins the queue instead of trying to barge in before the head.
-//!
-//! A release by this client hands the lock straight to the head of the line when the head is
-//! waiting (`engine/handover.rs`): one round replaces the old token with the head's on every node, and
-//! the head gets the lock without an attempt of its own. The releaser claims the head's ticket
-//! first, so that the head makes no attempt while the handover is under way.
-//!
-//! The first waiter subscribes to the key's channel on every node (one subscriber connection
-//! per node, opened the first time this client waits) and waits until a majority confirmed;
-//! the subscription lasts while the queue is not empty. The head's first attempt after that
-//! is made at once: a release made before the subscription sent no message that we could get
-//! (design 2.4a has the argument that no wake-up is missed).
+//! Waiting for a release instead of polling, in line (design 2.4a: the release messages,
+//! the arming that misses no release, one attempt per release): per client and key, a
+//! queue of waiters ([`Wakeups`]) whose head alone attempts. A release by this client may
+//! hand the lock straight to the waiting head, which it claims first
+//! ([`Wakeups::claim_head`], `engine/handover.rs`, design 2.4b).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
@@ -118,10 +100,6 @@ impl Ticket {
 
     pub(crate) fn take_handed(&self) -> Option<Held> {
         self.handed.lock().ok().and_then(|mut handed| handed.take())
-    }
-
-    fn has_handed(&self) -> bool {
-        self.handed.lock().is_ok_and(|handed| handed.is_some())
     }
 
     /// Leaves [`wait`], unless a release claimed this waiter.
@@ -252,17 +230,12 @@ impl Wakeups {
         Some((Arc::clone(head), ttl))
     }
 
-    /// This client saw its release of `key` confirmed by a majority: wakes the head of the
-    /// queue, and the release's messages from the nodes wake nobody after that.
-    pub(crate) fn released(&self, key: &str, payload: &str) {
-        self.seen(key, payload, true);
-    }
-
     /// A node announced a release of `key`. The first message of a release wakes the head of
     /// the queue at once (the other nodes delete at about the same time); the message that
     /// shows a majority deleted wakes it again, in case the first attempt came too early.
-    /// Other messages wake nobody.
-    fn seen(&self, key: &str, payload: &str, confirmed: bool) {
+    /// Other messages wake nobody. `confirmed`: this client saw its release confirmed by a
+    /// majority, which wakes the head, and the release's messages wake nobody after that.
+    pub(crate) fn seen(&self, key: &str, payload: &str, confirmed: bool) {
         let Ok(mut keys) = self.keys.lock() else {
             return;
         };
@@ -383,7 +356,7 @@ pub(crate) async fn wait(ticket: &Ticket, pause: Duration, deadline: Option<Inst
         let notified = ticket.notify.notified();
         tokio::pin!(notified);
         notified.as_mut().enable();
-        if ticket.has_handed() {
+        if ticket.handed.lock().is_ok_and(|handed| handed.is_some()) {
             ticket.state.store(BUSY, Ordering::SeqCst);
             return Woken::Handed;
         }
@@ -476,7 +449,7 @@ mod tests {
         let a = wakeups.join("k", None, None, || {});
         wakeups.message("quorumlock:released:other", "x");
         wakeups.message("elsewhere:k", "x");
-        wakeups.released("k2", "x");
+        wakeups.seen("k2", "x", true);
         assert_eq!(wait(&a, Duration::from_secs(1), None).await, Woken::Paused);
     }
 }
