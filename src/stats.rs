@@ -34,9 +34,10 @@ pub struct Stats {
     pub handed_over: u64,
 }
 
-/// One count per [`Event`], in its order.
+/// One count per [`Event`], in its order (sized by the last event: a new one goes after it
+/// and takes its place here, and in [`Counters::read`]).
 #[derive(Debug, Default)]
-pub(crate) struct Counters([AtomicU64; 6]);
+pub(crate) struct Counters([AtomicU64; Event::HandedOver as usize + 1]);
 
 /// What to count (its discriminant is its place in [`Counters`]).
 #[derive(Debug, Clone, Copy)]
