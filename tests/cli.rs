@@ -721,13 +721,17 @@ async fn the_command_dies_when_quorumlock_dies() {
 /// The lease it gave the watchdog runs out before the lock's validity: the watchdog stops
 /// the command, so a rival that takes the lock after it expires finds the work over. Resumed,
 /// quorumlock says what happened and exits as on a loss.
+///
+/// The lease ends 1.5 grace periods before the validity, and the keys expire after it: a
+/// grace of 800 ms leaves the watchdog and the command's trap over a second to act under
+/// load (with 200 ms, a full run once saw the rival first).
 #[tokio::test]
 async fn the_command_is_stopped_when_quorumlock_stalls() {
     let q = LocalQuorum::start(3).await.unwrap();
     let rival = client(&q).await;
     let dir = scratch();
     let script = format!("trap 'touch term; exit 0' TERM; touch started; {BUSY}");
-    let mut cli = run_sh(&q, &["--ttl", "2s", "--grace", "200ms"], "stalled", &script);
+    let mut cli = run_sh(&q, &["--ttl", "4s", "--grace", "800ms"], "stalled", &script);
     let child = cli
         .current_dir(dir.path())
         .stderr(Stdio::piped())
@@ -744,17 +748,30 @@ async fn the_command_is_stopped_when_quorumlock_stalls() {
         .await
         .expect("the rival gets the lock once it expires");
     // The order of events, not their timing: the command was stopped before the rival
-    // could take the lock.
-    assert!(
-        dir.path().join("term").exists(),
-        "the rival took the lock while the stalled holder's command ran"
-    );
+    // could take the lock. If it was not, whether the watchdog stopped it later while
+    // quorumlock was still stalled (it had its lease) or not (it had none) tells the cause.
+    let term = dir.path().join("term");
+    let stopped_first = term.exists();
+    let stopped_while_stalled = stopped_first
+        || tokio::time::timeout(Duration::from_secs(5), appears(&term))
+            .await
+            .is_ok();
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGCONT).unwrap();
     let out = tokio::time::timeout(Duration::from_secs(60), child.wait_with_output())
         .await
         .expect("quorumlock exits")
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stopped_first,
+        "the rival took the lock while the stalled holder's command ran; the watchdog \
+         stopped it {}; quorumlock said: {stderr}",
+        if stopped_while_stalled {
+            "later, while quorumlock was still stalled"
+        } else {
+            "not while quorumlock was stalled"
+        }
+    );
     assert_eq!(out.status.code(), Some(76), "{stderr}");
     assert!(stderr.contains("stalled"), "{stderr}");
     // Its release after resuming left the rival's lock alone.
